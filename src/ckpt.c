@@ -1,0 +1,72 @@
+#include "ckpt.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+#include "util.h"
+
+#define WEIGHTS_FORMAT "dtrain-weights"
+#define WEIGHTS_VERSION "1"
+
+int weights_save(const dt_net *net, const float *w, const char *path, const char *dataset)
+{
+    st_tensor *t = calloc((size_t)net->n_tensors + 1, sizeof *t);
+    const char *mk[] = {"format", "version", "net", "dataset", "producer"};
+    const char *mv[] = {WEIGHTS_FORMAT, WEIGHTS_VERSION, net->name, dataset ? dataset : "", "dtrain " PACKAGE_VERSION};
+    int rc;
+    if (!t) return dt_fail("out of memory");
+    for (int i = 0; i < net->n_tensors; i++) {
+        const dt_param *p = net->tensors[i];
+        t[i].name = p->name;
+        t[i].n_dims = p->n_dims;
+        for (int d = 0; d < p->n_dims; d++) t[i].shape[d] = p->dims[d];
+        t[i].data = w + p->offset;
+    }
+    rc = st_write(path, t, net->n_tensors, mk, mv, (int)DT_ARRAY_LEN(mk));
+    free(t);
+    return rc;
+}
+
+int weights_read(const dt_net *net, const char *path, float *w)
+{
+    st_file *f;
+    int rc = -1;
+    if (st_read(path, &f) != 0) return -1;
+    for (int i = 0; i < net->n_tensors; i++) {
+        const dt_param *p = net->tensors[i];
+        const st_entry *e = st_find(f, p->name);
+        int64_t want[ST_MAX_DIMS];
+        int same = 1;
+        char a[96], b[96];
+        if (!e) {
+            dt_fail("%s: no tensor '%s' (expected every tensor of net %s; is this file from another net?)", path,
+                    p->name, net->name);
+            goto out;
+        }
+        for (int d = 0; d < p->n_dims; d++) want[d] = p->dims[d];
+        same = e->n_dims == p->n_dims;
+        for (int d = 0; same && d < p->n_dims; d++) same = e->shape[d] == want[d];
+        if (!same) {
+            st_shape_format(e->n_dims, e->shape, a, sizeof a);
+            st_shape_format(p->n_dims, want, b, sizeof b);
+            dt_fail("%s: tensor '%s' has shape %s (expected %s for net %s)", path, p->name, a, b, net->name);
+            goto out;
+        }
+        if (strcmp(e->dtype, "F32") != 0) {
+            dt_fail("%s: tensor '%s' is %s (expected F32)", path, p->name, e->dtype);
+            goto out;
+        }
+        memcpy(w + p->offset, f->data + e->begin, p->n * sizeof(float));
+    }
+    for (int i = 0; i < f->n; i++)
+        if (!net_find_tensor(net, f->e[i].name)) {
+            dt_fail("%s: tensor '%s' is not in net %s (is this file from another net?)", path, f->e[i].name,
+                    net->name);
+            goto out;
+        }
+    rc = 0;
+out:
+    st_close(f);
+    return rc;
+}

@@ -1,0 +1,18 @@
+/* ckpt — weight files (and, later, checkpoints) in the safetensors layout.
+ *
+ * Tensor names are the net's ("fc1.weight"), shapes PyTorch's, so a file written here loads
+ * with safetensors.torch.load_file or a few lines of NumPy, and the other way round.
+ * Loading checks every name, dtype and shape against the net before anything is copied.
+ * Works on a host copy of the arena; moving it to the device and to other ranks is the caller's.
+ */
+#ifndef DT_CKPT_H
+#define DT_CKPT_H
+
+#include "engine/net.h"
+
+/* Writes the net's weights (host copy `w`, arena order) with metadata. */
+int weights_save(const dt_net *net, const float *w, const char *path, const char *dataset);
+/* Reads a weight file into a host arena w (net->n_params floats). */
+int weights_read(const dt_net *net, const char *path, float *w);
+
+#endif

@@ -1,0 +1,314 @@
+/* The option table and everything derived from it. */
+#include "cli.h"
+
+#include <getopt.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/mode.h"
+#include "data/dataset.h"
+#include "engine/optim.h"
+#include "util.h"
+
+typedef enum { K_FLAG, K_INT, K_DOUBLE, K_STRING, K_CHOICE, K_ACTION } opt_kind;
+
+enum {
+    LOCAL = 1,     /* may differ between ranks (paths, output): not in the agreement check */
+    NO_CONFIG = 2, /* command line only */
+};
+
+typedef struct optdef {
+    const char *group;
+    const char *name;
+    opt_kind kind;
+    const char *metavar;
+    size_t offset;
+    double lo, hi;
+    const char *choices; /* K_CHOICE: "a|b|c"; K_ACTION: unused */
+    const char *dflt;    /* default as text; NULL: none */
+    int flags;
+    int action; /* K_ACTION */
+    const char *help;
+} optdef;
+
+#define OFF(f) offsetof(dt_opts, f)
+
+static const optdef table[] = {
+    {"Run", "net", K_STRING, "NAME|FILE", OFF(net), 0, 0, NULL, "mlp", 0, 0,
+     "network: a built-in name (--list-nets) or a .net file"},
+    {"Run", "dataset", K_STRING, "NAME", OFF(dataset), 0, 0, NULL, "fashion-mnist", 0, 0,
+     "dataset (--list-datasets)"},
+    {"Run", "data-dir", K_STRING, "DIR", OFF(data_dir), 0, 0, NULL, NULL, LOCAL, 0,
+     "where the dataset's files are (default: its standard locations)"},
+    {"Run", "epochs", K_INT, "N", OFF(epochs), 0, 1e6, NULL, "5", 0, 0,
+     "passes over the training set; 0 only evaluates (with --load)"},
+    {"Run", "iters", K_INT, "N", OFF(iters), 0, 1e12, NULL, "0", 0, 0,
+     "stop after N iterations in total (0: no limit)"},
+    {"Run", "batch", K_INT, "N", OFF(batch), 1, 1 << 24, NULL, "100", 0, 0,
+     "global batch, summed over all ranks (as in the papers)"},
+    {"Run", "seed", K_INT, "N", OFF(seed), 0, 9.2e18, NULL, "1", 0, 0,
+     "one seed for initialisation, shuffling and every random stream"},
+    {"Run", "threads", K_INT, "N", OFF(threads), 0, 1024, NULL, "0", LOCAL, 0,
+     "compute threads per rank (0: the cores of this host divided by its ranks)"},
+    {"Run", "device", K_CHOICE, "cpu|auto", OFF(device), 0, 0, "cpu|auto", "auto", 0, 0,
+     "compute backend (auto: the best one built)"},
+    {"Run", "config", K_STRING, "FILE", OFF(config), 0, 0, NULL, NULL, LOCAL | NO_CONFIG, 0,
+     "read options from a key = value file first (dtrain.conf(5))"},
+
+    {"Optimizer", "lr", K_DOUBLE, "X", OFF(lr), 0, 100, NULL, "0.02", 0, 0, "learning rate"},
+    {"Optimizer", "momentum", K_DOUBLE, "X", OFF(momentum), 0, 0.9999, NULL, "0.9", 0, 0, "SGD momentum"},
+    {"Optimizer", "nesterov", K_FLAG, NULL, OFF(nesterov), 0, 0, NULL, NULL, 0, 0, "Nesterov momentum"},
+    {"Optimizer", "wd", K_DOUBLE, "X", OFF(wd), 0, 1, NULL, "0", 0, 0, "weight decay (L2, added to the gradient)"},
+    {"Optimizer", "lr-schedule", K_STRING, "SPEC", OFF(lr_schedule), 0, 0, NULL, "constant", 0, 0,
+     "constant, step:E1,E2,...[:GAMMA], poly:POWER or cosine"},
+    {"Optimizer", "lr-warmup-epochs", K_DOUBLE, "X", OFF(lr_warmup_epochs), 0, 1e4, NULL, "0", 0, 0,
+     "ramp the learning rate linearly from ~0 over the first X epochs"},
+
+    {"Communication", "mode", K_STRING, "NAME", OFF(mode), 0, 0, NULL, "dsync", 0, 0,
+     "how ranks combine gradients (--list-modes)"},
+
+    {"Output", "log", K_STRING, "FILE", OFF(log), 0, 0, NULL, NULL, LOCAL, 0,
+     "write JSON lines (iterations, epochs, summary) to FILE"},
+    {"Output", "log-every", K_INT, "N", OFF(log_every), 1, 1e9, NULL, "50", LOCAL, 0,
+     "iterations between \"iter\" records and progress lines"},
+    {"Output", "progress", K_CHOICE, "WHEN", OFF(progress), 0, 0, "auto|bar|lines|none", "auto", LOCAL, 0,
+     "progress on rank 0: bar (redrawn), lines, none; auto: bar on a terminal"},
+    {"Output", "save", K_STRING, "FILE", OFF(save), 0, 0, NULL, NULL, LOCAL, 0,
+     "write the trained weights (safetensors) to FILE"},
+    {"Output", "load", K_STRING, "FILE", OFF(load), 0, 0, NULL, NULL, LOCAL, 0,
+     "start from the weights in FILE (safetensors)"},
+
+    {"Information", "help", K_ACTION, NULL, 0, 0, 0, NULL, NULL, LOCAL | NO_CONFIG, DT_ACT_HELP,
+     "print this help and exit"},
+    {"Information", "version", K_ACTION, NULL, 0, 0, 0, NULL, NULL, LOCAL | NO_CONFIG, DT_ACT_VERSION,
+     "print the version and build features and exit"},
+    {"Information", "list-modes", K_ACTION, NULL, 0, 0, 0, NULL, NULL, LOCAL | NO_CONFIG, DT_ACT_LIST_MODES,
+     "list the communication modes"},
+    {"Information", "list-nets", K_ACTION, NULL, 0, 0, 0, NULL, NULL, LOCAL | NO_CONFIG, DT_ACT_LIST_NETS,
+     "list the built-in nets"},
+    {"Information", "list-datasets", K_ACTION, NULL, 0, 0, 0, NULL, NULL, LOCAL | NO_CONFIG, DT_ACT_LIST_DATASETS,
+     "list the datasets and where they are looked for"},
+    {"Information", "list-layers", K_ACTION, NULL, 0, 0, 0, NULL, NULL, LOCAL | NO_CONFIG, DT_ACT_LIST_LAYERS,
+     "list the layer types of the .net format"},
+};
+
+#define N_OPTS ((int)DT_ARRAY_LEN(table))
+
+static const optdef *find_opt(const char *name)
+{
+    for (int i = 0; i < N_OPTS; i++)
+        if (strcmp(table[i].name, name) == 0) return &table[i];
+    return NULL;
+}
+
+static void *field(dt_opts *o, const optdef *d) { return (char *)o + d->offset; }
+static const void *cfield(const dt_opts *o, const optdef *d) { return (const char *)o + d->offset; }
+
+static int choice_ok(const char *choices, const char *v)
+{
+    size_t n = strlen(v);
+    for (const char *p = choices; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, v, n) == 0) return 1;
+        p += len + (bar ? 1 : 0);
+    }
+    return 0;
+}
+
+/* Checks names that tables elsewhere define, so a typo fails before any rank starts work. */
+static int check_name(const dt_opts *o, const optdef *d, const char *value, const char *origin)
+{
+    (void)o;
+    if (strcmp(d->name, "mode") == 0 && !mode_find(value))
+        return dt_fail("%s: unknown mode '%s' (expected one of %s)", origin, value, mode_list());
+    if (strcmp(d->name, "lr-schedule") == 0) {
+        dt_lr_schedule tmp;
+        if (lr_schedule_parse(value, 1.0, 0.0, 1.0, &tmp) != 0) return dt_fail_prefix("%s", origin);
+    }
+    if (strcmp(d->name, "dataset") == 0 && !dataset_default_dirs(value)[0])
+        return dt_fail("%s: unknown dataset '%s' (expected one of %s)", origin, value, dataset_list());
+    return 0;
+}
+
+int cli_apply(dt_opts *o, const char *name, const char *value, const char *origin, int from_config)
+{
+    const optdef *d = find_opt(name);
+    long l;
+    double x;
+    if (!d || (from_config && (d->flags & NO_CONFIG)))
+        return dt_fail("%s: unknown option '%s' (see dtrain --help)", origin, name);
+    switch (d->kind) {
+    case K_ACTION: o->action = (dt_action)d->action; return 0;
+    case K_FLAG:
+        if (!value || strcmp(value, "1") == 0 || strcmp(value, "true") == 0 || strcmp(value, "yes") == 0)
+            *(int *)field(o, d) = 1;
+        else if (strcmp(value, "0") == 0 || strcmp(value, "false") == 0 || strcmp(value, "no") == 0)
+            *(int *)field(o, d) = 0;
+        else
+            return dt_fail("%s: expected true or false, found '%s'", origin, value);
+        return 0;
+    case K_INT:
+        if (dt_parse_long(value, (long)d->lo, (long)d->hi, origin, &l) != 0) return -1;
+        *(long *)field(o, d) = l;
+        return 0;
+    case K_DOUBLE:
+        if (dt_parse_double(value, d->lo, d->hi, origin, &x) != 0) return -1;
+        *(double *)field(o, d) = x;
+        return 0;
+    case K_CHOICE:
+        if (!choice_ok(d->choices, value))
+            return dt_fail("%s: expected one of %s, found '%s'", origin, d->choices, value);
+        /* fall through */
+    case K_STRING: {
+        if (!*value) return dt_fail("%s: expected %s, found an empty value", origin, d->metavar);
+        if (check_name(o, d, value, origin) != 0) return -1;
+        char **slot = field(o, d), *copy = dt_strdup(value);
+        if (!copy) return -1;
+        free(*slot);
+        *slot = copy;
+        return 0;
+    }
+    }
+    return 0;
+}
+
+static int set_defaults(dt_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    for (int i = 0; i < N_OPTS; i++) {
+        const optdef *d = &table[i];
+        char origin[64];
+        if (!d->dflt) continue;
+        snprintf(origin, sizeof origin, "default of --%s", d->name);
+        if (cli_apply(o, d->name, d->dflt, origin, 0) != 0) return -1;
+    }
+    return 0;
+}
+
+int cli_parse(int argc, char **argv, dt_opts *o)
+{
+    struct option longopts[N_OPTS + 1];
+    struct {
+        int idx;
+        const char *val;
+    } given[256];
+    int n_given = 0, c;
+    const char *config = NULL;
+
+    if (set_defaults(o) != 0) return -1;
+    for (int i = 0; i < N_OPTS; i++) {
+        longopts[i].name = table[i].name;
+        longopts[i].has_arg = (table[i].kind == K_FLAG || table[i].kind == K_ACTION) ? no_argument : required_argument;
+        longopts[i].flag = NULL;
+        longopts[i].val = 256 + i;
+    }
+    memset(&longopts[N_OPTS], 0, sizeof longopts[0]);
+
+    opterr = 0;
+    optind = 0; /* GNU: reinitialise, so tests may call this more than once */
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        if (c == 'h') {
+            o->action = DT_ACT_HELP;
+            continue;
+        }
+        if (c == '?') {
+            const char *arg = argv[optind - 1];
+            if (optopt && optopt < 256) return dt_fail("unknown option '-%c' (see dtrain --help)", optopt);
+            return dt_fail("unknown option '%s' (see dtrain --help)", arg);
+        }
+        if (c == ':') {
+            const char *arg = argv[optind - 1];
+            if (optopt >= 256) arg = table[optopt - 256].name;
+            return dt_fail("--%s: missing value (expected %s)", arg, optopt >= 256 ? table[optopt - 256].metavar : "a value");
+        }
+        if (n_given == (int)DT_ARRAY_LEN(given)) return dt_fail("too many options");
+        given[n_given].idx = c - 256;
+        given[n_given].val = optarg;
+        n_given++;
+        if (strcmp(table[c - 256].name, "config") == 0) config = optarg;
+    }
+    if (optind < argc)
+        return dt_fail("unexpected argument '%s' (options start with --; see dtrain --help)", argv[optind]);
+    if (config && config_load(config, o) != 0) return -1;
+    for (int i = 0; i < n_given; i++) {
+        char origin[64];
+        snprintf(origin, sizeof origin, "--%s", table[given[i].idx].name);
+        if (cli_apply(o, table[given[i].idx].name, given[i].val, origin, 0) != 0) return -1;
+    }
+    return 0;
+}
+
+void cli_free(dt_opts *o)
+{
+    for (int i = 0; i < N_OPTS; i++)
+        if (table[i].kind == K_STRING || table[i].kind == K_CHOICE) {
+            char **slot = field(o, &table[i]);
+            free(*slot);
+            *slot = NULL;
+        }
+}
+
+void cli_help(FILE *f)
+{
+    const char *group = "";
+    fprintf(f, "Usage: dtrain [OPTION]...\n"
+               "       mpirun -np P dtrain [OPTION]...\n"
+               "Train a network on one or many ranks, exchanging gradients as --mode says.\n"
+               "Every option is described in dtrain(1); config files in dtrain.conf(5); nets in dtrain-net(5).\n");
+    for (int i = 0; i < N_OPTS; i++) {
+        const optdef *d = &table[i];
+        char left[64];
+        if (strcmp(group, d->group) != 0) {
+            group = d->group;
+            fprintf(f, "\n%s:\n", group);
+        }
+        snprintf(left, sizeof left, "--%s%s%s", d->name, d->metavar ? " " : "", d->metavar ? d->metavar : "");
+        fprintf(f, "  %-26s %s", left, d->help);
+        if (d->dflt) fprintf(f, " [%s]", d->dflt);
+        fputc('\n', f);
+    }
+    fprintf(f, "\nExample: mpirun -np 4 dtrain --net mlp --dataset fashion-mnist --epochs 2\n");
+}
+
+char *cli_canonical(const dt_opts *o)
+{
+    size_t cap = 4096, off = 0;
+    char *buf = dt_malloc(cap);
+    if (!buf) return NULL;
+    buf[0] = 0;
+    for (int i = 0; i < N_OPTS; i++) {
+        const optdef *d = &table[i];
+        char val[600];
+        if (d->flags & LOCAL || d->kind == K_ACTION) continue;
+        switch (d->kind) {
+        case K_FLAG: snprintf(val, sizeof val, "%s", *(const int *)cfield(o, d) ? "true" : "false"); break;
+        case K_INT: snprintf(val, sizeof val, "%ld", *(const long *)cfield(o, d)); break;
+        case K_DOUBLE: { /* the shortest text that reads back as the same double */
+            double v = *(const double *)cfield(o, d);
+            for (int prec = 1; prec <= 17; prec++) {
+                snprintf(val, sizeof val, "%.*g", prec, v);
+                if (strtod(val, NULL) == v) break;
+            }
+            break;
+        }
+        default: {
+            const char *s = *(char *const *)cfield(o, d);
+            snprintf(val, sizeof val, "%s", s ? s : "");
+        }
+        }
+        size_t need = strlen(d->name) + strlen(val) + 5;
+        if (off + need >= cap) {
+            char *g = realloc(buf, cap = (off + need) * 2);
+            if (!g) {
+                free(buf);
+                dt_fail("out of memory");
+                return NULL;
+            }
+            buf = g;
+        }
+        off += (size_t)snprintf(buf + off, cap - off, "%s = %s\n", d->name, val);
+    }
+    return buf;
+}

@@ -1,0 +1,53 @@
+/* cli — the one option table: getopt_long parsing, config files, --help, and the canonical
+ * text of the options all ranks must agree on.
+ *
+ * Every flag lives in one table (cli.c). Parsing the command line, reading `--config` files
+ * (same names without dashes, the command line wins), printing --help and checking
+ * man/dtrain.1 (tests/man_options.sh reads --help) all come from that table, so they cannot
+ * drift apart. Parsing is pure: no MPI, no files other than the config file.
+ */
+#ifndef DT_CLI_H
+#define DT_CLI_H
+
+#include <stdio.h>
+
+typedef enum {
+    DT_ACT_TRAIN,
+    DT_ACT_HELP,
+    DT_ACT_VERSION,
+    DT_ACT_LIST_MODES,
+    DT_ACT_LIST_NETS,
+    DT_ACT_LIST_DATASETS,
+    DT_ACT_LIST_LAYERS,
+} dt_action;
+
+typedef struct dt_opts {
+    dt_action action;
+    /* run */
+    char *net, *dataset, *data_dir, *device, *config;
+    long epochs, iters, batch, seed, threads;
+    /* optimizer */
+    double lr, momentum, wd, lr_warmup_epochs;
+    int nesterov;
+    char *lr_schedule;
+    /* communication */
+    char *mode;
+    /* output */
+    char *log, *save, *load, *progress;
+    long log_every;
+} dt_opts;
+
+/* Parses argv (and the --config file it names) into o, starting from the defaults.
+ * Returns 0, or -1 with a one-line message (dt_errmsg). */
+int cli_parse(int argc, char **argv, dt_opts *o);
+void cli_free(dt_opts *o);
+void cli_help(FILE *f);
+/* Applies one option by long name; `origin` prefixes messages ("--lr", "x.conf:3: lr"). */
+int cli_apply(dt_opts *o, const char *name, const char *value, const char *origin, int from_config);
+/* "key = value\n" for every option that changes the computation, in table order (malloc'd). */
+char *cli_canonical(const dt_opts *o);
+
+/* config.c: reads a key = value file into o. */
+int config_load(const char *path, dt_opts *o);
+
+#endif

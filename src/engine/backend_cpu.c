@@ -1,0 +1,241 @@
+/* The CPU backend: host memory, OpenBLAS sgemm, elementwise kernels as plain loops.
+ *
+ * Hot elementwise loops are compiled three times (AVX-512, AVX2, baseline x86-64) and the best
+ * one is picked at load time, so one binary runs everywhere and uses the full vector width
+ * where it exists. Memory-bound loops (the optimizer over the whole arena) are fused into one
+ * pass: each of w, g, v is read once and written at most once.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "../cpu.h"
+#include "../rng.h"
+#include "../util.h"
+#include "backend.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define DT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define DT_CLONES
+#endif
+
+static void *cpu_alloc(dt_backend *be, size_t bytes)
+{
+    (void)be;
+    return dt_zalloc(bytes);
+}
+
+static void cpu_free(dt_backend *be, void *p)
+{
+    (void)be;
+    dt_free(p);
+}
+
+static void cpu_copy(dt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    if (dst != src && bytes) memmove(dst, src, bytes);
+}
+
+static void cpu_sync(dt_backend *be) { (void)be; }
+
+static void cpu_gemm(dt_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                     const float *b, int ldb, float beta, float *c, int ldc)
+{
+    (void)be;
+    if (m <= 0 || n <= 0) return;
+    if (k <= 0) { /* C = beta*C: cblas would do this too, but some builds reject k = 0 */
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) c[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[(size_t)i * ldc + j];
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
+                lda, b, ldb, beta, c, ldc);
+}
+
+DT_CLONES static void cpu_bias_add(dt_backend *be, float *y, const float *b, int rows, int cols)
+{
+    (void)be;
+    for (int r = 0; r < rows; r++) {
+        float *restrict yr = y + (size_t)r * cols;
+#pragma omp simd
+        for (int c = 0; c < cols; c++) yr[c] += b[c];
+    }
+}
+
+DT_CLONES static void cpu_bias_grad(dt_backend *be, float *db, const float *dy, int rows, int cols, float beta)
+{
+    (void)be;
+    if (beta == 0.0f) memset(db, 0, sizeof(float) * (size_t)cols);
+    for (int r = 0; r < rows; r++) {
+        const float *restrict d = dy + (size_t)r * cols;
+        float *restrict o = db;
+#pragma omp simd
+        for (int c = 0; c < cols; c++) o[c] += d[c];
+    }
+}
+
+DT_CLONES static void cpu_relu_fwd(dt_backend *be, float *restrict y, const float *restrict x, size_t n)
+{
+    (void)be;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+DT_CLONES static void cpu_relu_bwd(dt_backend *be, float *restrict dx, const float *restrict dy,
+                                   const float *restrict y, size_t n, float beta)
+{
+    (void)be;
+    if (beta == 0.0f) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+    }
+}
+
+/* keep element with probability 1-p: compare 24 hash bits with p * 2^24 */
+static inline int dropout_keep(uint64_t key, uint64_t idx, uint32_t thresh)
+{
+    return (uint32_t)(rng_hash(key, idx) >> 40) >= thresh;
+}
+
+static void cpu_dropout_fwd(dt_backend *be, float *y, const float *x, int rows, int cols, float p, uint64_t key,
+                            int64_t row0)
+{
+    (void)be;
+    uint32_t thresh = (uint32_t)(p * 16777216.0f);
+    float s = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    for (int r = 0; r < rows; r++) {
+        uint64_t base = (uint64_t)(row0 + r) * (uint64_t)cols;
+        for (int c = 0; c < cols; c++) {
+            size_t i = (size_t)r * cols + c;
+            y[i] = dropout_keep(key, base + (uint64_t)c, thresh) ? x[i] * s : 0.0f;
+        }
+    }
+}
+
+static void cpu_dropout_bwd(dt_backend *be, float *dx, const float *dy, int rows, int cols, float p, uint64_t key,
+                            int64_t row0, float beta)
+{
+    (void)be;
+    uint32_t thresh = (uint32_t)(p * 16777216.0f);
+    float s = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    for (int r = 0; r < rows; r++) {
+        uint64_t base = (uint64_t)(row0 + r) * (uint64_t)cols;
+        for (int c = 0; c < cols; c++) {
+            size_t i = (size_t)r * cols + c;
+            float v = dropout_keep(key, base + (uint64_t)c, thresh) ? dy[i] * s : 0.0f;
+            dx[i] = beta == 0.0f ? v : dx[i] + v;
+        }
+    }
+}
+
+static void cpu_softmax_xent_fwd(dt_backend *be, float *prob, const float *logits, const int32_t *labels, int rows,
+                                 int classes, double *loss_sum, int64_t *n_correct)
+{
+    (void)be;
+    double loss = 0.0;
+    int64_t correct = 0;
+    for (int r = 0; r < rows; r++) {
+        const float *z = logits + (size_t)r * classes;
+        float *p = prob + (size_t)r * classes;
+        int arg = 0;
+        float mx = z[0];
+        for (int c = 1; c < classes; c++)
+            if (z[c] > mx) mx = z[c], arg = c;
+        float sum = 0.0f;
+        for (int c = 0; c < classes; c++) {
+            p[c] = expf(z[c] - mx);
+            sum += p[c];
+        }
+        float inv = 1.0f / sum;
+        for (int c = 0; c < classes; c++) p[c] *= inv;
+        /* log-sum-exp form: exact even when prob[label] underflows */
+        loss += (double)logf(sum) + (double)mx - (double)z[labels[r]];
+        correct += arg == labels[r];
+    }
+    *loss_sum += loss;
+    *n_correct += correct;
+}
+
+static void cpu_softmax_xent_bwd(dt_backend *be, float *dx, const float *prob, const int32_t *labels, int rows,
+                                 int classes, float scale, float beta)
+{
+    (void)be;
+    for (int r = 0; r < rows; r++) {
+        const float *p = prob + (size_t)r * classes;
+        float *d = dx + (size_t)r * classes;
+        for (int c = 0; c < classes; c++) {
+            float v = scale * (p[c] - (c == labels[r] ? 1.0f : 0.0f));
+            d[c] = beta == 0.0f ? v : d[c] + v;
+        }
+    }
+}
+
+DT_CLONES static void cpu_sgd_step(dt_backend *be, float *restrict w, const float *restrict g, float *restrict v,
+                                   size_t n, float lr, float m, float wd, int nesterov)
+{
+    (void)be;
+    if (m == 0.0f || !v) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) w[i] -= lr * (g[i] + wd * w[i]);
+    } else if (!nesterov) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            float vi = m * v[i] + g[i] + wd * w[i];
+            v[i] = vi;
+            w[i] -= lr * vi;
+        }
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            float d = g[i] + wd * w[i];
+            float vi = m * v[i] + d;
+            v[i] = vi;
+            w[i] -= lr * (d + m * vi);
+        }
+    }
+}
+
+DT_CLONES static void cpu_scale(dt_backend *be, float *x, float a, size_t n)
+{
+    (void)be;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) x[i] *= a;
+}
+
+int backend_cpu_create(dt_backend **out, int n_threads)
+{
+    dt_backend *be = calloc(1, sizeof *be);
+    if (!be) return dt_fail("out of memory");
+    be->name = "cpu";
+    be->n_threads = n_threads < 1 ? 1 : n_threads;
+    be->alloc = cpu_alloc;
+    be->free = cpu_free;
+    be->to_device = cpu_copy;
+    be->to_host = cpu_copy;
+    be->copy = cpu_copy;
+    be->sync = cpu_sync;
+    be->gemm = cpu_gemm;
+    be->bias_add = cpu_bias_add;
+    be->bias_grad = cpu_bias_grad;
+    be->relu_fwd = cpu_relu_fwd;
+    be->relu_bwd = cpu_relu_bwd;
+    be->dropout_fwd = cpu_dropout_fwd;
+    be->dropout_bwd = cpu_dropout_bwd;
+    be->softmax_xent_fwd = cpu_softmax_xent_fwd;
+    be->softmax_xent_bwd = cpu_softmax_xent_bwd;
+    be->sgd_step = cpu_sgd_step;
+    be->scale = cpu_scale;
+    cpu_set_threads(be->n_threads);
+    cpu_flush_denormals();
+    *out = be;
+    return 0;
+}
+
+void backend_destroy(dt_backend *be) { free(be); }

@@ -1,0 +1,141 @@
+/* The layer-type table and the helpers layers share for reading their keys. */
+#include "layer.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../util.h"
+
+extern const dt_layer_ops layer_input_ops;
+extern const dt_layer_ops layer_dense_ops;
+extern const dt_layer_ops layer_relu_ops;
+extern const dt_layer_ops layer_dropout_ops;
+extern const dt_layer_ops layer_softmax_xent_ops;
+
+static const dt_layer_ops *const types[] = {
+    &layer_input_ops, &layer_dense_ops, &layer_relu_ops, &layer_dropout_ops, &layer_softmax_xent_ops,
+};
+
+size_t shape_size(const dt_shape *s)
+{
+    size_t n = 1;
+    for (int i = 0; i < s->n_dims; i++) n *= (size_t)s->d[i];
+    return n;
+}
+
+void shape_format(const dt_shape *s, char *buf, size_t n)
+{
+    size_t off = 0;
+    buf[0] = 0;
+    for (int i = 0; i < s->n_dims && off < n; i++)
+        off += (size_t)snprintf(buf + off, n - off, i ? "x%d" : "%d", s->d[i]);
+}
+
+const dt_layer_ops *layer_find(const char *type)
+{
+    for (size_t i = 0; i < DT_ARRAY_LEN(types); i++)
+        if (strcmp(types[i]->type, type) == 0) return types[i];
+    return NULL;
+}
+
+const char *layer_type_list(void)
+{
+    static char buf[512];
+    if (!buf[0]) {
+        size_t off = 0;
+        for (size_t i = 0; i < DT_ARRAY_LEN(types); i++)
+            off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", i ? ", " : "", types[i]->type);
+    }
+    return buf;
+}
+
+int layer_n_types(void) { return (int)DT_ARRAY_LEN(types); }
+const dt_layer_ops *layer_type_at(int i) { return types[i]; }
+
+dt_kv *layer_kv(dt_kv *kv, int n_kv, const char *key)
+{
+    for (int i = 0; i < n_kv; i++)
+        if (strcmp(kv[i].key, key) == 0) {
+            kv[i].used = 1;
+            return &kv[i];
+        }
+    return NULL;
+}
+
+int layer_kv_int(dt_kv *kv, int n_kv, const char *key, long lo, long hi, long dflt, int required, const char *where,
+                 const char *type, long *out)
+{
+    dt_kv *k = layer_kv(kv, n_kv, key);
+    if (!k) {
+        if (required)
+            return dt_fail("%s: %s: missing required key '%s' (expected %s=N with N in [%ld, %ld])", where, type, key,
+                           key, lo, hi);
+        *out = dflt;
+        return 0;
+    }
+    if (dt_parse_long(k->val, lo, hi, key, out) != 0) return dt_fail_prefix("%s: %s", where, type);
+    return 0;
+}
+
+int layer_kv_float(dt_kv *kv, int n_kv, const char *key, double lo, double hi, double dflt, const char *where,
+                   const char *type, double *out)
+{
+    dt_kv *k = layer_kv(kv, n_kv, key);
+    if (!k) {
+        *out = dflt;
+        return 0;
+    }
+    if (dt_parse_double(k->val, lo, hi, key, out) != 0) return dt_fail_prefix("%s: %s", where, type);
+    return 0;
+}
+
+int layer_kv_init(dt_kv *kv, int n_kv, const char *key, dt_init dflt, const char *where, const char *type,
+                  dt_init *out)
+{
+    static const struct {
+        const char *name;
+        dt_init_kind kind;
+        int has_value;
+    } kinds[] = {{"torch", DT_INIT_TORCH, 0},   {"he", DT_INIT_HE, 0},         {"xavier", DT_INIT_XAVIER, 0},
+                 {"normal", DT_INIT_NORMAL, 1}, {"const", DT_INIT_CONST, 1}};
+    dt_kv *k = layer_kv(kv, n_kv, key);
+    if (!k) {
+        *out = dflt;
+        return 0;
+    }
+    const char *colon = strchr(k->val, ':');
+    size_t len = colon ? (size_t)(colon - k->val) : strlen(k->val);
+    for (size_t i = 0; i < DT_ARRAY_LEN(kinds); i++) {
+        if (strlen(kinds[i].name) != len || strncmp(kinds[i].name, k->val, len) != 0) continue;
+        out->kind = kinds[i].kind;
+        out->value = 0.0f;
+        if (kinds[i].has_value != (colon != NULL))
+            return dt_fail("%s: %s: %s=%s: expected %s%s", where, type, key, k->val, kinds[i].name,
+                           kinds[i].has_value ? ":VALUE (e.g. normal:0.01)" : " without a value");
+        if (colon) {
+            double v;
+            if (dt_parse_double(colon + 1, -1e6, 1e6, key, &v) != 0) return dt_fail_prefix("%s: %s", where, type);
+            out->value = (float)v;
+        }
+        return 0;
+    }
+    return dt_fail("%s: %s: unknown %s '%s' (expected one of torch, he, xavier, normal:STD, const:VALUE)", where,
+                   type, key, k->val);
+}
+
+void layer_param(dt_layer *l, const char *suffix, int n_dims, const int *dims, dt_init init, int fan_in,
+                 int fan_out)
+{
+    dt_param *p = &l->params[l->n_params++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s.%s", l->name, suffix);
+    p->n_dims = n_dims;
+    p->n = 1;
+    for (int i = 0; i < n_dims; i++) {
+        p->dims[i] = dims[i];
+        p->n *= (size_t)dims[i];
+    }
+    p->init = init;
+    p->fan_in = fan_in;
+    p->fan_out = fan_out;
+}

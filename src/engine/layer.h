@@ -1,0 +1,96 @@
+/* layer — one table of layer types (name → configure / infer / forward / backward).
+ *
+ * A layer reads the outputs of its input layers and writes its own output `y`; in backward it
+ * reads its output gradient `dy` and writes its parameters' gradients and, where an input needs
+ * it, the input's `dy` (overwriting, or adding when another consumer already wrote it:
+ * in_accum). Parameters are views into the net's flat arenas (params[i].w / .g); layers never
+ * allocate device memory themselves. Layers know the backend table only, never MPI or files.
+ *
+ * Shapes: per-sample shapes are (C, H, W) with 1..3 dims; a tensor in memory is
+ * [rows][per-sample size] where rows is the local batch of this pass.
+ */
+#ifndef DT_LAYER_H
+#define DT_LAYER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "tensor.h"
+
+#define DT_MAX_INPUTS 4
+#define DT_MAX_PARAMS 4
+
+/* One key=value of a net-file line. */
+typedef struct dt_kv {
+    char key[32];
+    char val[96];
+    int used;
+} dt_kv;
+
+/* What one forward/backward pass needs beyond the layers. */
+typedef struct dt_pass {
+    int rows;              /* local batch of this pass */
+    int train;             /* training: dropout active */
+    const int32_t *labels; /* rows labels, device memory; NULL: no loss */
+    uint64_t rng_key;      /* per-iteration key for stochastic layers */
+    int64_t row0;          /* global index of this rank's first row in the global batch */
+    float grad_scale;      /* loss gradient scale: 1 / global batch */
+    double loss_sum;       /* out: sum of per-sample losses over this pass */
+    int64_t n_correct;     /* out: rows whose argmax is the label */
+} dt_pass;
+
+typedef struct dt_layer dt_layer;
+typedef struct dt_layer_ops dt_layer_ops;
+
+struct dt_layer {
+    const dt_layer_ops *ops;
+    char name[DT_NAME_MAX];
+    int line; /* net-file line, for messages */
+    int n_in;
+    dt_layer *in[DT_MAX_INPUTS];
+    int in_accum[DT_MAX_INPUTS]; /* backward adds into in[i]->dy (another consumer wrote first) */
+    int requires_grad;           /* this layer's output needs a gradient (params upstream) */
+    dt_shape out;
+    size_t out_size;
+    float *y, *dy; /* [max_batch][out_size], device memory; dy NULL when !requires_grad */
+    int n_params;
+    dt_param params[DT_MAX_PARAMS];
+    int frozen; /* parameters are not trained */
+    void *state;
+};
+
+struct dt_layer_ops {
+    const char *type;
+    const char *help; /* one line: what it computes and its keys */
+    const char *keys; /* valid keys besides name/in/frozen, space separated */
+    int min_in, max_in;
+    int is_loss;
+    /* reads its keys from kv (marking them used); `where` is "file:line" for messages */
+    int (*configure)(dt_layer *l, dt_kv *kv, int n_kv, const char *where);
+    /* from the inputs' shapes: sets out and declares params (name suffix, dims, init) */
+    int (*infer)(dt_layer *l, const char *where);
+    void (*forward)(dt_layer *l, dt_backend *be, dt_pass *p);
+    void (*backward)(dt_layer *l, dt_backend *be, dt_pass *p);
+};
+
+const dt_layer_ops *layer_find(const char *type);
+/* "input dense relu dropout softmax_xent" for error messages and --help */
+const char *layer_type_list(void);
+int layer_n_types(void);
+const dt_layer_ops *layer_type_at(int i);
+
+/* Key helpers for configure: find key (marks used); typed getters with range checks. */
+dt_kv *layer_kv(dt_kv *kv, int n_kv, const char *key);
+int layer_kv_int(dt_kv *kv, int n_kv, const char *key, long lo, long hi, long dflt, int required, const char *where,
+                 const char *type, long *out);
+int layer_kv_float(dt_kv *kv, int n_kv, const char *key, double lo, double hi, double dflt, const char *where,
+                   const char *type, double *out);
+int layer_kv_init(dt_kv *kv, int n_kv, const char *key, dt_init dflt, const char *where, const char *type,
+                  dt_init *out);
+
+/* Declares parameter i of l ("weight", dims...). */
+void layer_param(dt_layer *l, const char *suffix, int n_dims, const int *dims, dt_init init, int fan_in,
+                 int fan_out);
+
+#endif

@@ -1,0 +1,65 @@
+/* net — a network built from a .net file: layers, shapes, the flat parameter arenas.
+ *
+ * Owns: the layers, their activations, one weight arena and one gradient arena (fp32, device
+ * memory), and the table of named tensors that are views into them. The arenas are laid out
+ * in the order backward fills them (last layer first), so "the first n_ready elements of the
+ * gradient arena are final" is a prefix — what lazy allreduce and chunking need.
+ * Does not own: the optimizer state, the data, anything about ranks or files beyond the .net text.
+ *
+ * Life cycle: net_load/net_parse (parse + infer shapes; nothing allocated, so a bad file costs
+ * nothing) → net_alloc (arenas and activations for a maximum batch) → net_init_params →
+ * net_forward/net_backward per batch → net_destroy.
+ */
+#ifndef DT_NET_H
+#define DT_NET_H
+
+#include <stdio.h>
+
+#include "layer.h"
+
+typedef struct dt_net {
+    char name[DT_NAME_MAX];
+    char origin[512]; /* the file, or "built-in NAME" */
+    int n_layers;
+    dt_layer **layers; /* file order, which is a topological order; layers[0] is the input */
+    dt_layer *input, *loss;
+    int n_tensors;
+    dt_param **tensors; /* arena order */
+    size_t n_params;    /* elements in each arena */
+    dt_backend *be;
+    float *w, *g; /* the arenas */
+    int32_t *labels;
+    int max_batch;
+} dt_net;
+
+/* Parses .net text; `origin` names it in messages ("nets/mlp.net"). */
+int net_parse(const char *text, const char *origin, const char *name, dt_net **out);
+/* NAME of a built-in net, or a path to a .net file (contains '/' or ends in .net). */
+int net_load(const char *name_or_path, dt_net **out);
+int net_alloc(dt_net *net, dt_backend *be, int max_batch);
+/* Initialises every parameter from (seed, tensor name): independent of layout and rank. */
+int net_init_params(dt_net *net, uint64_t seed);
+void net_destroy(dt_net *net);
+
+/* Copies a host batch into the input layer / label buffer. */
+void net_set_input(dt_net *net, const float *host, int rows);
+void net_set_labels(dt_net *net, const int32_t *host, int rows);
+
+void net_forward(dt_net *net, dt_pass *p);
+/* Called after each layer whose gradients are final: the first n_ready arena elements are done. */
+typedef void (*net_ready_fn)(void *arg, size_t n_ready);
+void net_backward(dt_net *net, dt_pass *p, net_ready_fn ready, void *arg);
+
+int net_n_classes(const dt_net *net);
+dt_param *net_find_tensor(const dt_net *net, const char *name);
+dt_arena net_arena(const dt_net *net);
+/* Human-readable layer table (layer, type, output shape, parameters). */
+void net_print(const dt_net *net, FILE *f);
+
+/* Nets compiled into the program from the files in nets/ (nets_builtin.c is generated at build time). */
+int net_builtin_count(void);
+const char *net_builtin_name(int i);
+const char *net_builtin_text(const char *name);
+const char *net_builtin_list(void);
+
+#endif

@@ -1,0 +1,260 @@
+#include "json.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+typedef struct {
+    const char *s, *end, *what;
+    int depth;
+} parser;
+
+static int perr(parser *p, const char *cur, const char *expected)
+{
+    return dt_fail("%s: invalid JSON at byte %ld (expected %s)", p->what, (long)(cur - p->s),
+                   expected);
+}
+
+static void skip_ws(parser *p, const char **c)
+{
+    while (*c < p->end && (**c == ' ' || **c == '\t' || **c == '\n' || **c == '\r')) (*c)++;
+}
+
+static int parse_value(parser *p, const char **c, json *out);
+
+static int parse_string(parser *p, const char **c, char **out)
+{
+    const char *q = *c + 1;
+    size_t cap = 16, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) return dt_fail("out of memory");
+    for (;;) {
+        if (q >= p->end) {
+            free(buf);
+            return perr(p, q, "a closing '\"'");
+        }
+        unsigned char ch = (unsigned char)*q++;
+        if (ch == '"') break;
+        if (ch < 0x20) {
+            free(buf);
+            return perr(p, q - 1, "no control characters in strings");
+        }
+        if (ch == '\\') {
+            if (q >= p->end) {
+                free(buf);
+                return perr(p, q, "an escape");
+            }
+            char e = *q++;
+            switch (e) {
+            case '"': ch = '"'; break;
+            case '\\': ch = '\\'; break;
+            case '/': ch = '/'; break;
+            case 'b': ch = '\b'; break;
+            case 'f': ch = '\f'; break;
+            case 'n': ch = '\n'; break;
+            case 'r': ch = '\r'; break;
+            case 't': ch = '\t'; break;
+            case 'u': {
+                unsigned v = 0;
+                for (int i = 0; i < 4; i++, q++) {
+                    if (q >= p->end) {
+                        free(buf);
+                        return perr(p, q, "4 hex digits");
+                    }
+                    char h = *q;
+                    v = v * 16 + (unsigned)(h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 99);
+                    if (v > 0xffff) {
+                        free(buf);
+                        return perr(p, q, "4 hex digits");
+                    }
+                }
+                /* names we read are ASCII; other code points become '?' rather than failing */
+                ch = v < 0x80 ? (unsigned char)v : '?';
+                break;
+            }
+            default: free(buf); return perr(p, q - 1, "a valid escape");
+            }
+        }
+        if (n + 2 > cap) {
+            char *g = realloc(buf, cap *= 2);
+            if (!g) {
+                free(buf);
+                return dt_fail("out of memory");
+            }
+            buf = g;
+        }
+        buf[n++] = (char)ch;
+    }
+    buf[n] = 0;
+    *out = buf;
+    *c = q;
+    return 0;
+}
+
+static int push(json *arr, json *item, char *key)
+{
+    json *g = realloc(arr->items, sizeof *g * (size_t)(arr->n + 1));
+    if (!g) return dt_fail("out of memory");
+    arr->items = g;
+    if (arr->type == JSON_OBJ) {
+        char **k = realloc(arr->keys, sizeof *k * (size_t)(arr->n + 1));
+        if (!k) return dt_fail("out of memory");
+        arr->keys = k;
+        arr->keys[arr->n] = key;
+    }
+    arr->items[arr->n++] = *item;
+    return 0;
+}
+
+static void free_inner(json *j)
+{
+    if (j->type == JSON_STR) free(j->str);
+    if (j->type == JSON_ARR || j->type == JSON_OBJ) {
+        for (int i = 0; i < j->n; i++) {
+            free_inner(&j->items[i]);
+            if (j->keys) free(j->keys[i]);
+        }
+        free(j->items);
+        free(j->keys);
+    }
+}
+
+static int parse_container(parser *p, const char **c, json *out, int obj)
+{
+    const char close = obj ? '}' : ']';
+    out->type = obj ? JSON_OBJ : JSON_ARR;
+    if (++p->depth > 64) return perr(p, *c, "nesting depth at most 64");
+    (*c)++;
+    skip_ws(p, c);
+    if (*c < p->end && **c == close) {
+        (*c)++;
+        p->depth--;
+        return 0;
+    }
+    for (;;) {
+        char *key = NULL;
+        json item;
+        memset(&item, 0, sizeof item);
+        skip_ws(p, c);
+        if (obj) {
+            if (*c >= p->end || **c != '"') return perr(p, *c, "a string key");
+            if (parse_string(p, c, &key) != 0) return -1;
+            skip_ws(p, c);
+            if (*c >= p->end || **c != ':') {
+                free(key);
+                return perr(p, *c, "':'");
+            }
+            (*c)++;
+        }
+        if (parse_value(p, c, &item) != 0 || push(out, &item, key) != 0) {
+            free(key);
+            free_inner(&item);
+            return -1;
+        }
+        skip_ws(p, c);
+        if (*c < p->end && **c == ',') {
+            (*c)++;
+            continue;
+        }
+        if (*c < p->end && **c == close) {
+            (*c)++;
+            p->depth--;
+            return 0;
+        }
+        return perr(p, *c, obj ? "',' or '}'" : "',' or ']'");
+    }
+}
+
+static int parse_value(parser *p, const char **c, json *out)
+{
+    skip_ws(p, c);
+    if (*c >= p->end) return perr(p, *c, "a value");
+    switch (**c) {
+    case '{': return parse_container(p, c, out, 1);
+    case '[': return parse_container(p, c, out, 0);
+    case '"': out->type = JSON_STR; return parse_string(p, c, &out->str);
+    case 't':
+    case 'f':
+    case 'n': {
+        static const char *words[] = {"true", "false", "null"};
+        for (int i = 0; i < 3; i++) {
+            size_t l = strlen(words[i]);
+            if ((size_t)(p->end - *c) >= l && strncmp(*c, words[i], l) == 0) {
+                out->type = i == 2 ? JSON_NULL : JSON_BOOL;
+                out->num = i == 0;
+                *c += l;
+                return 0;
+            }
+        }
+        return perr(p, *c, "true, false or null");
+    }
+    default: {
+        char buf[64], *e;
+        size_t l = 0;
+        while (*c + l < p->end && l < sizeof buf - 1 && strchr("+-0123456789.eE", (*c)[l])) l++;
+        memcpy(buf, *c, l);
+        buf[l] = 0;
+        if (l == 0) return perr(p, *c, "a value");
+        out->type = JSON_NUM;
+        out->num = strtod(buf, &e);
+        if (*e || !isfinite(out->num)) return perr(p, *c, "a number");
+        *c += l;
+        return 0;
+    }
+    }
+}
+
+int json_parse(const char *text, size_t len, const char *what, json **out)
+{
+    parser p = {text, text + len, what, 0};
+    const char *c = text;
+    json *j = calloc(1, sizeof *j);
+    if (!j) return dt_fail("out of memory");
+    if (parse_value(&p, &c, j) != 0) {
+        json_free(j);
+        return -1;
+    }
+    skip_ws(&p, &c);
+    if (c != p.end) {
+        json_free(j);
+        return perr(&p, c, "the end of the text");
+    }
+    *out = j;
+    return 0;
+}
+
+void json_free(json *j)
+{
+    if (!j) return;
+    free_inner(j);
+    free(j);
+}
+
+const json *json_get(const json *obj, const char *key)
+{
+    if (!obj || obj->type != JSON_OBJ) return NULL;
+    for (int i = 0; i < obj->n; i++)
+        if (strcmp(obj->keys[i], key) == 0) return &obj->items[i];
+    return NULL;
+}
+
+int64_t json_int(const json *j)
+{
+    if (!j || j->type != JSON_NUM || j->num < 0 || j->num > 9007199254740992.0 || j->num != floor(j->num)) return -1;
+    return (int64_t)j->num;
+}
+
+void json_write_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch == '\n') fputs("\\n", f);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+    fputc('"', f);
+}

@@ -1,0 +1,225 @@
+#include "log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "util.h"
+
+#define MAX_FIELDS 32
+
+struct dt_log {
+    int enabled;
+    FILE *json;
+    dt_progress progress;
+    int log_every;
+    double last_draw;
+    int bar_drawn; /* a bar line is on screen without its newline */
+    int n_fields;
+    char *keys[MAX_FIELDS], *vals[MAX_FIELDS];
+    int is_num[MAX_FIELDS];
+};
+
+dt_progress log_progress_auto(void)
+{
+    /* Under mpirun every rank's stdout is a pty that Open MPI forwards, whatever mpirun's own
+     * stdout is; so ask where the launcher's stdout goes (the launcher is our parent on the
+     * host where rank 0 usually runs). */
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK")) {
+        char path[64], target[256];
+        ssize_t n;
+        snprintf(path, sizeof path, "/proc/%ld/fd/1", (long)getppid());
+        n = readlink(path, target, sizeof target - 1);
+        if (n <= 0) return PROGRESS_LINES;
+        target[n] = 0;
+        return strncmp(target, "/dev/pts/", 9) == 0 || strncmp(target, "/dev/tty", 8) == 0 ? PROGRESS_BAR
+                                                                                            : PROGRESS_LINES;
+    }
+    return isatty(STDOUT_FILENO) ? PROGRESS_BAR : PROGRESS_LINES;
+}
+
+int log_open(dt_log **out, int enabled, const char *json_path, const char *progress, int log_every)
+{
+    dt_log *l = calloc(1, sizeof *l);
+    if (!l) return dt_fail("out of memory");
+    l->enabled = enabled;
+    l->log_every = log_every > 0 ? log_every : 50;
+    l->last_draw = -1.0;
+    if (!progress || strcmp(progress, "auto") == 0) l->progress = log_progress_auto();
+    else if (strcmp(progress, "bar") == 0) l->progress = PROGRESS_BAR;
+    else if (strcmp(progress, "lines") == 0) l->progress = PROGRESS_LINES;
+    else l->progress = PROGRESS_NONE;
+    if (enabled && json_path) {
+        l->json = fopen(json_path, "w");
+        if (!l->json) {
+            dt_fail("--log %s: cannot create (%s)", json_path, strerror(errno));
+            free(l);
+            return -1;
+        }
+    }
+    *out = l;
+    return 0;
+}
+
+int log_enabled(const dt_log *l) { return l && l->enabled; }
+
+static void end_bar(dt_log *l)
+{
+    if (l->bar_drawn) {
+        fputc('\n', stdout);
+        l->bar_drawn = 0;
+    }
+}
+
+void log_text(dt_log *l, const char *fmt, ...)
+{
+    va_list ap;
+    if (!l->enabled) return;
+    end_bar(l);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+static void fmt_rate(char *buf, size_t n, double r)
+{
+    if (r >= 1e6) snprintf(buf, n, "%.2fM", r / 1e6);
+    else if (r >= 1e4) snprintf(buf, n, "%.1fk", r / 1e3);
+    else snprintf(buf, n, "%.0f", r);
+}
+
+static void fmt_dur(char *buf, size_t n, double s)
+{
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+void log_tick(dt_log *l, const dt_record *r)
+{
+    if (!l->enabled || l->progress != PROGRESS_BAR) return;
+    double now = dt_now();
+    int last = r->iter_in_epoch == r->iters_per_epoch;
+    if (!last && l->last_draw >= 0 && now - l->last_draw < 0.1) return;
+    l->last_draw = now;
+    double frac = r->iters_per_epoch ? (double)r->iter_in_epoch / (double)r->iters_per_epoch : 1.0;
+    char bar[32], rate[32], eta[32];
+    int w = 24, filled = (int)(frac * w);
+    for (int i = 0; i < w; i++) bar[i] = i < filled ? '=' : i == filled ? '>' : ' ';
+    bar[w] = 0;
+    fmt_rate(rate, sizeof rate, r->samples_per_s);
+    double left = r->samples_per_s > 0 && frac > 0 ? r->train_time / frac * (1.0 - frac) : 0.0;
+    fmt_dur(eta, sizeof eta, left);
+    printf("\r\033[Kepoch %d/%d [%s] %3.0f%%  it %ld/%ld  loss %.4f  acc %.3f  %s samples/s  eta %s", r->epoch,
+           r->epochs, bar, 100.0 * frac, r->iter_in_epoch, r->iters_per_epoch, r->loss, r->train_acc, rate, eta);
+    fflush(stdout);
+    l->bar_drawn = 1;
+}
+
+static void json_times(FILE *f, const dt_record *r)
+{
+    double n = r->n_iters > 0 ? (double)r->n_iters : 1.0;
+    for (int i = 0; i < DT_TIMES_N_PHASES; i++) fprintf(f, ",\"t_%s\":%.6g", dt_phase_names[i], times_phase(&r->t, i) / n);
+    fprintf(f, ",\"bytes_sent\":%.0f,\"bytes_recv\":%.0f", r->t.bytes_sent / n, r->t.bytes_recv / n);
+}
+
+static void write_json(dt_log *l, const dt_record *r)
+{
+    FILE *f = l->json;
+    fprintf(f, "{\"type\":\"%s\",\"epoch\":%d,\"iter\":%ld,\"time\":%.4f", r->type, r->epoch, r->iter, r->time);
+    if (r->loss >= 0) fprintf(f, ",\"loss\":%.6g", r->loss);
+    if (r->train_acc >= 0) fprintf(f, ",\"train_acc\":%.6g", r->train_acc);
+    if (r->test_loss >= 0) fprintf(f, ",\"test_loss\":%.6g", r->test_loss);
+    if (r->test_acc >= 0) fprintf(f, ",\"test_acc\":%.6g", r->test_acc);
+    fprintf(f, ",\"lr\":%.6g,\"samples_per_s\":%.6g", r->lr, r->samples_per_s);
+    if (strcmp(r->type, "iter") != 0) fprintf(f, ",\"train_time\":%.4f,\"eval_time\":%.4f", r->train_time, r->eval_time);
+    json_times(f, r);
+    if (strcmp(r->type, "summary") == 0)
+        for (int i = 0; i < l->n_fields; i++) {
+            fputc(',', f);
+            json_write_string(f, l->keys[i]);
+            fputc(':', f);
+            if (l->is_num[i]) fputs(l->vals[i], f);
+            else json_write_string(f, l->vals[i]);
+        }
+    fputs("}\n", f);
+    fflush(f);
+}
+
+static void print_summary(const dt_record *r)
+{
+    double n = r->n_iters > 0 ? (double)r->n_iters : 1.0, total = times_total(&r->t) / n;
+    printf("\ntime per iteration (rank 0, mean of %ld iterations):\n", r->n_iters);
+    printf("  %-10s %10s %7s\n", "phase", "ms", "share");
+    for (int i = 0; i < DT_TIMES_N_PHASES; i++) {
+        double v = times_phase(&r->t, i) / n;
+        if (v == 0.0) continue;
+        printf("  %-10s %10.3f %6.1f%%\n", dt_phase_names[i], 1e3 * v, total > 0 ? 100.0 * v / total : 0.0);
+    }
+    printf("  %-10s %10.3f %6.1f%%\n", "total", 1e3 * total, 100.0);
+    if (r->t.bytes_sent > 0)
+        printf("  sent %.2f MB and received %.2f MB per iteration\n", r->t.bytes_sent / n / 1e6, r->t.bytes_recv / n / 1e6);
+    char a[32], b[32];
+    fmt_dur(a, sizeof a, r->train_time);
+    fmt_dur(b, sizeof b, r->time);
+    printf("training %s (%.1f s), %.0f samples/s; evaluation %.1f s; wall clock %s\n", a, r->train_time,
+           r->samples_per_s, r->eval_time, b);
+    if (r->test_acc >= 0) printf("final test accuracy %.4f, test loss %.4f\n", r->test_acc, r->test_loss);
+}
+
+void log_record(dt_log *l, const dt_record *r)
+{
+    if (!l->enabled) return;
+    if (l->json) write_json(l, r);
+    if (strcmp(r->type, "iter") == 0) {
+        if (l->progress == PROGRESS_LINES) {
+            char rate[32];
+            fmt_rate(rate, sizeof rate, r->samples_per_s);
+            printf("epoch %d/%d  it %ld/%ld (%3.0f%%)  loss %.4f  train_acc %.4f  lr %.4g  %s samples/s\n", r->epoch,
+                   r->epochs, r->iter_in_epoch, r->iters_per_epoch,
+                   100.0 * (double)r->iter_in_epoch / (double)(r->iters_per_epoch ? r->iters_per_epoch : 1), r->loss,
+                   r->train_acc, r->lr, rate);
+            fflush(stdout);
+        }
+        return;
+    }
+    end_bar(l);
+    if (strcmp(r->type, "epoch") == 0) {
+        if (r->loss >= 0)
+            printf("epoch %d/%d  train_loss %.4f  train_acc %.4f  test_loss %.4f  test_acc %.4f  (%.1f s, %.0f "
+                   "samples/s)\n",
+                   r->epoch, r->epochs, r->loss, r->train_acc, r->test_loss, r->test_acc, r->train_time, r->samples_per_s);
+        else
+            printf("evaluation  test_loss %.4f  test_acc %.4f\n", r->test_loss, r->test_acc);
+    } else if (r->n_iters > 0) {
+        print_summary(r);
+    } else if (r->test_acc >= 0) {
+        printf("test accuracy %.4f, test loss %.4f\n", r->test_acc, r->test_loss);
+    }
+    fflush(stdout);
+}
+
+void log_summary_field(dt_log *l, const char *key, const char *value, int is_number)
+{
+    if (l->n_fields == MAX_FIELDS) return;
+    l->keys[l->n_fields] = dt_strdup(key);
+    l->vals[l->n_fields] = dt_strdup(value);
+    l->is_num[l->n_fields] = is_number;
+    l->n_fields++;
+}
+
+void log_close(dt_log *l)
+{
+    if (!l) return;
+    if (l->enabled) end_bar(l);
+    if (l->json) fclose(l->json);
+    for (int i = 0; i < l->n_fields; i++) {
+        free(l->keys[i]);
+        free(l->vals[i]);
+    }
+    free(l);
+}

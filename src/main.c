@@ -1,0 +1,122 @@
+/* dtrain: parse → validate → run. The only place that decides to exit. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "comm/comm.h"
+#include "comm/mode.h"
+#include "cpu.h"
+#include "data/dataset.h"
+#include "engine/layer.h"
+#include "engine/net.h"
+#include "train.h"
+#include "util.h"
+
+/* Before MPI starts: is this rank 0 (or not under a launcher at all)? */
+static int launcher_rank0(void)
+{
+    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(vars); i++) {
+        const char *v = getenv(vars[i]);
+        if (v) return atoi(v) == 0;
+    }
+    return 1;
+}
+
+static void print_version(void)
+{
+    printf("dtrain %s\n", PACKAGE_VERSION);
+    printf("backends: cpu (%s)\n", cpu_blas_describe());
+    printf("cuda toolkit at build time: %s\n", DT_CUDA_SUMMARY);
+    printf("modes: %s\n", mode_list());
+}
+
+static void list_nets(void)
+{
+    printf("%-14s %12s  %s\n", "net", "parameters", "description");
+    for (int i = 0; i < net_builtin_count(); i++) {
+        const char *name = net_builtin_name(i), *text = net_builtin_text(name);
+        dt_net *net;
+        char desc[128] = "";
+        /* the first comment line of the file describes it */
+        if (text[0] == '#') {
+            const char *p = text + 1, *nl = strchr(p, '\n');
+            while (*p == ' ') p++;
+            snprintf(desc, sizeof desc, "%.*s", (int)(nl ? nl - p : (long)strlen(p)), p);
+        }
+        if (net_parse(text, name, name, &net) == 0) {
+            printf("%-14s %12zu  %s\n", name, net->n_params, desc);
+            net_destroy(net);
+        } else {
+            printf("%-14s %12s  %s\n", name, "(invalid)", dt_errmsg());
+        }
+    }
+}
+
+static int info(dt_action a)
+{
+    switch (a) {
+    case DT_ACT_HELP: cli_help(stdout); break;
+    case DT_ACT_VERSION: print_version(); break;
+    case DT_ACT_LIST_MODES:
+        for (int i = 0; i < mode_count(); i++) printf("%-10s %s\n", mode_at(i)->name, mode_at(i)->help);
+        break;
+    case DT_ACT_LIST_NETS: list_nets(); break;
+    case DT_ACT_LIST_DATASETS: {
+        const char *names = dataset_list();
+        char buf[256], *save = NULL, *tok;
+        snprintf(buf, sizeof buf, "%s", names);
+        for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
+            printf("%-14s looked for in: %s\n", tok, dataset_default_dirs(tok));
+        break;
+    }
+    case DT_ACT_LIST_LAYERS:
+        for (int i = 0; i < layer_n_types(); i++) printf("%-13s %s\n", layer_type_at(i)->type, layer_type_at(i)->help);
+        break;
+    case DT_ACT_TRAIN: break;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    dt_opts opts;
+    dt_run run;
+    dt_comm *comm;
+    int parse_rc, rc, rank;
+
+    cpu_blas_select(argv); /* may re-execute this program once, before anything else happens */
+    cpu_flush_denormals();
+
+    parse_rc = cli_parse(argc, argv, &opts);
+    if (parse_rc == 0 && opts.action != DT_ACT_TRAIN) {
+        if (launcher_rank0()) info(opts.action);
+        cli_free(&opts);
+        return 0;
+    }
+    if (comm_init(&argc, &argv, &comm) != 0) {
+        fprintf(stderr, "dtrain: %s\n", dt_errmsg());
+        return 1;
+    }
+    rank = comm_rank(comm);
+    /* a bad option on any rank stops every rank; the lowest such rank says why */
+    rc = comm_agree(comm, parse_rc != 0);
+    if (rc >= 0) {
+        if (rank == rc) fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
+        cli_free(&opts);
+        comm_finalize(comm);
+        return 2;
+    }
+
+    memset(&run, 0, sizeof run);
+    run.opts = &opts;
+    run.comm = comm;
+    rc = run_setup(&run);
+    if (rc == 0) rc = run_train(&run);
+    if (rc != 0 && rank == run.failed_rank) fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
+    run_teardown(&run);
+    cli_free(&opts);
+    comm_finalize(comm);
+    return rc == 0 ? 0 : 1;
+}

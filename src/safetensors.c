@@ -1,0 +1,237 @@
+#include "safetensors.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "util.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors.c assumes a little-endian host"
+#endif
+
+#define MAX_HEADER (100u << 20)
+
+static size_t dtype_size(const char *d)
+{
+    static const struct {
+        const char *name;
+        size_t size;
+    } t[] = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
+             {"I8", 1},  {"U8", 1},  {"U16", 2}, {"U32", 4},  {"U64", 8}, {"BOOL", 1}};
+    for (size_t i = 0; i < DT_ARRAY_LEN(t); i++)
+        if (strcmp(t[i].name, d) == 0) return t[i].size;
+    return 0;
+}
+
+void st_shape_format(int n_dims, const int64_t *shape, char *buf, size_t n)
+{
+    size_t off = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < n_dims && off < n; i++)
+        off += (size_t)snprintf(buf + off, n - off, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (off < n) snprintf(buf + off, n - off, "]");
+}
+
+void st_close(st_file *f)
+{
+    if (!f) return;
+    for (int i = 0; i < f->n; i++) free(f->e[i].name);
+    for (int i = 0; i < f->n_meta; i++) {
+        free(f->meta_keys[i]);
+        free(f->meta_vals[i]);
+    }
+    free(f->e);
+    free(f->meta_keys);
+    free(f->meta_vals);
+    free(f->raw);
+    free(f);
+}
+
+static int parse_entry(const char *path, const char *name, const json *v, size_t data_bytes, st_entry *e)
+{
+    const json *dt = json_get(v, "dtype"), *sh = json_get(v, "shape"), *off = json_get(v, "data_offsets");
+    uint64_t count = 1;
+    size_t esz;
+    if (v->type != JSON_OBJ || !dt || dt->type != JSON_STR || !sh || sh->type != JSON_ARR || !off ||
+        off->type != JSON_ARR)
+        return dt_fail("%s: tensor '%s': expected {\"dtype\", \"shape\", \"data_offsets\"}", path, name);
+    if (!(esz = dtype_size(dt->str)) || strlen(dt->str) >= sizeof e->dtype)
+        return dt_fail("%s: tensor '%s': unknown dtype '%s'", path, name, dt->str);
+    strcpy(e->dtype, dt->str);
+    if (sh->n > ST_MAX_DIMS) return dt_fail("%s: tensor '%s': %d dims (at most %d)", path, name, sh->n, ST_MAX_DIMS);
+    e->n_dims = sh->n;
+    for (int i = 0; i < sh->n; i++) {
+        int64_t d = json_int(&sh->items[i]);
+        if (d < 0) return dt_fail("%s: tensor '%s': shape entries must be non-negative integers", path, name);
+        e->shape[i] = d;
+        if (d && count > UINT64_MAX / (uint64_t)d) return dt_fail("%s: tensor '%s': shape too large", path, name);
+        count *= (uint64_t)d;
+    }
+    int64_t b = off->n == 2 ? json_int(&off->items[0]) : -1, en = off->n == 2 ? json_int(&off->items[1]) : -1;
+    if (b < 0 || en < b) return dt_fail("%s: tensor '%s': data_offsets must be [begin, end] with begin ≤ end", path, name);
+    if ((uint64_t)en > data_bytes)
+        return dt_fail("%s: tensor '%s' ends at byte %lld of the data, but the file has %zu data bytes (truncated?)",
+                       path, name, (long long)en, data_bytes);
+    if ((uint64_t)(en - b) != count * esz)
+        return dt_fail("%s: tensor '%s': %lld data bytes for shape of %llu %s elements (expected %llu)", path, name,
+                       (long long)(en - b), (unsigned long long)count, e->dtype, (unsigned long long)(count * esz));
+    e->begin = (uint64_t)b;
+    e->end = (uint64_t)en;
+    return 0;
+}
+
+int st_read(const char *path, st_file **out)
+{
+    char *raw;
+    size_t n;
+    uint64_t hlen = 0;
+    json *hdr = NULL;
+    st_file *f;
+    if (dt_read_file(path, &raw, &n) != 0) return -1;
+    if (!(f = calloc(1, sizeof *f))) {
+        free(raw);
+        return dt_fail("out of memory");
+    }
+    f->raw = raw;
+    if (n < 8) {
+        dt_fail("%s: %zu bytes (expected a safetensors file: 8-byte header length, JSON header, data)", path, n);
+        goto fail;
+    }
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | (uint8_t)raw[i];
+    if (hlen < 2 || hlen > MAX_HEADER || hlen > n - 8) {
+        dt_fail("%s: header length %llu does not fit a file of %zu bytes (not a safetensors file, or truncated)", path,
+                (unsigned long long)hlen, n);
+        goto fail;
+    }
+    if (raw[8] != '{') {
+        dt_fail("%s: the header does not start with '{' (not a safetensors file)", path);
+        goto fail;
+    }
+    if (json_parse(raw + 8, (size_t)hlen, path, &hdr) != 0) goto fail;
+    if (hdr->type != JSON_OBJ) {
+        dt_fail("%s: the header is not a JSON object", path);
+        goto fail;
+    }
+    f->data = (uint8_t *)raw + 8 + hlen;
+    f->data_bytes = n - 8 - (size_t)hlen;
+    f->e = calloc((size_t)hdr->n + 1, sizeof *f->e);
+    f->meta_keys = calloc((size_t)hdr->n + 1, sizeof(char *));
+    f->meta_vals = calloc((size_t)hdr->n + 1, sizeof(char *));
+    if (!f->e || !f->meta_keys || !f->meta_vals) {
+        dt_fail("out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < hdr->n; i++) {
+        const json *v = &hdr->items[i];
+        if (strcmp(hdr->keys[i], "__metadata__") == 0) {
+            if (v->type != JSON_OBJ) {
+                dt_fail("%s: __metadata__ must be an object of strings", path);
+                goto fail;
+            }
+            for (int k = 0; k < v->n; k++) {
+                if (v->items[k].type != JSON_STR) {
+                    dt_fail("%s: __metadata__ value of '%s' is not a string", path, v->keys[k]);
+                    goto fail;
+                }
+                f->meta_keys[f->n_meta] = dt_strdup(v->keys[k]);
+                f->meta_vals[f->n_meta] = dt_strdup(v->items[k].str);
+                f->n_meta++;
+            }
+            continue;
+        }
+        st_entry *e = &f->e[f->n];
+        if (!(e->name = dt_strdup(hdr->keys[i]))) goto fail;
+        f->n++;
+        if (parse_entry(path, hdr->keys[i], v, f->data_bytes, e) != 0) goto fail;
+    }
+    json_free(hdr);
+    *out = f;
+    return 0;
+fail:
+    json_free(hdr);
+    st_close(f);
+    return -1;
+}
+
+const st_entry *st_find(const st_file *f, const char *name)
+{
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->e[i].name, name) == 0) return &f->e[i];
+    return NULL;
+}
+
+const char *st_meta(const st_file *f, const char *key)
+{
+    for (int i = 0; i < f->n_meta; i++)
+        if (strcmp(f->meta_keys[i], key) == 0) return f->meta_vals[i];
+    return NULL;
+}
+
+/* JSON header into a memory stream */
+static char *build_header(const st_tensor *t, int n, const char *const *mk, const char *const *mv, int n_meta,
+                          size_t *len)
+{
+    char *buf = NULL;
+    size_t sz = 0;
+    uint64_t off = 0;
+    FILE *m = open_memstream(&buf, &sz);
+    if (!m) return NULL;
+    fputc('{', m);
+    if (n_meta) {
+        fputs("\"__metadata__\":{", m);
+        for (int i = 0; i < n_meta; i++) {
+            if (i) fputc(',', m);
+            json_write_string(m, mk[i]);
+            fputc(':', m);
+            json_write_string(m, mv[i]);
+        }
+        fputc('}', m);
+    }
+    for (int i = 0; i < n; i++) {
+        uint64_t count = 1;
+        if (i || n_meta) fputc(',', m);
+        json_write_string(m, t[i].name);
+        fputs(":{\"dtype\":\"F32\",\"shape\":[", m);
+        for (int d = 0; d < t[i].n_dims; d++) {
+            fprintf(m, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
+            count *= (uint64_t)t[i].shape[d];
+        }
+        fprintf(m, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off, (unsigned long long)(off + 4 * count));
+        off += 4 * count;
+    }
+    fputc('}', m);
+    while ((ftell(m) & 7) != 0) fputc(' ', m); /* data section 8-byte aligned, as the format asks */
+    fclose(m);
+    *len = sz;
+    return buf;
+}
+
+int st_write(const char *path, const st_tensor *t, int n, const char *const *mk, const char *const *mv, int n_meta)
+{
+    size_t hlen;
+    char *hdr = build_header(t, n, mk, mv, n_meta, &hlen);
+    unsigned char len8[8];
+    dt_atomic a;
+    int ok = 1;
+    if (!hdr) return dt_fail("out of memory");
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    if (dt_atomic_open(&a, path) != 0) {
+        free(hdr);
+        return dt_fail_prefix("--save");
+    }
+    ok = fwrite(len8, 1, 8, a.f) == 8 && fwrite(hdr, 1, hlen, a.f) == hlen;
+    for (int i = 0; i < n && ok; i++) {
+        size_t count = 1;
+        for (int d = 0; d < t[i].n_dims; d++) count *= (size_t)t[i].shape[d];
+        ok = fwrite(t[i].data, sizeof(float), count, a.f) == count;
+    }
+    free(hdr);
+    if (!ok) {
+        dt_fail("%s: write failed (%s)", path, strerror(errno));
+        dt_atomic_commit(&a, 0);
+        return -1;
+    }
+    return dt_atomic_commit(&a, 1);
+}

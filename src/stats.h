@@ -1,0 +1,20 @@
+/* stats — the honest split of where an iteration's time went (DESIGN.md principle 4).
+ * The train loop fills data/forward/backward, the comm mode fills encode/comm/wait/decode/update
+ * and the byte counts. Sums over a window of iterations; log.c turns them into per-iteration
+ * averages. */
+#ifndef DT_STATS_H
+#define DT_STATS_H
+
+typedef struct dt_times {
+    double data, forward, backward, encode, comm, wait, decode, update;
+    double bytes_sent, bytes_recv;
+} dt_times;
+
+#define DT_TIMES_N_PHASES 8
+/* Phase names in order, as the log keys without "t_": data, forward, ... update. */
+extern const char *const dt_phase_names[DT_TIMES_N_PHASES];
+double times_phase(const dt_times *t, int i);
+double times_total(const dt_times *t);
+void times_add(dt_times *acc, const dt_times *t);
+
+#endif

@@ -1,0 +1,377 @@
+#include "train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckpt.h"
+#include "cpu.h"
+#include "rng.h"
+#include "util.h"
+
+/* Ends a collective set-up stage: every rank learns whether any rank failed. */
+static int stage(dt_run *r, int rc)
+{
+    int who = comm_agree(r->comm, rc != 0);
+    if (who < 0) return 0;
+    r->failed_rank = who;
+    if (rc == 0) dt_fail("rank %d failed", who);
+    return -1;
+}
+
+static int choose_threads(const dt_run *r)
+{
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int aff = cpu_count(), local = comm_local_size(r->comm);
+    if (r->opts->threads > 0) return (int)r->opts->threads;
+    if (online > 0 && aff < online) return aff; /* the launcher bound us: use what we were given */
+    return DT_MAX(1, aff / DT_MAX(1, local));
+}
+
+/* Everything that depends only on this rank's inputs. */
+static int setup_local(dt_run *r)
+{
+    const dt_opts *o = r->opts;
+    int p = comm_size(r->comm), rank = comm_rank(r->comm);
+    char a[48], b[48];
+
+    r->threads = choose_threads(r);
+    if (strcmp(o->device, "cpu") != 0 && strcmp(o->device, "auto") != 0)
+        return dt_fail("--device %s: this build has only the cpu backend", o->device);
+    if (backend_cpu_create(&r->be, r->threads) != 0) return -1;
+    if (net_load(o->net, &r->net) != 0) return -1;
+    if (dataset_open(o->dataset, o->data_dir, &r->ds) != 0) return -1;
+
+    const dt_shape *in = &r->net->input->out;
+    dt_shape ds_shape = {3, {r->ds->c, r->ds->h, r->ds->w}};
+    if (shape_size(in) != shape_size(&ds_shape) ||
+        (in->n_dims == 3 && (in->d[0] != ds_shape.d[0] || in->d[1] != ds_shape.d[1] || in->d[2] != ds_shape.d[2]))) {
+        shape_format(in, a, sizeof a);
+        shape_format(&ds_shape, b, sizeof b);
+        return dt_fail("%s: the input layer expects %s samples, but %s has %s (expected matching shapes)",
+                       r->net->origin, a, o->dataset, b);
+    }
+    if (net_n_classes(r->net) != r->ds->n_classes)
+        return dt_fail("%s: the net ends in %d classes, but %s has %d (expected the last dense layer to have out=%d)",
+                       r->net->origin, net_n_classes(r->net), o->dataset, r->ds->n_classes, r->ds->n_classes);
+    if (o->batch < p)
+        return dt_fail("--batch %ld is smaller than the number of ranks %d (expected at least one sample per rank)",
+                       o->batch, p);
+    if ((size_t)o->batch > r->ds->train.n)
+        return dt_fail("--batch %ld is larger than the training set (%zu samples)", o->batch, r->ds->train.n);
+
+    r->local_batch = (int)((o->batch + p - 1) / p);
+    if (net_alloc(r->net, r->be, r->local_batch) != 0) return -1;
+    size_t d = (size_t)r->ds->c * r->ds->h * r->ds->w;
+    if (!(r->x_host = dt_alloc(sizeof(float) * d * (size_t)r->local_batch)) ||
+        !(r->y_host = dt_alloc(sizeof(int32_t) * (size_t)r->local_batch)) ||
+        !(r->eval_idx = dt_alloc(sizeof(uint32_t) * (size_t)r->local_batch)))
+        return -1;
+    if (optim_create(&r->optim, r->be, r->net->n_params, (float)o->momentum, (float)o->wd, o->nesterov) != 0) return -1;
+    if (lr_schedule_parse(o->lr_schedule, o->lr, o->lr_warmup_epochs, (double)o->epochs, &r->lr) != 0) return -1;
+    if (sampler_create(&r->sampler, r->ds->train.n, (int)o->batch, rank, p, (uint64_t)o->seed) != 0) return -1;
+    if (!(r->mode = mode_find(o->mode))) return dt_fail("--mode: unknown mode '%s' (expected one of %s)", o->mode, mode_list());
+    if (log_open(&r->log, rank == 0, o->log, o->progress, (int)o->log_every) != 0) return -1;
+    return 0;
+}
+
+/* What every rank must agree on: the options that change the computation, and what they led to. */
+static char *agreement_text(const dt_run *r)
+{
+    char *opts = cli_canonical(r->opts), *text = NULL;
+    if (!opts) return NULL;
+    if (asprintf(&text, "%snet parameters = %zu\ntraining samples = %zu\ntest samples = %zu\n", opts,
+                 r->net->n_params, r->ds->train.n, r->ds->test.n) < 0) {
+        dt_fail("out of memory");
+        text = NULL;
+    }
+    free(opts);
+    return text;
+}
+
+/* Initial weights: from --load (read on rank 0) or from the seed; then every rank gets rank 0's. */
+static int setup_weights(dt_run *r)
+{
+    size_t n = r->net->n_params;
+    float *host = dt_alloc(n * sizeof(float));
+    int rc = 0;
+    if (!host) return stage(r, -1);
+    if (comm_rank(r->comm) == 0) {
+        if (r->opts->load) {
+            rc = weights_read(r->net, r->opts->load, host);
+            if (rc != 0) dt_fail_prefix("--load");
+        } else {
+            rc = net_init_params(r->net, (uint64_t)r->opts->seed);
+            if (rc == 0) r->be->to_host(r->be, host, r->net->w, n * sizeof(float));
+        }
+    }
+    if (stage(r, rc) != 0) {
+        dt_free(host);
+        return -1;
+    }
+    rc = comm_bcast(r->comm, host, n * sizeof(float), 0);
+    if (rc == 0) r->be->to_device(r->be, r->net->w, host, n * sizeof(float));
+    dt_free(host);
+    return stage(r, rc);
+}
+
+static void banner(dt_run *r)
+{
+    const dt_opts *o = r->opts;
+    int p = comm_size(r->comm);
+    char shape[48];
+    dt_shape s = {3, {r->ds->c, r->ds->h, r->ds->w}};
+    shape_format(&s, shape, sizeof shape);
+    log_text(r->log, "dtrain %s: net %s (%zu parameters) on %s (%zu train / %zu test, %s, %d classes, %s)\n",
+             PACKAGE_VERSION, r->net->name, r->net->n_params, o->dataset, r->ds->train.n, r->ds->test.n, shape,
+             r->ds->n_classes, r->ds->dir);
+    log_text(r->log, "%d rank%s x %d thread%s, mode %s, global batch %ld (%d per rank), %ld iterations/epoch, %ld "
+                     "epoch%s, lr %g (%s), momentum %g%s, wd %g\n",
+             p, p == 1 ? "" : "s", r->threads, r->threads == 1 ? "" : "s", r->mode->name, o->batch, r->local_batch,
+             r->sampler->iters, o->epochs, o->epochs == 1 ? "" : "s", o->lr, o->lr_schedule, o->momentum,
+             o->nesterov ? " (Nesterov)" : "", o->wd);
+    log_text(r->log, "backend %s: %s; %s\n", r->be->name, cpu_blas_describe(), comm_library());
+}
+
+int run_setup(dt_run *r)
+{
+    char *text;
+    int rc;
+    r->failed_rank = -1;
+    r->t_start = dt_now();
+    if (stage(r, setup_local(r)) != 0) return -1;
+    if (!(text = agreement_text(r))) return stage(r, -1);
+    rc = comm_check_same(r->comm, text, "configuration");
+    free(text);
+    if (stage(r, rc) != 0) return -1;
+    if (setup_weights(r) != 0) return -1;
+    r->env.comm = r->comm;
+    r->env.arena = net_arena(r->net);
+    r->env.optim = r->optim;
+    rc = r->mode->init(&r->mode_state, &r->env);
+    r->mode_ready = rc == 0;
+    if (stage(r, rc) != 0) return -1;
+    banner(r);
+    return 0;
+}
+
+/* Loss and accuracy on this rank's share of the test set, summed over ranks. */
+static int evaluate(dt_run *r, double *loss, double *acc)
+{
+    const dt_split *s = &r->ds->test;
+    size_t first, count;
+    double v[3] = {0, 0, 0};
+    split_range(s->n, comm_rank(r->comm), comm_size(r->comm), &first, &count);
+    for (size_t done = 0; done < count;) {
+        int rows = (int)DT_MIN((size_t)r->local_batch, count - done);
+        for (int i = 0; i < rows; i++) r->eval_idx[i] = (uint32_t)(first + done + (size_t)i);
+        dataset_fill(r->ds, s, r->eval_idx, rows, r->x_host, r->y_host);
+        net_set_input(r->net, r->x_host, rows);
+        net_set_labels(r->net, r->y_host, rows);
+        dt_pass pass = {.rows = rows, .train = 0, .labels = r->net->labels, .grad_scale = 1.0f};
+        net_forward(r->net, &pass);
+        v[0] += pass.loss_sum;
+        v[1] += (double)pass.n_correct;
+        done += (size_t)rows;
+    }
+    v[2] = (double)count;
+    if (comm_allreduce_sum_f64(r->comm, v, 3) != 0) return -1;
+    *loss = v[2] > 0 ? v[0] / v[2] : 0.0;
+    *acc = v[2] > 0 ? v[1] / v[2] : 0.0;
+    return 0;
+}
+
+static int save_weights(dt_run *r)
+{
+    int rc = 0;
+    if (!r->opts->save) return 0;
+    if (comm_rank(r->comm) == 0) {
+        float *host = dt_alloc(r->net->n_params * sizeof(float));
+        if (!host) rc = -1;
+        else {
+            r->be->to_host(r->be, host, r->net->w, r->net->n_params * sizeof(float));
+            rc = weights_save(r->net, host, r->opts->save, r->opts->dataset);
+            dt_free(host);
+        }
+        if (rc == 0) log_text(r->log, "weights saved to %s\n", r->opts->save);
+    }
+    return stage(r, rc);
+}
+
+static void fatal(dt_run *r)
+{
+    fprintf(stderr, "dtrain: [rank %d] %s\n", comm_rank(r->comm), dt_errmsg());
+    comm_abort(r->comm, 1);
+}
+
+int run_train(dt_run *r)
+{
+    const dt_opts *o = r->opts;
+    long ipe = r->sampler->iters, total = o->epochs * ipe, it = 0;
+    int epochs;
+    double train_time = 0.0, eval_time = 0.0, samples = 0.0, test_loss = -1.0, test_acc = -1.0;
+    dt_times all = {0};
+    dt_record rec;
+
+    if (o->iters > 0 && o->iters < total) total = o->iters;
+    epochs = (int)((total + ipe - 1) / ipe);
+
+    for (int e = 0; e < epochs; e++) {
+        double ep_t0 = dt_now(), win_t0 = ep_t0, ep[3] = {0, 0, 0}, win[3] = {0, 0, 0};
+        dt_times win_t = {0};
+        long win_n = 0;
+        float lr = 0.0f;
+        sampler_epoch(r->sampler, e);
+        for (long i = 0; i < ipe && it < total; i++, it++) {
+            dt_times t = {0};
+            const uint32_t *idx;
+            int rows, global_rows;
+            int64_t row0;
+            double t0 = dt_now(), t1, t2, t3;
+
+            sampler_slice(r->sampler, i, &idx, &rows, &row0, &global_rows);
+            dataset_fill(r->ds, &r->ds->train, idx, rows, r->x_host, r->y_host);
+            net_set_input(r->net, r->x_host, rows);
+            net_set_labels(r->net, r->y_host, rows);
+            t1 = dt_now();
+            dt_pass pass = {.rows = rows,
+                            .train = 1,
+                            .labels = r->net->labels,
+                            .rng_key = rng_hash((uint64_t)o->seed, (uint64_t)it),
+                            .row0 = row0,
+                            .grad_scale = 1.0f / (float)global_rows};
+            net_forward(r->net, &pass);
+            r->be->sync(r->be);
+            t2 = dt_now();
+            net_backward(r->net, &pass, NULL, NULL);
+            r->be->sync(r->be);
+            t3 = dt_now();
+            t.data = t1 - t0;
+            t.forward = t2 - t1;
+            t.backward = t3 - t2;
+            lr = (float)lr_at(&r->lr, it, ipe);
+            if (r->mode->step(r->mode_state, &r->env, lr, &t) != 0) fatal(r);
+            times_add(&win_t, &t);
+            times_add(&all, &t);
+            win_n++;
+            win[0] += pass.loss_sum;
+            win[1] += (double)pass.n_correct;
+            win[2] += rows;
+
+            memset(&rec, 0, sizeof rec);
+            rec.epoch = e + 1;
+            rec.epochs = epochs;
+            rec.iter = it + 1;
+            rec.iter_in_epoch = i + 1;
+            rec.iters_per_epoch = ipe;
+            if (log_enabled(r->log)) {
+                rec.loss = win[2] > 0 ? win[0] / win[2] : 0.0;
+                rec.train_acc = win[2] > 0 ? win[1] / win[2] : 0.0;
+                rec.train_time = dt_now() - ep_t0;
+                rec.samples_per_s = (double)(i + 1) * (double)o->batch / rec.train_time;
+                log_tick(r->log, &rec);
+            }
+            if ((it + 1) % o->log_every == 0 || i + 1 == ipe || it + 1 == total) {
+                double sums[3] = {win[0], win[1], win[2]};
+                if (comm_allreduce_sum_f64(r->comm, sums, 3) != 0) fatal(r);
+                for (int k = 0; k < 3; k++) ep[k] += sums[k];
+                rec.type = "iter";
+                rec.time = dt_now() - r->t_start;
+                rec.loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
+                rec.train_acc = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
+                rec.test_loss = rec.test_acc = -1.0;
+                rec.lr = lr;
+                rec.samples_per_s = sums[2] / (dt_now() - win_t0);
+                rec.n_iters = win_n;
+                rec.t = win_t;
+                log_record(r->log, &rec);
+                memset(win, 0, sizeof win);
+                memset(&win_t, 0, sizeof win_t);
+                win_n = 0;
+                win_t0 = dt_now();
+            }
+        }
+        double ep_train = dt_now() - ep_t0, ev_t0 = dt_now();
+        train_time += ep_train;
+        samples += ep[2];
+        if (evaluate(r, &test_loss, &test_acc) != 0) fatal(r);
+        eval_time += dt_now() - ev_t0;
+
+        memset(&rec, 0, sizeof rec);
+        rec.type = "epoch";
+        rec.epoch = e + 1;
+        rec.epochs = epochs;
+        rec.iter = it;
+        rec.time = dt_now() - r->t_start;
+        rec.loss = ep[2] > 0 ? ep[0] / ep[2] : 0.0;
+        rec.train_acc = ep[2] > 0 ? ep[1] / ep[2] : 0.0;
+        rec.test_loss = test_loss;
+        rec.test_acc = test_acc;
+        rec.lr = lr;
+        rec.samples_per_s = ep[2] / ep_train;
+        rec.train_time = ep_train;
+        rec.eval_time = dt_now() - ev_t0;
+        log_record(r->log, &rec);
+    }
+
+    if (epochs == 0) { /* --epochs 0: evaluate the initial (or loaded) weights */
+        double ev_t0 = dt_now();
+        if (evaluate(r, &test_loss, &test_acc) != 0) fatal(r);
+        eval_time = dt_now() - ev_t0;
+        memset(&rec, 0, sizeof rec);
+        rec.type = "epoch";
+        rec.loss = rec.train_acc = -1.0;
+        rec.test_loss = test_loss;
+        rec.test_acc = test_acc;
+        rec.time = dt_now() - r->t_start;
+        rec.eval_time = eval_time;
+        log_record(r->log, &rec);
+    }
+
+    memset(&rec, 0, sizeof rec);
+    rec.type = "summary";
+    rec.epoch = epochs;
+    rec.epochs = epochs;
+    rec.iter = it;
+    rec.time = dt_now() - r->t_start;
+    rec.loss = rec.train_acc = -1.0;
+    rec.test_loss = test_loss;
+    rec.test_acc = test_acc;
+    rec.lr = lr_at(&r->lr, it > 0 ? it - 1 : 0, ipe);
+    rec.samples_per_s = train_time > 0 ? samples / train_time : 0.0;
+    rec.train_time = train_time;
+    rec.eval_time = eval_time;
+    rec.n_iters = it;
+    rec.t = all;
+    if (log_enabled(r->log)) {
+        char num[32];
+        log_summary_field(r->log, "net", r->net->name, 0);
+        log_summary_field(r->log, "dataset", o->dataset, 0);
+        log_summary_field(r->log, "mode", r->mode->name, 0);
+        snprintf(num, sizeof num, "%d", comm_size(r->comm));
+        log_summary_field(r->log, "ranks", num, 1);
+        snprintf(num, sizeof num, "%d", r->threads);
+        log_summary_field(r->log, "threads", num, 1);
+        snprintf(num, sizeof num, "%ld", o->batch);
+        log_summary_field(r->log, "batch", num, 1);
+        snprintf(num, sizeof num, "%zu", r->net->n_params);
+        log_summary_field(r->log, "params", num, 1);
+    }
+    log_record(r->log, &rec);
+    return save_weights(r);
+}
+
+void run_teardown(dt_run *r)
+{
+    if (r->mode_ready) r->mode->finalize(r->mode_state, &r->env);
+    log_close(r->log);
+    sampler_destroy(r->sampler);
+    optim_destroy(r->optim);
+    dt_free(r->x_host);
+    dt_free(r->y_host);
+    dt_free(r->eval_idx);
+    net_destroy(r->net);
+    dataset_close(r->ds);
+    if (r->be) backend_destroy(r->be);
+}

@@ -1,0 +1,48 @@
+/* train — one run: set-up from the options, epochs of iterations, evaluation, saving.
+ *
+ * Owns the run context (no global state): the options, the ranks, the backend, the net, the
+ * data, the optimizer, the comm mode and the log. Set-up is collective and fails cleanly on
+ * every rank together (failed_rank says which rank holds the message); errors in the middle of
+ * training end the job through comm_abort.
+ */
+#ifndef DT_TRAIN_H
+#define DT_TRAIN_H
+
+#include "cli.h"
+#include "comm/comm.h"
+#include "comm/mode.h"
+#include "data/dataset.h"
+#include "engine/net.h"
+#include "engine/optim.h"
+#include "log.h"
+
+typedef struct dt_run {
+    dt_opts *opts;
+    dt_comm *comm;
+    int failed_rank; /* after a failed collective step: the lowest rank that failed */
+    int threads;
+    dt_backend *be;
+    dt_net *net;
+    dt_dataset *ds;
+    dt_sampler *sampler;
+    dt_optim *optim;
+    dt_lr_schedule lr;
+    const dt_mode_desc *mode;
+    void *mode_state;
+    int mode_ready; /* init succeeded: finalize on teardown */
+    dt_mode_env env;
+    dt_log *log;
+    int local_batch; /* the largest slice of a global batch this rank gets */
+    float *x_host;
+    int32_t *y_host;
+    uint32_t *eval_idx;
+    double t_start;
+} dt_run;
+
+/* Collective. 0 on every rank, or -1 on every rank (failed_rank holds the message). */
+int run_setup(dt_run *r);
+/* Collective. Trains, evaluates, saves. */
+int run_train(dt_run *r);
+void run_teardown(dt_run *r);
+
+#endif

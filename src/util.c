@@ -1,0 +1,190 @@
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static _Thread_local char errbuf[1024];
+
+int dt_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int dt_fail_prefix(const char *fmt, ...)
+{
+    char prefix[512], old[sizeof errbuf];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, errbuf, sizeof old);
+    if (snprintf(errbuf, sizeof errbuf, "%s: %s", prefix, old) >= (int)sizeof errbuf)
+        errbuf[sizeof errbuf - 2] = '~'; /* mark the cut */
+    return -1;
+}
+
+const char *dt_errmsg(void) { return errbuf[0] ? errbuf : "unknown error"; }
+void dt_err_clear(void) { errbuf[0] = 0; }
+
+double dt_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void *dt_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (bytes == 0) bytes = 64;
+    if (posix_memalign(&p, 64, (bytes + 63) / 64 * 64) != 0) {
+        dt_fail("out of memory (expected to allocate %zu bytes)", bytes);
+        return NULL;
+    }
+    return p;
+}
+
+void *dt_zalloc(size_t bytes)
+{
+    void *p = dt_alloc(bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+void dt_free(void *p) { free(p); }
+
+void *dt_malloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) dt_fail("out of memory (expected to allocate %zu bytes)", bytes);
+    return p;
+}
+
+char *dt_strdup(const char *s)
+{
+    char *p = strdup(s);
+    if (!p) dt_fail("out of memory");
+    return p;
+}
+
+int dt_parse_long(const char *s, long lo, long hi, const char *what, long *out)
+{
+    char *end;
+    long v;
+    if (!s || !*s) return dt_fail("%s: expected an integer in [%ld, %ld], found an empty value", what, lo, hi);
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (*end || errno == ERANGE)
+        return dt_fail("%s: expected an integer in [%ld, %ld], found '%s'", what, lo, hi, s);
+    if (v < lo || v > hi)
+        return dt_fail("%s: expected an integer in [%ld, %ld], found %ld", what, lo, hi, v);
+    *out = v;
+    return 0;
+}
+
+int dt_parse_double(const char *s, double lo, double hi, const char *what, double *out)
+{
+    char *end;
+    double v;
+    if (!s || !*s) return dt_fail("%s: expected a number in [%g, %g], found an empty value", what, lo, hi);
+    errno = 0;
+    v = strtod(s, &end);
+    if (*end || errno == ERANGE || isnan(v))
+        return dt_fail("%s: expected a number in [%g, %g], found '%s'", what, lo, hi, s);
+    if (v < lo || v > hi) return dt_fail("%s: expected a number in [%g, %g], found %g", what, lo, hi, v);
+    *out = v;
+    return 0;
+}
+
+int dt_read_file(const char *path, char **data, size_t *n_bytes)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+    if (!f) return dt_fail("%s: cannot open (%s)", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return dt_fail("%s: cannot determine the size (%s)", path, strerror(errno));
+    }
+    buf = dt_malloc((size_t)n + 1);
+    if (!buf) {
+        fclose(f);
+        return -1;
+    }
+    if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        int e = errno;
+        fclose(f);
+        free(buf);
+        return dt_fail("%s: read failed (%s)", path, e ? strerror(e) : "short read");
+    }
+    fclose(f);
+    buf[n] = 0;
+    *data = buf;
+    if (n_bytes) *n_bytes = (size_t)n;
+    return 0;
+}
+
+int dt_atomic_open(dt_atomic *a, const char *path)
+{
+    size_t len = strlen(path) + 32;
+    int fd;
+    memset(a, 0, sizeof *a);
+    if (!(a->tmp = dt_malloc(len)) || !(a->path = dt_strdup(path))) {
+        free(a->tmp);
+        return -1;
+    }
+    snprintf(a->tmp, len, "%s.tmp.%ld", path, (long)getpid());
+    fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || !(a->f = fdopen(fd, "wb"))) {
+        dt_fail("%s: cannot create (%s)", a->tmp, strerror(errno));
+        if (fd >= 0) close(fd);
+        free(a->tmp);
+        free(a->path);
+        return -1;
+    }
+    return 0;
+}
+
+int dt_atomic_commit(dt_atomic *a, int ok)
+{
+    int rc = 0;
+    if (ok && (fflush(a->f) != 0 || ferror(a->f))) rc = dt_fail("%s: write failed (%s)", a->tmp, strerror(errno));
+    if (ok && rc == 0 && fsync(fileno(a->f)) != 0) rc = dt_fail("%s: fsync failed (%s)", a->tmp, strerror(errno));
+    if (fclose(a->f) != 0 && ok && rc == 0) rc = dt_fail("%s: close failed (%s)", a->tmp, strerror(errno));
+    if (ok && rc == 0 && rename(a->tmp, a->path) != 0)
+        rc = dt_fail("%s: cannot rename to %s (%s)", a->tmp, a->path, strerror(errno));
+    if (!ok || rc != 0) unlink(a->tmp);
+    free(a->tmp);
+    free(a->path);
+    return ok ? rc : -1;
+}
+
+int dt_write_file_atomic(const char *path, const void *data, size_t n_bytes)
+{
+    dt_atomic a;
+    if (dt_atomic_open(&a, path) != 0) return -1;
+    int ok = fwrite(data, 1, n_bytes, a.f) == n_bytes;
+    if (!ok) dt_fail("%s: write failed (%s)", path, strerror(errno));
+    return ok ? dt_atomic_commit(&a, 1) : (dt_atomic_commit(&a, 0), -1);
+}
+
+uint64_t dt_hash64(const void *data, size_t n, uint64_t h)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}

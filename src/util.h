@@ -1,0 +1,66 @@
+/* util — the small things every module needs: error status and message, clocks, aligned
+ * memory, checked number parsing, file reading.
+ *
+ * Errors: a function that can fail returns int (0 = ok, -1 = failed) and, when it fails, leaves
+ * a one-line message in a per-thread buffer (set with dt_fail, read with dt_errmsg), like errno.
+ * The message says what went wrong, and where it can: "file:line: what (expected X, found Y)".
+ * Only main decides to print and exit; library code never exits.
+ */
+#ifndef DT_UTIL_H
+#define DT_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#if defined(__GNUC__)
+#define DT_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define DT_PRINTF(a, b)
+#endif
+
+/* Sets the thread's error message and returns -1, so `return dt_fail("...")` reads naturally. */
+int dt_fail(const char *fmt, ...) DT_PRINTF(1, 2);
+/* Prepends "prefix: " to the current message (adds context while the error travels up). */
+int dt_fail_prefix(const char *fmt, ...) DT_PRINTF(1, 2);
+const char *dt_errmsg(void);
+void dt_err_clear(void);
+
+/* Monotonic wall clock in seconds. */
+double dt_now(void);
+
+/* 64-byte aligned allocation (cache line, AVX-512); dt_free accepts NULL. Zeroed when asked. */
+void *dt_alloc(size_t bytes);
+void *dt_zalloc(size_t bytes);
+void dt_free(void *p);
+/* malloc/strdup that report out-of-memory through dt_fail and return NULL. */
+void *dt_malloc(size_t bytes);
+char *dt_strdup(const char *s);
+
+/* Checked parsing: the whole string must be a number in [lo, hi]; the error names `what`. */
+int dt_parse_long(const char *s, long lo, long hi, const char *what, long *out);
+int dt_parse_double(const char *s, double lo, double hi, const char *what, double *out);
+
+/* Reads a whole file into a NUL-terminated buffer (caller frees with free()). */
+int dt_read_file(const char *path, char **data, size_t *n_bytes);
+/* Writes a file atomically: temp file beside it, fsync, rename. */
+int dt_write_file_atomic(const char *path, const void *data, size_t n_bytes);
+/* The same, streamed: dt_atomic_open gives a FILE* on a temp file beside `path`; dt_atomic_commit
+ * flushes, fsyncs and renames it over `path` (or removes it if `ok` is 0). A crash in between
+ * leaves the old file untouched. */
+typedef struct dt_atomic {
+    FILE *f;
+    char *tmp, *path;
+} dt_atomic;
+int dt_atomic_open(dt_atomic *a, const char *path);
+int dt_atomic_commit(dt_atomic *a, int ok);
+
+/* FNV-1a, for configuration fingerprints and RNG stream names. */
+uint64_t dt_hash64(const void *data, size_t n, uint64_t h);
+#define DT_HASH_INIT 0xcbf29ce484222325ULL
+
+#define DT_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define DT_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define DT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

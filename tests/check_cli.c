@@ -1,0 +1,153 @@
+/* The command line and config files: values land where they should, the command line wins
+ * over the file, every kind of mistake gets a message naming the option and what was expected,
+ * and the agreement text holds what changes the computation (not paths or output). */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "testutil.h"
+#include "util.h"
+
+static int parse(dt_opts *o, const char *const *args)
+{
+    char *argv[32];
+    int argc = 0;
+    argv[argc++] = (char *)"dtrain";
+    for (; *args; args++) argv[argc++] = (char *)*args;
+    argv[argc] = NULL;
+    return cli_parse(argc, argv, o);
+}
+
+START_TEST(defaults_and_values)
+{
+    dt_opts o;
+    const char *args[] = {"--net", "x.net", "--epochs", "3", "--lr=0.5", "--nesterov", "--batch", "64",
+                          "--progress", "none", "--mode", "dsync", NULL};
+    ck_assert_msg(parse(&o, args) == 0, "%s", dt_errmsg());
+    ck_assert_str_eq(o.net, "x.net");
+    ck_assert_int_eq(o.epochs, 3);
+    ck_assert_double_eq(o.lr, 0.5);
+    ck_assert_int_eq(o.nesterov, 1);
+    ck_assert_int_eq(o.batch, 64);
+    ck_assert_str_eq(o.dataset, "fashion-mnist");
+    ck_assert_double_eq(o.momentum, 0.9);
+    ck_assert_int_eq(o.action, DT_ACT_TRAIN);
+    cli_free(&o);
+    const char *h[] = {"--list-modes", NULL};
+    ck_assert_int_eq(parse(&o, h), 0);
+    ck_assert_int_eq(o.action, DT_ACT_LIST_MODES);
+    cli_free(&o);
+}
+END_TEST
+
+static const struct {
+    const char *args[4];
+    const char *expect;
+} bad[] = {
+    {{"--bogus"}, "unknown option '--bogus' (see dtrain --help)"},
+    {{"-x"}, "unknown option '-x'"},
+    {{"--lr"}, "--lr: missing value (expected X)"},
+    {{"--lr", "fast"}, "--lr: expected a number in [0, 100], found 'fast'"},
+    {{"--lr", "-1"}, "--lr: expected a number in [0, 100], found -1"},
+    {{"--epochs", "2.5"}, "--epochs: expected an integer in [0, 1000000], found '2.5'"},
+    {{"--batch", "0"}, "--batch: expected an integer in [1, 16777216], found 0"},
+    {{"--momentum", "1"}, "--momentum: expected a number in [0, 0.9999], found 1"},
+    {{"--mode", "allreduce"}, "--mode: unknown mode 'allreduce' (expected one of dsync"},
+    {{"--dataset", "svhn"}, "--dataset: unknown dataset 'svhn' (expected one of fashion-mnist, mnist"},
+    {{"--device", "tpu"}, "--device: expected one of cpu|auto, found 'tpu'"},
+    {{"--progress", "sometimes"}, "--progress: expected one of auto|bar|lines|none, found 'sometimes'"},
+    {{"--lr-schedule", "exp"}, "--lr-schedule: unknown schedule 'exp'"},
+    {{"--net", ""}, "--net: expected NAME|FILE, found an empty value"},
+    {{"extra"}, "unexpected argument 'extra'"},
+    {{"--config", "/nonexistent.conf"}, "--config: /nonexistent.conf: cannot open"},
+};
+
+START_TEST(bad_arguments)
+{
+    dt_opts o;
+    ck_assert_msg(parse(&o, bad[_i].args) != 0, "case %d parsed", _i);
+    ck_assert_msg(strstr(dt_errmsg(), bad[_i].expect), "case %d: '%s' lacks '%s'", _i, dt_errmsg(), bad[_i].expect);
+    cli_free(&o);
+}
+END_TEST
+
+START_TEST(config_file_then_command_line)
+{
+    dt_opts o;
+    tmpdir_create();
+    const char *p = write_text("a.conf", "# experiment\n"
+                                         "net = mlp\n\n"
+                                         "lr = 0.3   # comment\n"
+                                         "nesterov = true\n"
+                                         "epochs=7\n");
+    const char *args[] = {"--config", p, "--lr", "0.1", NULL};
+    ck_assert_msg(parse(&o, args) == 0, "%s", dt_errmsg());
+    ck_assert_double_eq(o.lr, 0.1); /* the command line wins */
+    ck_assert_int_eq(o.epochs, 7);
+    ck_assert_int_eq(o.nesterov, 1);
+    cli_free(&o);
+
+    const struct {
+        const char *text, *expect;
+    } badconf[] = {
+        {"lr 0.1\n", "b.conf:1: expected 'key = value', found 'lr 0.1'"},
+        {"\n\nspeed = 3\n", "b.conf:3: speed: unknown option 'speed'"},
+        {"epochs = many\n", "b.conf:1: epochs: expected an integer in [0, 1000000], found 'many'"},
+        {"nesterov = maybe\n", "b.conf:1: nesterov: expected true or false, found 'maybe'"},
+        {"--lr = 1\n", "b.conf:1: write '--lr' without the dashes"},
+        {"config = other.conf\n", "b.conf:1: config: unknown option 'config'"},
+        {"help = true\n", "b.conf:1: help: unknown option 'help'"},
+    };
+    for (size_t i = 0; i < sizeof badconf / sizeof badconf[0]; i++) {
+        const char *q = write_text("b.conf", badconf[i].text);
+        const char *a2[] = {"--config", q, NULL};
+        ck_assert_msg(parse(&o, a2) != 0, "conf case %zu parsed", i);
+        ck_assert_msg(strstr(dt_errmsg(), badconf[i].expect), "conf case %zu: '%s' lacks '%s'", i, dt_errmsg(),
+                      badconf[i].expect);
+        cli_free(&o);
+    }
+    tmpdir_remove();
+}
+END_TEST
+
+START_TEST(agreement_text)
+{
+    dt_opts a, b;
+    const char *x[] = {"--lr", "0.1", "--log", "/tmp/a.jsonl", "--threads", "2", NULL};
+    const char *y[] = {"--lr", "0.1", "--log", "/tmp/b.jsonl", "--data-dir", "/elsewhere", NULL};
+    const char *z[] = {"--lr", "0.2", NULL};
+    ck_assert_int_eq(parse(&a, x), 0);
+    ck_assert_int_eq(parse(&b, y), 0);
+    char *ta = cli_canonical(&a), *tb = cli_canonical(&b);
+    ck_assert_str_eq(ta, tb); /* paths, threads and output may differ between ranks */
+    ck_assert_ptr_nonnull(strstr(ta, "lr = 0.1\n"));
+    ck_assert_ptr_nonnull(strstr(ta, "mode = dsync\n"));
+    ck_assert_ptr_null(strstr(ta, "log"));
+    cli_free(&b);
+    ck_assert_int_eq(parse(&b, z), 0);
+    char *tz = cli_canonical(&b);
+    ck_assert_str_ne(ta, tz);
+    free(ta);
+    free(tb);
+    free(tz);
+    cli_free(&a);
+    cli_free(&b);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("options");
+    tcase_add_test(tc, defaults_and_values);
+    tcase_add_loop_test(tc, bad_arguments, 0, (int)(sizeof bad / sizeof bad[0]));
+    tcase_add_test(tc, config_file_then_command_line);
+    tcase_add_test(tc, agreement_text);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

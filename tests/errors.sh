@@ -1,0 +1,76 @@
+#!/bin/bash
+# Bad input: a one-line message on stderr that says what was expected, an exit status that is not
+# 0, never a crash (signal) or a hang (timeout); an error on one rank ends the whole job.
+. "$(dirname "$0")/lib.sh"
+need_mpirun
+make_idx "$T/data" 200 40
+n_checks=0
+
+# expect_error WHAT SUBSTRING CMD... : CMD must exit 1..127 (not a signal, not a timeout) with
+# SUBSTRING in its output
+expect_error() {
+    local what=$1 want=$2
+    shift 2
+    if [ "$1" = mpi ]; then "$@" > "$T/out" 2>&1; else timeout 120 "$@" > "$T/out" 2>&1; fi
+    local rc=$?
+    [ $rc -ne 124 ] || fail "$what: timed out (hang)"
+    [ $rc -ne 0 ] || { cat "$T/out"; fail "$what: exit status 0"; }
+    [ $rc -lt 128 ] || { cat "$T/out"; fail "$what: killed by signal $((rc - 128))"; }
+    grep -qF -- "$want" "$T/out" || { cat "$T/out"; fail "$what: output lacks '$want'"; }
+    n_checks=$((n_checks + 1))
+}
+
+D="--dataset mnist --data-dir $T/data --progress none"
+
+# flags and values
+expect_error "unknown flag" "unknown option '--lerning-rate' (see dtrain --help)" "$DTRAIN" --lerning-rate 0.1
+expect_error "bad number" "--lr: expected a number in [0, 100], found 'x'" "$DTRAIN" --lr x
+expect_error "out of range" "--epochs: expected an integer in [0, 1000000], found -1" "$DTRAIN" --epochs -1
+expect_error "unknown net" "unknown net 'vgg99' (expected one of mlp" "$DTRAIN" --net vgg99 $D
+expect_error "unknown dataset" "unknown dataset 'imagenet22k'" "$DTRAIN" --dataset imagenet22k
+expect_error "unknown mode" "unknown mode 'gossip' (expected one of dsync" "$DTRAIN" --mode gossip
+expect_error "usage exit status 2" "[rank 0]" bash -c "'$DTRAIN' --bogus; test \$? -eq 2 || echo WRONG-STATUS >&2; exit 1"
+grep -q WRONG-STATUS "$T/out" && fail "a usage error must exit with status 2"
+
+# files
+expect_error "missing net file" "--net: $T/none.net: cannot open" "$DTRAIN" --net "$T/none.net" $D
+printf 'input shape=1x28x28\ndense out=10 actvation=relu\nsoftmax_xent\n' > "$T/bad.net"
+expect_error "malformed net file" "$T/bad.net:2: dense: unknown key 'actvation'" "$DTRAIN" --net "$T/bad.net" $D
+printf 'input shape=3x32x32\ndense out=10\nsoftmax_xent\n' > "$T/rgb.net"
+expect_error "net/dataset shape" "the input layer expects 3x32x32 samples, but mnist has 1x28x28" "$DTRAIN" --net "$T/rgb.net" $D
+printf 'input shape=1x28x28\ndense out=7\nsoftmax_xent\n' > "$T/seven.net"
+expect_error "class count" "the net ends in 7 classes, but mnist has 10" "$DTRAIN" --net "$T/seven.net" $D
+expect_error "missing data dir" "--data-dir $T/nowhere: No such file or directory" "$DTRAIN" --dataset mnist --data-dir "$T/nowhere"
+mkdir -p "$T/trunc" && cp "$T/data"/* "$T/trunc/" && gunzip "$T/trunc/train-images-idx3-ubyte.gz" &&
+    truncate -s 100000 "$T/trunc/train-images-idx3-ubyte"
+expect_error "truncated IDX" "train-images-idx3-ubyte: truncated (header says 156800 data bytes, found 99984)" \
+    "$DTRAIN" --dataset mnist --data-dir "$T/trunc" --progress none
+expect_error "missing --load" "--load: $T/none.st: cannot open" "$DTRAIN" $D --load "$T/none.st"
+head -c 50 /dev/urandom > "$T/junk.st"
+expect_error "malformed --load" "--load: $T/junk.st:" "$DTRAIN" $D --load "$T/junk.st"
+printf 'input shape=1x28x28\ndense name=fc1 out=7\nrelu\ndense name=fc2 out=500\nrelu\ndense name=fc3 out=10\nsoftmax_xent\n' > "$T/narrow.net"
+"$DTRAIN" --net "$T/narrow.net" $D --epochs 0 --save "$T/narrow.st" >/dev/null || fail "could not write narrow.st"
+expect_error "--load of another net's weights" "tensor 'fc2.weight' has shape [500, 7] (expected [500, 500] for net mlp)" \
+    "$DTRAIN" --net mlp $D --load "$T/narrow.st"
+printf 'lr = 0.1\nbatch size = 10\n' > "$T/bad.conf"
+expect_error "bad config" "$T/bad.conf:2: batch size: unknown option 'batch size'" "$DTRAIN" --config "$T/bad.conf"
+expect_error "unwritable --log" "--log /nonexistent/dir/log.jsonl: cannot create" "$DTRAIN" $D --log /nonexistent/dir/log.jsonl
+expect_error "unwritable --save" "cannot create" "$DTRAIN" $D --iters 2 --save /nonexistent/dir/w.st
+
+# rank counts and several ranks
+expect_error "batch smaller than ranks" "--batch 3 is smaller than the number of ranks 4 (expected at least one sample per rank)" \
+    mpi -np 4 "$DTRAIN" $D --batch 3
+[ "$(grep -c 'smaller than the number of ranks' "$T/out")" -eq 1 ] || { cat "$T/out"; fail "the same error was printed by several ranks"; }
+expect_error "bad flag under mpirun, said once" "unknown option '--bogus'" mpi -np 3 "$DTRAIN" --bogus
+[ "$(grep -c "unknown option" "$T/out")" -eq 1 ] || { cat "$T/out"; fail "the same error was printed by several ranks"; }
+# one rank with a different data directory: the whole job ends, that rank says why
+expect_error "an error on one rank ends the job" "[rank 2] --data-dir $T/nowhere: No such file or directory" \
+    mpi -np 2 "$DTRAIN" $D : -np 1 "$DTRAIN" --dataset mnist --data-dir "$T/nowhere" --progress none : -np 1 "$DTRAIN" $D
+# ranks started with different options refuse to train together
+expect_error "configuration mismatch" "[rank 1] the configuration differs from rank 0's (rank 0: 'lr = 0.1', this rank: 'lr = 0.2')" \
+    mpi -np 1 "$DTRAIN" $D --lr 0.1 : -np 1 "$DTRAIN" $D --lr 0.2
+mkdir -p "$T/other" && make_idx "$T/other" 150 40
+expect_error "different data on different ranks" "this rank: 'training samples = 150'" \
+    mpi -np 1 "$DTRAIN" $D : -np 1 "$DTRAIN" --dataset mnist --data-dir "$T/other" --progress none
+
+echo "PASS: $n_checks error cases give a clear message and a non-zero exit"

@@ -1,0 +1,16 @@
+#!/bin/bash
+# Every option in dtrain's option table (as --help prints it) is documented in man/dtrain.1, and
+# the man page documents no option the program lacks.
+. "$(dirname "$0")/lib.sh"
+"$DTRAIN" --help > "$T/help" || fail "--help failed"
+sed -n 's/^  --\([a-z0-9-]*\).*/\1/p' "$T/help" | sort -u > "$T/from_help"
+# the tags of .TP entries in the OPTIONS section: the line after each .TP
+awk '/^\.SH OPTIONS/ { on = 1; next } /^\.SH / { on = 0 } on && prev == ".TP" { print } { prev = $0 }' \
+    "$top_srcdir/man/dtrain.1" | sed -n 's/^\.B[IR]* \\-\\-\([a-z0-9\\-]*\).*/\1/p' | sed 's/\\-/-/g' | sort -u > "$T/from_man"
+[ -s "$T/from_help" ] || fail "no options found in --help"
+[ -s "$T/from_man" ] || fail "no options found in man/dtrain.1"
+missing=$(comm -23 "$T/from_help" "$T/from_man")
+extra=$(comm -13 "$T/from_help" "$T/from_man")
+[ -z "$missing" ] || fail "options not documented in man/dtrain.1: $(echo $missing)"
+[ -z "$extra" ] || fail "man/dtrain.1 documents options the program does not have: $(echo $extra)"
+echo "PASS: $(wc -l < "$T/from_help") options, all in man/dtrain.1 and nothing more"

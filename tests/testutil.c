@@ -1,0 +1,88 @@
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rng.h"
+
+static int worst(const double *diff_scaled, size_t n, size_t *at)
+{
+    double w = -1.0;
+    for (size_t i = 0; i < n; i++)
+        if (diff_scaled[i] > w) w = diff_scaled[i], *at = i;
+    return w > 1.0;
+}
+
+int close_f32_f64(const float *got, const double *ref, size_t n, double atol, double rtol, const char *what,
+                  char *msg, size_t msg_n)
+{
+    double *g = malloc(sizeof *g * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) g[i] = got[i];
+    int ok = close_f64(g, ref, n, atol, rtol, what, msg, msg_n);
+    free(g);
+    return ok;
+}
+
+int close_f64(const double *got, const double *ref, size_t n, double atol, double rtol, const char *what, char *msg,
+              size_t msg_n)
+{
+    double *s = malloc(sizeof *s * (n ? n : 1));
+    size_t at = 0;
+    int bad;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs(got[i] - ref[i]);
+        s[i] = isfinite(got[i]) ? d / (atol + rtol * fabs(ref[i])) : INFINITY;
+    }
+    bad = n > 0 && worst(s, n, &at);
+    if (bad)
+        snprintf(msg, msg_n, "%s[%zu]: got %.9g, expected %.9g (|diff| %.3g > atol %.1g + rtol %.1g*|ref|; worst of %zu)",
+                 what, at, got[at], ref[at], fabs(got[at] - ref[at]), atol, rtol, n);
+    else
+        msg[0] = 0;
+    free(s);
+    return !bad;
+}
+
+static char dir[256];
+
+const char *tmpdir_create(void)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/dtrain-test-XXXXXX", base ? base : "/tmp");
+    if (!mkdtemp(dir)) return NULL;
+    return dir;
+}
+
+void tmpdir_remove(void)
+{
+    char cmd[300];
+    if (!dir[0]) return;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    dir[0] = 0;
+}
+
+const char *write_bytes(const char *name, const void *data, size_t n)
+{
+    static char paths[8][512];
+    static int slot;
+    char *p = paths[slot++ % 8];
+    snprintf(p, 512, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    if (!f) return NULL;
+    fwrite(data, 1, n, f);
+    fclose(f);
+    return p;
+}
+
+const char *write_text(const char *name, const char *text) { return write_bytes(name, text, strlen(text)); }
+
+void fill_uniform_d(double *x, size_t n, double lo, double hi, uint64_t seed)
+{
+    dt_rng r;
+    rng_seed(&r, seed, 7);
+    for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * rng_uniform_d(&r);
+}

@@ -1,0 +1,31 @@
+/* Helpers the Check suites share: tolerant comparison that reports the worst element, a
+ * scratch directory, files written from bytes, deterministic random fills. */
+#ifndef DT_TESTUTIL_H
+#define DT_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Named tolerances: |got - ref| <= atol + rtol * |ref| */
+#define TOL_F32_ATOL 1e-5
+#define TOL_F32_RTOL 1e-4
+#define TOL_F64_ATOL 1e-9
+#define TOL_F64_RTOL 1e-6
+
+/* 1 if all within tolerance; else 0 and a message "what[i]: got G, expected R (worst of n)" in msg. */
+int close_f32_f64(const float *got, const double *ref, size_t n, double atol, double rtol, const char *what,
+                  char *msg, size_t msg_n);
+int close_f64(const double *got, const double *ref, size_t n, double atol, double rtol, const char *what, char *msg,
+              size_t msg_n);
+
+/* A fresh directory under $TMPDIR (or /tmp), removed by tmpdir_remove. */
+const char *tmpdir_create(void);
+void tmpdir_remove(void);
+/* path = tmpdir/name; writes n bytes; returns the path (static buffer per call slot) */
+const char *write_bytes(const char *name, const void *data, size_t n);
+const char *write_text(const char *name, const char *text);
+
+/* uniform in [lo, hi) from a fixed-seed stream */
+void fill_uniform_d(double *x, size_t n, double lo, double hi, uint64_t seed);
+
+#endif
