@@ -23,12 +23,12 @@ struct dt_log {
     int is_num[MAX_FIELDS];
 };
 
-dt_progress log_progress_auto(void)
+dt_progress log_progress_auto(int launched)
 {
     /* Under mpirun every rank's stdout is a pty that Open MPI forwards, whatever mpirun's own
      * stdout is; so ask where the launcher's stdout goes (the launcher is our parent on the
      * host where rank 0 usually runs). */
-    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK")) {
+    if (launched) {
         char path[64], target[256];
         ssize_t n;
         snprintf(path, sizeof path, "/proc/%ld/fd/1", (long)getppid());
@@ -41,14 +41,14 @@ dt_progress log_progress_auto(void)
     return isatty(STDOUT_FILENO) ? PROGRESS_BAR : PROGRESS_LINES;
 }
 
-int log_open(dt_log **out, int enabled, const char *json_path, const char *progress, int log_every)
+int log_open(dt_log **out, int enabled, const char *json_path, const char *progress, int log_every, int launched)
 {
     dt_log *l = calloc(1, sizeof *l);
     if (!l) return dt_fail("out of memory");
     l->enabled = enabled;
     l->log_every = log_every > 0 ? log_every : 50;
     l->last_draw = -1.0;
-    if (!progress || strcmp(progress, "auto") == 0) l->progress = log_progress_auto();
+    if (!progress || strcmp(progress, "auto") == 0) l->progress = log_progress_auto(launched);
     else if (strcmp(progress, "bar") == 0) l->progress = PROGRESS_BAR;
     else if (strcmp(progress, "lines") == 0) l->progress = PROGRESS_LINES;
     else l->progress = PROGRESS_NONE;

@@ -33,8 +33,9 @@ typedef struct dt_record {
     dt_times t;       /* sums over n_iters iterations (rank 0) */
 } dt_record;
 
-/* `enabled` is 1 on rank 0. json_path may be NULL. */
-int log_open(dt_log **out, int enabled, const char *json_path, const char *progress, int log_every);
+/* `enabled` is 1 on rank 0. json_path may be NULL. `launched`: started by mpirun (known before
+ * MPI_Init, which sets launcher variables even in a singleton). */
+int log_open(dt_log **out, int enabled, const char *json_path, const char *progress, int log_every, int launched);
 int log_enabled(const dt_log *l);
 /* Plain text to stdout on rank 0 (banners, notes). */
 void log_text(dt_log *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -46,6 +47,6 @@ void log_summary_field(dt_log *l, const char *key, const char *value, int is_num
 void log_close(dt_log *l);
 
 /* How a progress=auto request resolves here: a terminal gets a bar. */
-dt_progress log_progress_auto(void);
+dt_progress log_progress_auto(int launched);
 
 #endif

@@ -13,15 +13,16 @@
 #include "train.h"
 #include "util.h"
 
-/* Before MPI starts: is this rank 0 (or not under a launcher at all)? */
-static int launcher_rank0(void)
+/* Before MPI starts (a singleton MPI_Init sets these variables too): the rank a launcher gave
+ * this process, or -1 when no launcher started it. */
+static int launcher_rank(void)
 {
     const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
     for (size_t i = 0; i < DT_ARRAY_LEN(vars); i++) {
         const char *v = getenv(vars[i]);
-        if (v) return atoi(v) == 0;
+        if (v) return atoi(v);
     }
-    return 1;
+    return -1;
 }
 
 static void print_version(void)
@@ -84,14 +85,14 @@ int main(int argc, char **argv)
     dt_opts opts;
     dt_run run;
     dt_comm *comm;
-    int parse_rc, rc, rank;
+    int parse_rc, rc, rank, launched_rank = launcher_rank();
 
     cpu_blas_select(argv); /* may re-execute this program once, before anything else happens */
     cpu_flush_denormals();
 
     parse_rc = cli_parse(argc, argv, &opts);
     if (parse_rc == 0 && opts.action != DT_ACT_TRAIN) {
-        if (launcher_rank0()) info(opts.action);
+        if (launched_rank <= 0) info(opts.action);
         cli_free(&opts);
         return 0;
     }
@@ -112,6 +113,7 @@ int main(int argc, char **argv)
     memset(&run, 0, sizeof run);
     run.opts = &opts;
     run.comm = comm;
+    run.launched = launched_rank >= 0;
     rc = run_setup(&run);
     if (rc == 0) rc = run_train(&run);
     if (rc != 0 && rank == run.failed_rank) fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());

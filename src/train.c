@@ -72,7 +72,7 @@ static int setup_local(dt_run *r)
     if (lr_schedule_parse(o->lr_schedule, o->lr, o->lr_warmup_epochs, (double)o->epochs, &r->lr) != 0) return -1;
     if (sampler_create(&r->sampler, r->ds->train.n, (int)o->batch, rank, p, (uint64_t)o->seed) != 0) return -1;
     if (!(r->mode = mode_find(o->mode))) return dt_fail("--mode: unknown mode '%s' (expected one of %s)", o->mode, mode_list());
-    if (log_open(&r->log, rank == 0, o->log, o->progress, (int)o->log_every) != 0) return -1;
+    if (log_open(&r->log, rank == 0, o->log, o->progress, (int)o->log_every, r->launched) != 0) return -1;
     return 0;
 }
 
@@ -219,8 +219,8 @@ int run_train(dt_run *r)
 
     for (int e = 0; e < epochs; e++) {
         double ep_t0 = dt_now(), win_t0 = ep_t0, ep[3] = {0, 0, 0}, win[3] = {0, 0, 0};
-        dt_times win_t = {0};
-        long win_n = 0;
+        dt_times win_t = {0}, ep_t = {0};
+        long win_n = 0, ep_n = 0;
         float lr = 0.0f;
         sampler_epoch(r->sampler, e);
         for (long i = 0; i < ipe && it < total; i++, it++) {
@@ -253,8 +253,10 @@ int run_train(dt_run *r)
             lr = (float)lr_at(&r->lr, it, ipe);
             if (r->mode->step(r->mode_state, &r->env, lr, &t) != 0) fatal(r);
             times_add(&win_t, &t);
+            times_add(&ep_t, &t);
             times_add(&all, &t);
             win_n++;
+            ep_n++;
             win[0] += pass.loss_sum;
             win[1] += (double)pass.n_correct;
             win[2] += rows;
@@ -312,6 +314,8 @@ int run_train(dt_run *r)
         rec.samples_per_s = ep[2] / ep_train;
         rec.train_time = ep_train;
         rec.eval_time = dt_now() - ev_t0;
+        rec.n_iters = ep_n;
+        rec.t = ep_t;
         log_record(r->log, &rec);
     }
 

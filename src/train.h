@@ -19,6 +19,7 @@
 typedef struct dt_run {
     dt_opts *opts;
     dt_comm *comm;
+    int launched;    /* started by mpirun (or another launcher) */
     int failed_rank; /* after a failed collective step: the lowest rank that failed */
     int threads;
     dt_backend *be;
