@@ -277,6 +277,12 @@ int run_train(dt_run *r)
             if ((it + 1) % o->log_every == 0 || i + 1 == ipe || it + 1 == total) {
                 double sums[3] = {win[0], win[1], win[2]};
                 if (comm_allreduce_sum_f64(r->comm, sums, 3) != 0) fatal(r);
+                if (!isfinite(sums[0])) { /* every rank sees the same sum and stops with the others */
+                    r->failed_rank = 0;
+                    return dt_fail("training diverged: the loss is %s by iteration %ld (try a smaller --lr, or "
+                                   "--lr-warmup-epochs)",
+                                   isnan(sums[0]) ? "nan" : "infinite", it + 1);
+                }
                 for (int k = 0; k < 3; k++) ep[k] += sums[k];
                 rec.type = "iter";
                 rec.time = dt_now() - r->t_start;

@@ -57,6 +57,10 @@ expect_error "bad config" "$T/bad.conf:2: batch size: unknown option 'batch size
 expect_error "unwritable --log" "--log /nonexistent/dir/log.jsonl: cannot create" "$DTRAIN" $D --log /nonexistent/dir/log.jsonl
 expect_error "unwritable --save" "cannot create" "$DTRAIN" $D --iters 2 --save /nonexistent/dir/w.st
 
+printf 'input shape=1x28x28\ndense out=500 init=normal:1e5\nrelu\ndense out=500 init=normal:1e5\nrelu\ndense out=10 init=normal:1e5\nsoftmax_xent\n' > "$T/huge.net"
+expect_error "a non-finite loss stops the run" "training diverged: the loss is nan by iteration 2" \
+    mpi -np 2 "$DTRAIN" --net "$T/huge.net" $D --lr 1 --log-every 1
+
 # rank counts and several ranks
 expect_error "batch smaller than ranks" "--batch 3 is smaller than the number of ranks 4 (expected at least one sample per rank)" \
     mpi -np 4 "$DTRAIN" $D --batch 3
