@@ -2,10 +2,12 @@
 #include "cli.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/codec.h"
 #include "comm/mode.h"
 #include "data/dataset.h"
 #include "engine/optim.h"
@@ -67,6 +69,28 @@ static const optdef table[] = {
 
     {"Communication", "mode", K_STRING, "NAME", OFF(mode), 0, 0, NULL, "dsync", 0, 0,
      "how ranks combine gradients (--list-modes)"},
+    {"Communication", "compress", K_STRING, "NAME", OFF(compress), 0, 0, NULL, "none", 0, 0,
+     "gradient codec on the wire: none, t16, fp16 or q8"},
+    {"Communication", "compress-block", K_INT, "N", OFF(compress_block), 1, 1 << 24, NULL, "256", 0, 0,
+     "values per scale of --compress q8"},
+    {"Communication", "ps-servers", K_INT, "S", OFF(ps_servers), 1, 1024, NULL, "1", 0, 0,
+     "ps: the last S ranks are parameter servers"},
+    {"Communication", "placement", K_CHOICE, "HOW", OFF(placement), 0, 0, "uniform|round-robin|greedy", "uniform", 0, 0,
+     "ps: how layers are spread over servers: uniform, round-robin or greedy"},
+    {"Communication", "staleness", K_INT, "S", OFF(staleness), 0, 1000, NULL, "0", 0, 0,
+     "ps: a worker may run S iterations ahead of the slowest (0: bulk-synchronous)"},
+    {"Communication", "pipeline-depth", K_INT, "K", OFF(pipeline_depth), 1, 16, NULL, "2", 0, 0,
+     "pipesgd: iteration t applies the aggregated gradient of t-K"},
+    {"Communication", "warmup-epochs", K_DOUBLE, "E", OFF(warmup_epochs), 0, 1e6, NULL, "0", 0, 0,
+     "pipesgd: run the first E epochs as D-Sync"},
+    {"Communication", "fusion-bytes", K_DOUBLE, "N", OFF(fusion_bytes), 4, INFINITY, NULL, "inf", 0, 0,
+     "dsync: allreduce every N bytes of gradient as backward finishes them (inf: once after backward)"},
+    {"Communication", "model-alpha", K_DOUBLE, "SECONDS", OFF(model_alpha), 0, 10, NULL, NULL, 0, 0,
+     "timing model: latency per message (default: measured at start-up)"},
+    {"Communication", "model-beta", K_DOUBLE, "SECONDS", OFF(model_beta), 0, 1, NULL, NULL, 0, 0,
+     "timing model: seconds per byte on the wire (default: measured)"},
+    {"Communication", "model-gamma", K_DOUBLE, "SECONDS", OFF(model_gamma), 0, 1, NULL, NULL, 0, 0,
+     "timing model: seconds per value to decode, add and encode (default: measured)"},
 
     {"Output", "log", K_STRING, "FILE", OFF(log), 0, 0, NULL, NULL, LOCAL, 0,
      "write JSON lines (iterations, epochs, summary) to FILE"},
@@ -94,6 +118,7 @@ static const optdef table[] = {
 };
 
 #define N_OPTS ((int)DT_ARRAY_LEN(table))
+_Static_assert(DT_ARRAY_LEN(table) <= sizeof(((dt_opts *)0)->given), "dt_opts.given is too small for the table");
 
 static const optdef *find_opt(const char *name)
 {
@@ -127,18 +152,35 @@ static int check_name(const dt_opts *o, const optdef *d, const char *value, cons
         dt_lr_schedule tmp;
         if (lr_schedule_parse(value, 1.0, 0.0, 1.0, &tmp) != 0) return dt_fail_prefix("%s", origin);
     }
+    if (strcmp(d->name, "compress") == 0 && !codec_exists(value))
+        return dt_fail("%s: unknown codec '%s' (expected one of %s)", origin, value, codec_list());
     if (strcmp(d->name, "dataset") == 0 && !dataset_default_dirs(value)[0])
         return dt_fail("%s: unknown dataset '%s' (expected one of %s)", origin, value, dataset_list());
     return 0;
 }
 
+static int apply(dt_opts *o, const optdef *d, const char *value, const char *origin);
+
 int cli_apply(dt_opts *o, const char *name, const char *value, const char *origin, int from_config)
 {
     const optdef *d = find_opt(name);
-    long l;
-    double x;
     if (!d || (from_config && (d->flags & NO_CONFIG)))
         return dt_fail("%s: unknown option '%s' (see dtrain --help)", origin, name);
+    if (apply(o, d, value, origin) != 0) return -1;
+    o->given[d - table] = 1;
+    return 0;
+}
+
+int cli_given(const dt_opts *o, const char *name)
+{
+    const optdef *d = find_opt(name);
+    return d && o->given[d - table];
+}
+
+static int apply(dt_opts *o, const optdef *d, const char *value, const char *origin)
+{
+    long l;
+    double x;
     switch (d->kind) {
     case K_ACTION: o->action = (dt_action)d->action; return 0;
     case K_FLAG:
@@ -182,8 +224,31 @@ static int set_defaults(dt_opts *o)
         char origin[64];
         if (!d->dflt) continue;
         snprintf(origin, sizeof origin, "default of --%s", d->name);
-        if (cli_apply(o, d->name, d->dflt, origin, 0) != 0) return -1;
+        if (apply(o, d, d->dflt, origin) != 0) return -1;
     }
+    return 0;
+}
+
+/* A flag the chosen mode or codec does not read is an error, not a silent no-op. */
+static int check_combinations(const dt_opts *o)
+{
+    const dt_mode_desc *m = mode_find(o->mode);
+    for (int i = 0; i < N_OPTS; i++) {
+        const char *name = table[i].name;
+        int mode_specific = 0;
+        if (!o->given[i]) continue;
+        for (int k = 0; k < mode_count(); k++) mode_specific |= mode_reads(mode_at(k), name);
+        if (mode_specific && !mode_reads(m, name)) {
+            char users[128] = "";
+            for (int k = 0; k < mode_count(); k++)
+                if (mode_reads(mode_at(k), name))
+                    snprintf(users + strlen(users), sizeof users - strlen(users), "%s%s", users[0] ? ", " : "",
+                             mode_at(k)->name);
+            return dt_fail("--%s applies to --mode %s, not to --mode %s", name, users, o->mode);
+        }
+    }
+    if (cli_given(o, "compress-block") && strcmp(o->compress, "q8") != 0)
+        return dt_fail("--compress-block applies to --compress q8, not to --compress %s", o->compress);
     return 0;
 }
 
@@ -237,7 +302,7 @@ int cli_parse(int argc, char **argv, dt_opts *o)
         snprintf(origin, sizeof origin, "--%s", table[given[i].idx].name);
         if (cli_apply(o, table[given[i].idx].name, given[i].val, origin, 0) != 0) return -1;
     }
-    return 0;
+    return o->action == DT_ACT_TRAIN ? check_combinations(o) : 0;
 }
 
 void cli_free(dt_opts *o)

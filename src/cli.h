@@ -31,10 +31,13 @@ typedef struct dt_opts {
     int nesterov;
     char *lr_schedule;
     /* communication */
-    char *mode;
+    char *mode, *compress, *placement;
+    long compress_block, ps_servers, staleness, pipeline_depth;
+    double warmup_epochs, fusion_bytes, model_alpha, model_beta, model_gamma;
     /* output */
     char *log, *save, *load, *progress;
     long log_every;
+    unsigned char given[64]; /* per option-table entry: set on the command line or in a config */
 } dt_opts;
 
 /* Parses argv (and the --config file it names) into o, starting from the defaults.
@@ -42,6 +45,8 @@ typedef struct dt_opts {
 int cli_parse(int argc, char **argv, dt_opts *o);
 void cli_free(dt_opts *o);
 void cli_help(FILE *f);
+/* 1 if option NAME was set on the command line or in a config file (not left at its default). */
+int cli_given(const dt_opts *o, const char *name);
 /* Applies one option by long name; `origin` prefixes messages ("--lr", "x.conf:3: lr"). */
 int cli_apply(dt_opts *o, const char *name, const char *value, const char *origin, int from_config);
 /* "key = value\n" for every option that changes the computation, in table order (malloc'd). */

@@ -10,6 +10,14 @@
 #ifndef DT_CPU_H
 #define DT_CPU_H
 
+/* Compiles a hot loop three times (AVX-512, AVX2, baseline x86-64); the loader picks the best
+ * one for the CPU it runs on, so one binary runs everywhere at full vector width. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define DT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define DT_CLONES
+#endif
+
 /* Call first in main. May not return: re-executes the program once with OPENBLAS_CORETYPE set
  * to the best kernel cpuid allows, when OpenBLAS chose a slower one (wrong detection, or an
  * OPENBLAS_CORETYPE naming an older core). DTRAIN_BLAS_KEEP=1 keeps OpenBLAS's choice. */

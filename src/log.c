@@ -124,6 +124,8 @@ static void json_times(FILE *f, const dt_record *r)
 {
     double n = r->n_iters > 0 ? (double)r->n_iters : 1.0;
     for (int i = 0; i < DT_TIMES_N_PHASES; i++) fprintf(f, ",\"t_%s\":%.6g", dt_phase_names[i], times_phase(&r->t, i) / n);
+    fprintf(f, ",\"t_iter\":%.6g,\"overlapped\":%s", r->t.iter / n, r->overlapped ? "true" : "false");
+    if (r->t_model > 0) fprintf(f, ",\"t_model\":%.6g", r->t_model);
     fprintf(f, ",\"bytes_sent\":%.0f,\"bytes_recv\":%.0f", r->t.bytes_sent / n, r->t.bytes_recv / n);
 }
 
@@ -152,17 +154,27 @@ static void write_json(dt_log *l, const dt_record *r)
 
 static void print_summary(const dt_record *r)
 {
-    double n = r->n_iters > 0 ? (double)r->n_iters : 1.0, total = times_total(&r->t) / n;
+    double n = r->n_iters > 0 ? (double)r->n_iters : 1.0, wall = r->t.iter / n;
+    double crit = times_critical(&r->t, r->overlapped) / n;
     printf("\ntime per iteration (rank 0, mean of %ld iterations):\n", r->n_iters);
     printf("  %-10s %10s %7s\n", "phase", "ms", "share");
     for (int i = 0; i < DT_TIMES_N_PHASES; i++) {
+        const char *name = dt_phase_names[i];
         double v = times_phase(&r->t, i) / n;
         if (v == 0.0) continue;
-        printf("  %-10s %10.3f %6.1f%%\n", dt_phase_names[i], 1e3 * v, total > 0 ? 100.0 * v / total : 0.0);
+        if (r->overlapped && (!strcmp(name, "encode") || !strcmp(name, "comm") || !strcmp(name, "decode"))) continue;
+        printf("  %-10s %10.3f %6.1f%%\n", name, 1e3 * v, wall > 0 ? 100.0 * v / wall : 0.0);
     }
-    printf("  %-10s %10.3f %6.1f%%\n", "total", 1e3 * total, 100.0);
+    if (wall - crit > 1e-6) printf("  %-10s %10.3f %6.1f%%\n", "other", 1e3 * (wall - crit), 100.0 * (wall - crit) / wall);
+    printf("  %-10s %10.3f %6.1f%%\n", "total", 1e3 * wall, 100.0);
+    if (r->overlapped)
+        printf("  on the communication thread, overlapped: encode %.3f ms, comm %.3f ms, decode %.3f ms\n",
+               1e3 * r->t.encode / n, 1e3 * r->t.comm / n, 1e3 * r->t.decode / n);
     if (r->t.bytes_sent > 0)
-        printf("  sent %.2f MB and received %.2f MB per iteration\n", r->t.bytes_sent / n / 1e6, r->t.bytes_recv / n / 1e6);
+        printf("  sent %.3f MB and received %.3f MB per iteration\n", r->t.bytes_sent / n / 1e6, r->t.bytes_recv / n / 1e6);
+    if (r->t_model > 0)
+        printf("  timing model: %.3f ms per iteration predicted, %.3f ms measured (%+.0f%%)\n", 1e3 * r->t_model,
+               1e3 * wall, wall > 0 ? 100.0 * (r->t_model - wall) / wall : 0.0);
     char a[32], b[32];
     fmt_dur(a, sizeof a, r->train_time);
     fmt_dur(b, sizeof b, r->time);

@@ -17,8 +17,14 @@ double times_total(const dt_times *t)
     return s;
 }
 
+double times_critical(const dt_times *t, int overlapped)
+{
+    return overlapped ? t->data + t->forward + t->backward + t->wait + t->update : times_total(t);
+}
+
 void times_add(dt_times *a, const dt_times *t)
 {
+    a->iter += t->iter;
     a->data += t->data;
     a->forward += t->forward;
     a->backward += t->backward;

@@ -8,6 +8,7 @@
 typedef struct dt_times {
     double data, forward, backward, encode, comm, wait, decode, update;
     double bytes_sent, bytes_recv;
+    double iter; /* wall time of the iteration as the train loop saw it */
 } dt_times;
 
 #define DT_TIMES_N_PHASES 8
@@ -15,6 +16,8 @@ typedef struct dt_times {
 extern const char *const dt_phase_names[DT_TIMES_N_PHASES];
 double times_phase(const dt_times *t, int i);
 double times_total(const dt_times *t);
+/* Phases on the compute thread's critical path when encode/comm/decode run on a comm thread. */
+double times_critical(const dt_times *t, int overlapped);
 void times_add(dt_times *acc, const dt_times *t);
 
 #endif

@@ -29,11 +29,26 @@ static int choose_threads(const dt_run *r)
     return DT_MAX(1, aff / DT_MAX(1, local));
 }
 
+static void comm_opts_from(const dt_opts *o, dt_comm_opts *c)
+{
+    c->compress = o->compress;
+    c->compress_block = (int)o->compress_block;
+    c->ps_servers = (int)o->ps_servers;
+    c->placement = o->placement;
+    c->staleness = (int)o->staleness;
+    c->pipeline_depth = (int)o->pipeline_depth;
+    c->warmup_epochs = o->warmup_epochs;
+    c->fusion_bytes = o->fusion_bytes;
+    c->model_alpha = cli_given(o, "model-alpha") ? o->model_alpha : -1.0;
+    c->model_beta = cli_given(o, "model-beta") ? o->model_beta : -1.0;
+    c->model_gamma = cli_given(o, "model-gamma") ? o->model_gamma : -1.0;
+}
+
 /* Everything that depends only on this rank's inputs. */
 static int setup_local(dt_run *r)
 {
     const dt_opts *o = r->opts;
-    int p = comm_size(r->comm), rank = comm_rank(r->comm);
+    dt_mode_env *env = &r->env;
     char a[48], b[48];
 
     r->threads = choose_threads(r);
@@ -55,13 +70,23 @@ static int setup_local(dt_run *r)
     if (net_n_classes(r->net) != r->ds->n_classes)
         return dt_fail("%s: the net ends in %d classes, but %s has %d (expected the last dense layer to have out=%d)",
                        r->net->origin, net_n_classes(r->net), o->dataset, r->ds->n_classes, r->ds->n_classes);
-    if (o->batch < p)
-        return dt_fail("--batch %ld is smaller than the number of ranks %d (expected at least one sample per rank)",
-                       o->batch, p);
     if ((size_t)o->batch > r->ds->train.n)
         return dt_fail("--batch %ld is larger than the training set (%zu samples)", o->batch, r->ds->train.n);
 
-    r->local_batch = (int)((o->batch + p - 1) / p);
+    /* the mode decides which ranks compute; the batch is split over those */
+    if (!(r->mode = mode_find(o->mode))) return dt_fail("--mode: unknown mode '%s' (expected one of %s)", o->mode, mode_list());
+    env->comm = r->comm;
+    comm_opts_from(o, &env->opts);
+    if (codec_create(o->compress, (int)o->compress_block, &env->codec) != 0) return -1;
+    if (mode_roles(r->mode, env) != 0) return -1;
+    if (o->batch < env->n_workers)
+        return dt_fail("--batch %ld is smaller than the number of %s %d (expected at least one sample per rank)",
+                       o->batch, env->n_workers == comm_size(r->comm) ? "ranks" : "workers", env->n_workers);
+    env->iters_per_epoch = (long)((r->ds->train.n + (size_t)o->batch - 1) / (size_t)o->batch);
+    env->total_iters = o->epochs * env->iters_per_epoch;
+    if (o->iters > 0 && o->iters < env->total_iters) env->total_iters = o->iters;
+
+    r->local_batch = (int)((o->batch + env->n_workers - 1) / env->n_workers);
     if (net_alloc(r->net, r->be, r->local_batch) != 0) return -1;
     size_t d = (size_t)r->ds->c * r->ds->h * r->ds->w;
     if (!(r->x_host = dt_alloc(sizeof(float) * d * (size_t)r->local_batch)) ||
@@ -70,9 +95,13 @@ static int setup_local(dt_run *r)
         return -1;
     if (optim_create(&r->optim, r->be, r->net->n_params, (float)o->momentum, (float)o->wd, o->nesterov) != 0) return -1;
     if (lr_schedule_parse(o->lr_schedule, o->lr, o->lr_warmup_epochs, (double)o->epochs, &r->lr) != 0) return -1;
-    if (sampler_create(&r->sampler, r->ds->train.n, (int)o->batch, rank, p, (uint64_t)o->seed) != 0) return -1;
-    if (!(r->mode = mode_find(o->mode))) return dt_fail("--mode: unknown mode '%s' (expected one of %s)", o->mode, mode_list());
-    if (log_open(&r->log, rank == 0, o->log, o->progress, (int)o->log_every, r->launched) != 0) return -1;
+    if (env->is_worker && sampler_create(&r->sampler, r->ds->train.n, (int)o->batch, env->worker_rank, env->n_workers,
+                                         (uint64_t)o->seed) != 0)
+        return -1;
+    env->arena = net_arena(r->net);
+    env->optim = r->optim;
+    if (log_open(&r->log, comm_rank(r->comm) == 0, o->log, o->progress, (int)o->log_every, r->launched) != 0)
+        return -1;
     return 0;
 }
 
@@ -119,19 +148,36 @@ static int setup_weights(dt_run *r)
 static void banner(dt_run *r)
 {
     const dt_opts *o = r->opts;
+    const dt_mode_env *env = &r->env;
     int p = comm_size(r->comm);
-    char shape[48];
+    char shape[48], mode[160] = "", codec[64];
     dt_shape s = {3, {r->ds->c, r->ds->h, r->ds->w}};
     shape_format(&s, shape, sizeof shape);
+    if (strcmp(r->mode->name, "ps") == 0)
+        snprintf(mode, sizeof mode, " (%d worker%s + %ld server%s, %s placement, staleness %ld)", env->n_workers,
+                 env->n_workers == 1 ? "" : "s", o->ps_servers, o->ps_servers == 1 ? "" : "s", o->placement,
+                 o->staleness);
+    else if (strcmp(r->mode->name, "pipesgd") == 0)
+        snprintf(mode, sizeof mode, " (K = %ld, %g warm-up epoch%s as D-Sync)", o->pipeline_depth, o->warmup_epochs,
+                 o->warmup_epochs == 1 ? "" : "s");
+    else if (isfinite(o->fusion_bytes))
+        snprintf(mode, sizeof mode, " (lazy allreduce every %.0f bytes)", o->fusion_bytes);
+    if (strcmp(o->compress, "q8") == 0) snprintf(codec, sizeof codec, "q8, block %ld", o->compress_block);
+    else snprintf(codec, sizeof codec, "%s", o->compress);
     log_text(r->log, "dtrain %s: net %s (%zu parameters) on %s (%zu train / %zu test, %s, %d classes, %s)\n",
              PACKAGE_VERSION, r->net->name, r->net->n_params, o->dataset, r->ds->train.n, r->ds->test.n, shape,
              r->ds->n_classes, r->ds->dir);
-    log_text(r->log, "%d rank%s x %d thread%s, mode %s, global batch %ld (%d per rank), %ld iterations/epoch, %ld "
-                     "epoch%s, lr %g (%s), momentum %g%s, wd %g\n",
-             p, p == 1 ? "" : "s", r->threads, r->threads == 1 ? "" : "s", r->mode->name, o->batch, r->local_batch,
-             r->sampler->iters, o->epochs, o->epochs == 1 ? "" : "s", o->lr, o->lr_schedule, o->momentum,
-             o->nesterov ? " (Nesterov)" : "", o->wd);
+    log_text(r->log, "%d rank%s x %d thread%s, mode %s%s, compress %s\n", p, p == 1 ? "" : "s", r->threads,
+             r->threads == 1 ? "" : "s", r->mode->name, mode, codec);
+    log_text(r->log, "global batch %ld (%d per worker), %ld iterations/epoch, %ld epoch%s, lr %g (%s), momentum %g%s, "
+                     "wd %g\n",
+             o->batch, r->local_batch, env->iters_per_epoch, o->epochs, o->epochs == 1 ? "" : "s", o->lr,
+             o->lr_schedule, o->momentum, o->nesterov ? " (Nesterov)" : "", o->wd);
     log_text(r->log, "backend %s: %s; %s\n", r->be->name, cpu_blas_describe(), comm_library());
+    if (p > 1)
+        log_text(r->log, "timing model (%s): alpha %.1f us, beta %.3g s/B (%.0f MB/s), gamma %.2f ns per value\n",
+                 env->model.measured ? "measured at start-up" : "from flags", env->model.alpha * 1e6, env->model.beta,
+                 env->model.beta > 0 ? 1e-6 / env->model.beta : 0.0, env->model.gamma * 1e9);
 }
 
 int run_setup(dt_run *r)
@@ -146,9 +192,7 @@ int run_setup(dt_run *r)
     free(text);
     if (stage(r, rc) != 0) return -1;
     if (setup_weights(r) != 0) return -1;
-    r->env.comm = r->comm;
-    r->env.arena = net_arena(r->net);
-    r->env.optim = r->optim;
+    if (stage(r, netmodel_init(&r->env.model, r->comm, &r->env.codec, &r->env.opts)) != 0) return -1;
     rc = r->mode->init(&r->mode_state, &r->env);
     r->mode_ready = rc == 0;
     if (stage(r, rc) != 0) return -1;
@@ -156,13 +200,13 @@ int run_setup(dt_run *r)
     return 0;
 }
 
-/* Loss and accuracy on this rank's share of the test set, summed over ranks. */
+/* Loss and accuracy on this worker's share of the test set, summed over ranks. */
 static int evaluate(dt_run *r, double *loss, double *acc)
 {
     const dt_split *s = &r->ds->test;
-    size_t first, count;
+    size_t first = 0, count = 0;
     double v[3] = {0, 0, 0};
-    split_range(s->n, comm_rank(r->comm), comm_size(r->comm), &first, &count);
+    if (r->env.is_worker) split_range(s->n, r->env.worker_rank, r->env.n_workers, &first, &count);
     for (size_t done = 0; done < count;) {
         int rows = (int)DT_MIN((size_t)r->local_batch, count - done);
         for (int i = 0; i < rows; i++) r->eval_idx[i] = (uint32_t)(first + done + (size_t)i);
@@ -186,7 +230,7 @@ static int save_weights(dt_run *r)
 {
     int rc = 0;
     if (!r->opts->save) return 0;
-    if (comm_rank(r->comm) == 0) {
+    if (comm_rank(r->comm) == 0) { /* always a worker: it holds the whole, final weights */
         float *host = dt_alloc(r->net->n_params * sizeof(float));
         if (!host) rc = -1;
         else {
@@ -205,53 +249,103 @@ static void fatal(dt_run *r)
     comm_abort(r->comm, 1);
 }
 
+static void ready_cb(void *arg, size_t n_ready)
+{
+    dt_run *r = arg;
+    r->mode->grad_ready(r->mode_state, &r->env, n_ready);
+}
+
+/* Predicted seconds per iteration for the mean phases in t (sums over n iterations). */
+static double predict(dt_run *r, const dt_times *t, long n)
+{
+    dt_times m = {0};
+    if (n <= 0) return 0.0;
+    m.data = t->data / (double)n;
+    m.forward = t->forward / (double)n;
+    m.backward = t->backward / (double)n;
+    m.update = t->update / (double)n;
+    return r->mode->predict(r->mode_state, &r->env, &m);
+}
+
+/* One iteration on this rank; fills t. */
+static void iteration(dt_run *r, long it, int epoch, long i, float lr, dt_times *t, dt_pass *pass)
+{
+    const dt_opts *o = r->opts;
+    dt_mode_env *env = &r->env;
+    dt_iter info = {it, epoch, lr};
+    double t_begin = dt_now();
+
+    if (r->mode->begin && r->mode->begin(r->mode_state, env, &info, t) != 0) fatal(r);
+    if (env->arena.g != r->net->g) net_set_grad_arena(r->net, env->arena.g);
+    memset(pass, 0, sizeof *pass);
+    if (env->is_worker) {
+        const uint32_t *idx;
+        int rows, global_rows;
+        int64_t row0;
+        double t0 = dt_now(), t1, t2, t3;
+        sampler_slice(r->sampler, i, &idx, &rows, &row0, &global_rows);
+        dataset_fill(r->ds, &r->ds->train, idx, rows, r->x_host, r->y_host);
+        net_set_input(r->net, r->x_host, rows);
+        net_set_labels(r->net, r->y_host, rows);
+        t1 = dt_now();
+        pass->rows = rows;
+        pass->train = 1;
+        pass->labels = r->net->labels;
+        pass->rng_key = rng_hash((uint64_t)o->seed, (uint64_t)it);
+        pass->row0 = row0;
+        pass->grad_scale = 1.0f / (float)global_rows;
+        net_forward(r->net, pass);
+        r->be->sync(r->be);
+        t2 = dt_now();
+        net_backward(r->net, pass, r->mode->grad_ready ? ready_cb : NULL, r);
+        r->be->sync(r->be);
+        t3 = dt_now();
+        t->data += t1 - t0;
+        t->forward += t2 - t1;
+        t->backward += t3 - t2;
+    }
+    if (r->mode->end(r->mode_state, env, &info, t) != 0) fatal(r);
+    t->iter += dt_now() - t_begin;
+}
+
+static void record_common(dt_run *r, dt_record *rec, const char *type, int epoch, int epochs, long it)
+{
+    memset(rec, 0, sizeof *rec);
+    rec->type = type;
+    rec->epoch = epoch;
+    rec->epochs = epochs;
+    rec->iter = it;
+    rec->time = dt_now() - r->t_start;
+    rec->overlapped = r->env.overlapped;
+    rec->test_loss = rec->test_acc = -1.0;
+}
+
 int run_train(dt_run *r)
 {
     const dt_opts *o = r->opts;
-    long ipe = r->sampler->iters, total = o->epochs * ipe, it = 0;
-    int epochs;
+    dt_mode_env *env = &r->env;
+    long ipe = env->iters_per_epoch, total = env->total_iters, it = 0;
+    int epochs = (int)((total + ipe - 1) / ipe);
     double train_time = 0.0, eval_time = 0.0, samples = 0.0, test_loss = -1.0, test_acc = -1.0;
+    float lr = (float)lr_at(&r->lr, 0, ipe);
     dt_times all = {0};
     dt_record rec;
-
-    if (o->iters > 0 && o->iters < total) total = o->iters;
-    epochs = (int)((total + ipe - 1) / ipe);
 
     for (int e = 0; e < epochs; e++) {
         double ep_t0 = dt_now(), win_t0 = ep_t0, ep[3] = {0, 0, 0}, win[3] = {0, 0, 0};
         dt_times win_t = {0}, ep_t = {0};
         long win_n = 0, ep_n = 0;
-        float lr = 0.0f;
-        sampler_epoch(r->sampler, e);
+        if (env->is_worker) sampler_epoch(r->sampler, e);
         for (long i = 0; i < ipe && it < total; i++, it++) {
             dt_times t = {0};
-            const uint32_t *idx;
-            int rows, global_rows;
-            int64_t row0;
-            double t0 = dt_now(), t1, t2, t3;
-
-            sampler_slice(r->sampler, i, &idx, &rows, &row0, &global_rows);
-            dataset_fill(r->ds, &r->ds->train, idx, rows, r->x_host, r->y_host);
-            net_set_input(r->net, r->x_host, rows);
-            net_set_labels(r->net, r->y_host, rows);
-            t1 = dt_now();
-            dt_pass pass = {.rows = rows,
-                            .train = 1,
-                            .labels = r->net->labels,
-                            .rng_key = rng_hash((uint64_t)o->seed, (uint64_t)it),
-                            .row0 = row0,
-                            .grad_scale = 1.0f / (float)global_rows};
-            net_forward(r->net, &pass);
-            r->be->sync(r->be);
-            t2 = dt_now();
-            net_backward(r->net, &pass, NULL, NULL);
-            r->be->sync(r->be);
-            t3 = dt_now();
-            t.data = t1 - t0;
-            t.forward = t2 - t1;
-            t.backward = t3 - t2;
+            dt_pass pass;
             lr = (float)lr_at(&r->lr, it, ipe);
-            if (r->mode->step(r->mode_state, &r->env, lr, &t) != 0) fatal(r);
+            iteration(r, it, e, i, lr, &t, &pass);
+            if (it + 1 == total && r->mode->flush) { /* the last iteration: every computed gradient lands */
+                double f0 = dt_now();
+                if (r->mode->flush(r->mode_state, env, lr, &t) != 0) fatal(r);
+                t.iter += dt_now() - f0;
+            }
             times_add(&win_t, &t);
             times_add(&ep_t, &t);
             times_add(&all, &t);
@@ -259,12 +353,9 @@ int run_train(dt_run *r)
             ep_n++;
             win[0] += pass.loss_sum;
             win[1] += (double)pass.n_correct;
-            win[2] += rows;
+            win[2] += pass.rows;
 
-            memset(&rec, 0, sizeof rec);
-            rec.epoch = e + 1;
-            rec.epochs = epochs;
-            rec.iter = it + 1;
+            record_common(r, &rec, "iter", e + 1, epochs, it + 1);
             rec.iter_in_epoch = i + 1;
             rec.iters_per_epoch = ipe;
             if (log_enabled(r->log)) {
@@ -284,15 +375,14 @@ int run_train(dt_run *r)
                                    isnan(sums[0]) ? "nan" : "infinite", it + 1);
                 }
                 for (int k = 0; k < 3; k++) ep[k] += sums[k];
-                rec.type = "iter";
                 rec.time = dt_now() - r->t_start;
                 rec.loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
                 rec.train_acc = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
-                rec.test_loss = rec.test_acc = -1.0;
                 rec.lr = lr;
                 rec.samples_per_s = sums[2] / (dt_now() - win_t0);
                 rec.n_iters = win_n;
                 rec.t = win_t;
+                rec.t_model = predict(r, &win_t, win_n);
                 log_record(r->log, &rec);
                 memset(win, 0, sizeof win);
                 memset(&win_t, 0, sizeof win_t);
@@ -306,12 +396,7 @@ int run_train(dt_run *r)
         if (evaluate(r, &test_loss, &test_acc) != 0) fatal(r);
         eval_time += dt_now() - ev_t0;
 
-        memset(&rec, 0, sizeof rec);
-        rec.type = "epoch";
-        rec.epoch = e + 1;
-        rec.epochs = epochs;
-        rec.iter = it;
-        rec.time = dt_now() - r->t_start;
+        record_common(r, &rec, "epoch", e + 1, epochs, it);
         rec.loss = ep[2] > 0 ? ep[0] / ep[2] : 0.0;
         rec.train_acc = ep[2] > 0 ? ep[1] / ep[2] : 0.0;
         rec.test_loss = test_loss;
@@ -322,6 +407,7 @@ int run_train(dt_run *r)
         rec.eval_time = dt_now() - ev_t0;
         rec.n_iters = ep_n;
         rec.t = ep_t;
+        rec.t_model = predict(r, &ep_t, ep_n);
         log_record(r->log, &rec);
     }
 
@@ -329,44 +415,47 @@ int run_train(dt_run *r)
         double ev_t0 = dt_now();
         if (evaluate(r, &test_loss, &test_acc) != 0) fatal(r);
         eval_time = dt_now() - ev_t0;
-        memset(&rec, 0, sizeof rec);
-        rec.type = "epoch";
+        record_common(r, &rec, "epoch", 0, 0, 0);
         rec.loss = rec.train_acc = -1.0;
         rec.test_loss = test_loss;
         rec.test_acc = test_acc;
-        rec.time = dt_now() - r->t_start;
         rec.eval_time = eval_time;
         log_record(r->log, &rec);
     }
 
-    memset(&rec, 0, sizeof rec);
-    rec.type = "summary";
-    rec.epoch = epochs;
-    rec.epochs = epochs;
-    rec.iter = it;
-    rec.time = dt_now() - r->t_start;
+    record_common(r, &rec, "summary", epochs, epochs, it);
     rec.loss = rec.train_acc = -1.0;
     rec.test_loss = test_loss;
     rec.test_acc = test_acc;
-    rec.lr = lr_at(&r->lr, it > 0 ? it - 1 : 0, ipe);
+    rec.lr = lr;
     rec.samples_per_s = train_time > 0 ? samples / train_time : 0.0;
     rec.train_time = train_time;
     rec.eval_time = eval_time;
     rec.n_iters = it;
     rec.t = all;
+    rec.t_model = predict(r, &all, it);
     if (log_enabled(r->log)) {
-        char num[32];
+        char num[64];
         log_summary_field(r->log, "net", r->net->name, 0);
         log_summary_field(r->log, "dataset", o->dataset, 0);
         log_summary_field(r->log, "mode", r->mode->name, 0);
+        log_summary_field(r->log, "compress", o->compress, 0);
         snprintf(num, sizeof num, "%d", comm_size(r->comm));
         log_summary_field(r->log, "ranks", num, 1);
+        snprintf(num, sizeof num, "%d", env->n_workers);
+        log_summary_field(r->log, "workers", num, 1);
         snprintf(num, sizeof num, "%d", r->threads);
         log_summary_field(r->log, "threads", num, 1);
         snprintf(num, sizeof num, "%ld", o->batch);
         log_summary_field(r->log, "batch", num, 1);
         snprintf(num, sizeof num, "%zu", r->net->n_params);
         log_summary_field(r->log, "params", num, 1);
+        snprintf(num, sizeof num, "%.6g", env->model.alpha);
+        log_summary_field(r->log, "model_alpha", num, 1);
+        snprintf(num, sizeof num, "%.6g", env->model.beta);
+        log_summary_field(r->log, "model_beta", num, 1);
+        snprintf(num, sizeof num, "%.6g", env->model.gamma);
+        log_summary_field(r->log, "model_gamma", num, 1);
     }
     log_record(r->log, &rec);
     return save_weights(r);

@@ -32,6 +32,15 @@ expect_error "unknown mode" "unknown mode 'gossip' (expected one of dsync" "$DTR
 expect_error "usage exit status 2" "[rank 0]" bash -c "'$DTRAIN' --bogus; test \$? -eq 2 || echo WRONG-STATUS >&2; exit 1"
 grep -q WRONG-STATUS "$T/out" && fail "a usage error must exit with status 2"
 
+expect_error "unknown codec" "--compress: unknown codec 'q4' (expected one of none, t16, fp16, q8)" "$DTRAIN" --compress q4
+expect_error "flag of another mode" "--staleness applies to --mode ps, not to --mode dsync" "$DTRAIN" $D --staleness 2
+expect_error "flag of another mode" "--pipeline-depth applies to --mode pipesgd, not to --mode ps" "$DTRAIN" $D --mode ps --pipeline-depth 3
+expect_error "flag of another mode" "--fusion-bytes applies to --mode dsync, not to --mode pipesgd" "$DTRAIN" $D --mode pipesgd --fusion-bytes 1e6
+expect_error "block without q8" "--compress-block applies to --compress q8, not to --compress t16" "$DTRAIN" $D --compress t16 --compress-block 64
+expect_error "bad placement" "--placement: expected one of uniform|round-robin|greedy, found 'random'" "$DTRAIN" --mode ps --placement random
+expect_error "ps on one rank" "--mode ps with --ps-servers 1 needs at least 2 ranks (the servers and at least one worker), found 1" "$DTRAIN" $D --mode ps
+expect_error "too many servers" "--mode ps with --ps-servers 3 needs at least 4 ranks" mpi -np 3 "$DTRAIN" $D --mode ps --ps-servers 3
+
 # files
 expect_error "missing net file" "--net: $T/none.net: cannot open" "$DTRAIN" --net "$T/none.net" $D
 printf 'input shape=1x28x28\ndense out=10 actvation=relu\nsoftmax_xent\n' > "$T/bad.net"

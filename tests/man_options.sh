@@ -4,8 +4,8 @@
 . "$(dirname "$0")/lib.sh"
 "$DTRAIN" --help > "$T/help" || fail "--help failed"
 sed -n 's/^  --\([a-z0-9-]*\).*/\1/p' "$T/help" | sort -u > "$T/from_help"
-# the tags of .TP entries in the OPTIONS section: the line after each .TP
-awk '/^\.SH OPTIONS/ { on = 1; next } /^\.SH / { on = 0 } on && prev == ".TP" { print } { prev = $0 }' \
+# the tags of .TP entries in the OPTIONS section: the line after each .TP or .TQ
+awk '/^\.SH OPTIONS/ { on = 1; next } /^\.SH / { on = 0 } on && (prev == ".TP" || prev == ".TQ") { print } { prev = $0 }' \
     "$top_srcdir/man/dtrain.1" | sed -n 's/^\.B[IR]* \\-\\-\([a-z0-9\\-]*\).*/\1/p' | sed 's/\\-/-/g' | sort -u > "$T/from_man"
 [ -s "$T/from_help" ] || fail "no options found in --help"
 [ -s "$T/from_man" ] || fail "no options found in man/dtrain.1"

@@ -6,9 +6,9 @@
 
 #include "../util.h"
 
-extern const dt_mode_desc mode_dsync;
+extern const dt_mode_desc mode_dsync, mode_ps, mode_pipesgd;
 
-static const dt_mode_desc *const modes[] = {&mode_dsync};
+static const dt_mode_desc *const modes[] = {&mode_dsync, &mode_ps, &mode_pipesgd};
 
 const dt_mode_desc *mode_find(const char *name)
 {
@@ -29,4 +29,25 @@ const char *mode_list(void)
             off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", i ? ", " : "", modes[i]->name);
     }
     return buf;
+}
+
+int mode_reads(const dt_mode_desc *m, const char *flag)
+{
+    size_t n = strlen(flag);
+    for (const char *p = m->options; p && *p;) {
+        const char *sp = strchr(p, ' ');
+        size_t len = sp ? (size_t)(sp - p) : strlen(p);
+        if (len == n && strncmp(p, flag, n) == 0) return 1;
+        p += len + (sp ? 1 : 0);
+    }
+    return 0;
+}
+
+int mode_roles(const dt_mode_desc *m, dt_mode_env *env)
+{
+    if (m->roles) return m->roles(env);
+    env->is_worker = 1;
+    env->n_workers = comm_size(env->comm);
+    env->worker_rank = comm_rank(env->comm);
+    return 0;
 }

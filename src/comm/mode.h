@@ -1,9 +1,22 @@
 /* mode — how the ranks turn their local gradients into the next weights (--mode).
  *
- * One file per mode (mode_dsync.c, ...), one descriptor each, listed in one table (mode.c):
- * unknown names are an error listing the valid ones; `dtrain --list-modes` prints the table.
- * A mode sees the arenas and their tensor table (engine/tensor.h), the optimizer and the
- * transport; it never sees layers. It fills the comm part of the time split.
+ * One file per mode (mode_dsync.c, mode_ps.c, mode_pipesgd.c), one descriptor each, listed in
+ * one table (mode.c): unknown names are an error listing the valid ones; `dtrain --list-modes`
+ * prints the table. A mode sees the arenas and their tensor table (engine/tensor.h), the
+ * optimizer, the codec and the transport; it never sees layers or files.
+ *
+ * Each iteration the train loop calls, on every rank:
+ *   begin(it)        before forward: the weights the forward pass uses must be in place when it
+ *                    returns (Pipe-SGD applies the aggregated gradient of it-K here, a PS worker
+ *                    waits for fresh enough weights). It may point env->arena.g at another
+ *                    buffer: backward then writes this iteration's gradient there.
+ *   grad_ready(n)    during backward: the first n arena values of the gradient are final (lazy
+ *                    allreduce starts communicating them).
+ *   end(it)          after backward: hand over this iteration's gradient; synchronous modes
+ *                    leave the next weights in place.
+ * and flush() once after the last iteration, so every worker holds the final weights.
+ * Ranks whose role is not to compute (parameter servers: env->is_worker = 0) get begin/end
+ * calls at the same points and no forward or backward.
  */
 #ifndef DT_MODE_H
 #define DT_MODE_H
@@ -11,29 +24,84 @@
 #include "../engine/optim.h"
 #include "../engine/tensor.h"
 #include "../stats.h"
+#include "codec.h"
 #include "comm.h"
+
+/* The communication options (CLI.md), as the train loop hands them over. */
+typedef struct dt_comm_opts {
+    const char *compress;
+    int compress_block;
+    int ps_servers;
+    const char *placement;
+    int staleness;
+    int pipeline_depth;
+    double warmup_epochs;
+    double fusion_bytes; /* INFINITY: one allreduce after backward */
+    double model_alpha, model_beta, model_gamma; /* < 0: measure at start-up */
+} dt_comm_opts;
+
+/* The timing model of PAPERS.md §3: alpha latency (s), beta seconds per byte on the wire,
+ * gamma seconds per value to decode, add and re-encode in a reduce step (codec included). */
+typedef struct dt_netmodel {
+    double alpha, beta, gamma;
+    int measured; /* 1: from the start-up probe, 0: given by flags */
+} dt_netmodel;
 
 typedef struct dt_mode_env {
     dt_comm *comm;
     dt_arena arena;
     dt_optim *optim;
+    dt_comm_opts opts;
+    dt_codec codec;
+    dt_netmodel model;
+    long iters_per_epoch, total_iters;
+    /* set by the mode's init */
+    int is_worker;   /* computes gradients */
+    int n_workers;   /* ranks that compute */
+    int worker_rank; /* this rank among them (-1 on a server) */
+    int overlapped;  /* encode/comm/decode run on a communication thread beside the compute */
 } dt_mode_env;
+
+typedef struct dt_iter {
+    long it;    /* global iteration, from 0 */
+    int epoch;  /* from 0 */
+    float lr;   /* learning rate of this iteration */
+} dt_iter;
 
 typedef struct dt_mode_desc {
     const char *name;
     const char *help; /* one line */
+    const char *options; /* the mode-specific flags it reads, space separated */
+    /* Which ranks compute: sets is_worker, n_workers, worker_rank from the options alone (pure,
+     * before anything is allocated); NULL: every rank is a worker. */
+    int (*roles)(dt_mode_env *env);
+    /* Collective: buffers, threads, the mode's own checks. */
     int (*init)(void **state, dt_mode_env *env);
-    /* Called after backward of every iteration: from this rank's gradient arena (already scaled
-     * by 1/global batch) and every other rank's, produce the next weights on every rank with
-     * learning rate lr. Fills encode/comm/wait/decode/update and the byte counts of t. */
-    int (*step)(void *state, dt_mode_env *env, float lr, dt_times *t);
+    int (*begin)(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t); /* may be NULL */
+    void (*grad_ready)(void *state, dt_mode_env *env, size_t n_ready);            /* may be NULL */
+    int (*end)(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t);
+    int (*flush)(void *state, dt_mode_env *env, float lr, dt_times *t); /* may be NULL */
+    /* Predicted seconds per iteration from the timing model, given the measured mean compute
+     * phases of an iteration (data, forward, backward, update as this rank saw them). */
+    double (*predict)(void *state, const dt_mode_env *env, const dt_times *mean);
     void (*finalize)(void *state, dt_mode_env *env);
 } dt_mode_desc;
 
 const dt_mode_desc *mode_find(const char *name);
 int mode_count(void);
 const dt_mode_desc *mode_at(int i);
-/* "dsync" — the names, comma separated */
+/* "dsync, ps, pipesgd" */
 const char *mode_list(void);
+/* Fills env's roles with m->roles, or makes every rank a worker. */
+int mode_roles(const dt_mode_desc *m, dt_mode_env *env);
+/* 1 if the mode reads flag NAME (e.g. "staleness"); shared flags (compress, model-*) read by all. */
+int mode_reads(const dt_mode_desc *m, const char *flag);
+
+/* Timing model (timing_model.c): measures alpha and beta with a neighbour exchange over the
+ * ring and gamma with the codec on this CPU, unless given; collective. */
+int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_comm_opts *o);
+/* Seconds for one ring allreduce of n values over p ranks (Pipe-SGD eq. 5, communication term,
+ * with n in encoded bytes on the wire). */
+double netmodel_ring(const dt_netmodel *m, int p, size_t n, const dt_codec *codec);
 
 #endif

@@ -1,43 +1,136 @@
-/* dsync — decentralised synchronous SGD (Pipe-SGD §2, "D-Sync"): every rank allreduces the sum
- * of all gradients, then every rank applies the same optimizer step, so the weights stay
- * identical without a parameter server. The local gradients are already scaled by
- * 1/(global batch), so the sum is the mean over the global batch even when ranks hold
- * different numbers of samples (an uneven split). */
+/* dsync — decentralised synchronous SGD (Pipe-SGD §2, "D-Sync"): every rank allreduces the
+ * gradient arena (dtrain's ring, compressed with --compress), then every rank applies the same
+ * optimizer step, so the weights stay identical without a parameter server. Local gradients are
+ * already scaled by 1/(global batch), so the sum is the mean over the global batch even when
+ * ranks hold different numbers of samples.
+ *
+ * Lazy allreduce (GradientFlow §3.1, --fusion-bytes θ): backward fills the arena from its start
+ * (the last layer's gradients first); whenever θ bytes beyond what was sent are final, they are
+ * allreduced on the communication thread while backward goes on. After backward the rest goes,
+ * and the compute thread waits (t_wait) before the update. θ = inf: one allreduce after
+ * backward, in the compute thread.
+ */
+#include <math.h>
+#include <stdlib.h>
+
 #include "../util.h"
 #include "mode.h"
+#include "ring.h"
+#include "worker.h"
+
+#define MAX_JOBS 64
+
+typedef struct {
+    dt_ring *ring;
+    size_t fusion; /* values per fused allreduce; 0: no fusion */
+    /* fusion */
+    dt_comm *cc;
+    dt_ring *bg;
+    dt_worker *worker;
+    size_t sent;
+    long last_job;
+    struct job {
+        dt_ring *ring;
+        float *x;
+        size_t n;
+    } jobs[MAX_JOBS];
+    long n_jobs;
+} dsync_state;
+
+static int job_run(void *arg, dt_times *t)
+{
+    struct job *j = arg;
+    return ring_allreduce(j->ring, j->x, j->n, t);
+}
 
 static int dsync_init(void **state, dt_mode_env *env)
 {
-    (void)env;
-    *state = NULL;
-    return 0;
+    dsync_state *s = calloc(1, sizeof *s);
+    if (!s) return dt_fail("out of memory");
+    *state = s;
+    s->last_job = -1;
+    if (isfinite(env->opts.fusion_bytes)) {
+        s->fusion = (size_t)(env->opts.fusion_bytes / sizeof(float));
+        if (s->fusion == 0) s->fusion = 1;
+        if (!comm_thread_multiple(env->comm))
+            return dt_fail("--fusion-bytes needs an MPI library with MPI_THREAD_MULTIPLE");
+        if (comm_dup(env->comm, &s->cc) != 0 || ring_create(&s->bg, s->cc, env->codec, env->arena.n) != 0 ||
+            worker_create(&s->worker) != 0)
+            return -1;
+        env->overlapped = 1;
+    }
+    return ring_create(&s->ring, env->comm, env->codec, env->arena.n);
 }
 
-static int dsync_step(void *state, dt_mode_env *env, float lr, dt_times *t)
+static int submit(dsync_state *s, dt_mode_env *env, size_t upto)
 {
-    (void)state;
-    double t0 = dt_now();
+    struct job *j = &s->jobs[s->n_jobs % MAX_JOBS];
+    if (s->n_jobs >= MAX_JOBS && worker_wait(s->worker, s->n_jobs - MAX_JOBS) != 0) return -1; /* slot free */
+    j->ring = s->bg;
+    j->x = env->arena.g + s->sent;
+    j->n = upto - s->sent;
+    s->last_job = worker_submit(s->worker, job_run, j);
+    s->n_jobs++;
+    s->sent = upto;
+    return s->last_job < 0 ? -1 : 0;
+}
+
+static void dsync_ready(void *state, dt_mode_env *env, size_t n_ready)
+{
+    dsync_state *s = state;
+    if (!s->fusion || comm_size(env->comm) == 1) return;
+    if (n_ready - s->sent >= s->fusion) submit(s, env, n_ready); /* an error surfaces at the wait in end() */
+}
+
+static int dsync_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
+{
+    dsync_state *s = state;
     size_t n = env->arena.n;
-    int p = comm_size(env->comm);
-    if (p > 1) {
-        if (comm_allreduce_sum_f32(env->comm, env->arena.g, n) != 0) return -1;
-        /* what a ring allreduce moves per rank, the usual accounting (Pipe-SGD eq. 2) */
-        t->bytes_sent += 2.0 * (p - 1) / p * (double)n * sizeof(float);
-        t->bytes_recv += 2.0 * (p - 1) / p * (double)n * sizeof(float);
+    if (comm_size(env->comm) > 1) {
+        if (s->fusion) {
+            double t0 = dt_now();
+            if (s->sent < n && submit(s, env, n) != 0) return -1;
+            if (s->last_job >= 0 && worker_wait(s->worker, s->last_job) != 0) return -1;
+            t->wait += dt_now() - t0;
+            worker_take_times(s->worker, t);
+            s->sent = 0;
+        } else if (ring_allreduce(s->ring, env->arena.g, n, t) != 0) {
+            return -1;
+        }
     }
     double t1 = dt_now();
-    optim_step(env->optim, env->arena.w, env->arena.g, lr, 0, n);
-    t->comm += t1 - t0;
+    optim_step(env->optim, env->arena.w, env->arena.g, it->lr, 0, n);
     t->update += dt_now() - t1;
     return 0;
 }
 
-static void dsync_finalize(void *state, dt_mode_env *env) { (void)state, (void)env; }
+static double dsync_predict(void *state, const dt_mode_env *env, const dt_times *m)
+{
+    (void)state;
+    /* Pipe-SGD eq. 2 (sync time S not modelled) */
+    return m->data + m->forward + m->backward + m->update +
+           netmodel_ring(&env->model, comm_size(env->comm), env->arena.n, &env->codec);
+}
+
+static void dsync_finalize(void *state, dt_mode_env *env)
+{
+    dsync_state *s = state;
+    (void)env;
+    if (!s) return;
+    worker_destroy(s->worker);
+    ring_destroy(s->bg);
+    ring_destroy(s->ring);
+    if (s->cc) comm_free(s->cc);
+    free(s);
+}
 
 const dt_mode_desc mode_dsync = {
     .name = "dsync",
-    .help = "decentralised synchronous SGD: allreduce of the gradient arena, same update on every rank",
+    .help = "decentralised synchronous SGD: ring allreduce of the gradients, the same update on every rank",
+    .options = "fusion-bytes",
     .init = dsync_init,
-    .step = dsync_step,
+    .grad_ready = dsync_ready,
+    .end = dsync_end,
+    .predict = dsync_predict,
     .finalize = dsync_finalize,
 };

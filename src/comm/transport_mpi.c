@@ -11,7 +11,10 @@
 struct dt_comm {
     MPI_Comm world, local;
     int rank, size, local_rank, local_size;
-    int we_initialized;
+    int we_initialized, thread_multiple, is_dup;
+    double sent, recvd;
+    MPI_Request req[DT_COMM_MAX_REQ];
+    unsigned char req_used[DT_COMM_MAX_REQ], req_is_recv[DT_COMM_MAX_REQ];
 };
 
 static int mpi_fail(int rc, const char *what)
@@ -38,11 +41,16 @@ int comm_init(int *argc, char ***argv, dt_comm **out)
     if (!inited) {
         int provided;
         /* the comm thread of pipelined modes calls MPI while the compute thread runs */
-        if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+        if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
             free(c);
             return dt_fail("MPI: MPI_Init_thread failed");
         }
         c->we_initialized = 1;
+        c->thread_multiple = provided >= MPI_THREAD_MULTIPLE;
+    } else {
+        int provided;
+        MPI_Query_thread(&provided);
+        c->thread_multiple = provided >= MPI_THREAD_MULTIPLE;
     }
     MPI_Comm_dup(MPI_COMM_WORLD, &c->world);
     MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
@@ -58,11 +66,44 @@ int comm_init(int *argc, char ***argv, dt_comm **out)
 void comm_finalize(dt_comm *c)
 {
     if (!c) return;
-    MPI_Comm_free(&c->local);
+    int init = c->we_initialized;
+    comm_free(c);
+    if (init) MPI_Finalize();
+}
+
+int comm_dup(dt_comm *c, dt_comm **out)
+{
+    dt_comm *d = calloc(1, sizeof *d);
+    if (!d) return dt_fail("out of memory");
+    *d = *c;
+    d->we_initialized = 0;
+    d->is_dup = 1;
+    d->sent = d->recvd = 0;
+    memset(d->req_used, 0, sizeof d->req_used);
+    if (MPI_Comm_dup(c->world, &d->world) != MPI_SUCCESS) {
+        free(d);
+        return dt_fail("MPI: MPI_Comm_dup failed");
+    }
+    MPI_Comm_set_errhandler(d->world, MPI_ERRORS_RETURN);
+    d->local = MPI_COMM_NULL;
+    *out = d;
+    return 0;
+}
+
+void comm_free(dt_comm *c)
+{
+    if (!c) return;
+    for (int i = 0; i < DT_COMM_MAX_REQ; i++)
+        if (c->req_used[i]) {
+            MPI_Cancel(&c->req[i]);
+            MPI_Request_free(&c->req[i]);
+        }
+    if (c->local != MPI_COMM_NULL && !c->is_dup) MPI_Comm_free(&c->local);
     MPI_Comm_free(&c->world);
-    if (c->we_initialized) MPI_Finalize();
     free(c);
 }
+
+int comm_thread_multiple(const dt_comm *c) { return c->thread_multiple; }
 
 void comm_abort(dt_comm *c, int code)
 {
@@ -165,3 +206,108 @@ int comm_barrier(dt_comm *c)
     MPI_CHECK(MPI_Barrier(c->world), "MPI_Barrier");
     return 0;
 }
+
+static int check_bytes(size_t bytes)
+{
+    if (bytes > (size_t)INT_MAX) return dt_fail("message of %zu bytes is larger than MPI's int count", bytes);
+    return 0;
+}
+
+int comm_send(dt_comm *c, const void *buf, size_t bytes, int dst, int tag)
+{
+    if (check_bytes(bytes) != 0) return -1;
+    MPI_CHECK(MPI_Send(buf, (int)bytes, MPI_BYTE, dst, tag, c->world), "MPI_Send");
+    c->sent += (double)bytes;
+    return 0;
+}
+
+int comm_recv(dt_comm *c, void *buf, size_t bytes, int src, int tag, int *from, size_t *got)
+{
+    MPI_Status st;
+    int n;
+    if (check_bytes(bytes) != 0) return -1;
+    MPI_CHECK(MPI_Recv(buf, (int)bytes, MPI_BYTE, src == DT_COMM_ANY ? MPI_ANY_SOURCE : src, tag, c->world, &st),
+              "MPI_Recv");
+    MPI_Get_count(&st, MPI_BYTE, &n);
+    c->recvd += n;
+    if (from) *from = st.MPI_SOURCE;
+    if (got) *got = (size_t)n;
+    return 0;
+}
+
+int comm_sendrecv(dt_comm *c, const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes, int src, int tag)
+{
+    MPI_Status st;
+    int n;
+    if (check_bytes(sbytes) != 0 || check_bytes(rbytes) != 0) return -1;
+    MPI_CHECK(MPI_Sendrecv(sbuf, (int)sbytes, MPI_BYTE, dst, tag, rbuf, (int)rbytes, MPI_BYTE, src, tag, c->world, &st),
+              "MPI_Sendrecv");
+    MPI_Get_count(&st, MPI_BYTE, &n);
+    c->sent += (double)sbytes;
+    c->recvd += n;
+    return 0;
+}
+
+static int req_slot(dt_comm *c)
+{
+    for (int i = 0; i < DT_COMM_MAX_REQ; i++)
+        if (!c->req_used[i]) return i;
+    return dt_fail("more than %d messages in flight", DT_COMM_MAX_REQ);
+}
+
+int comm_isend(dt_comm *c, const void *buf, size_t bytes, int dst, int tag, int *req)
+{
+    int i = req_slot(c);
+    if (i < 0 || check_bytes(bytes) != 0) return -1;
+    MPI_CHECK(MPI_Isend(buf, (int)bytes, MPI_BYTE, dst, tag, c->world, &c->req[i]), "MPI_Isend");
+    c->req_used[i] = 1;
+    c->req_is_recv[i] = 0;
+    c->sent += (double)bytes;
+    *req = i;
+    return 0;
+}
+
+int comm_irecv(dt_comm *c, void *buf, size_t bytes, int src, int tag, int *req)
+{
+    int i = req_slot(c);
+    if (i < 0 || check_bytes(bytes) != 0) return -1;
+    MPI_CHECK(MPI_Irecv(buf, (int)bytes, MPI_BYTE, src == DT_COMM_ANY ? MPI_ANY_SOURCE : src, tag, c->world, &c->req[i]),
+              "MPI_Irecv");
+    c->req_used[i] = 1;
+    c->req_is_recv[i] = 1;
+    *req = i;
+    return 0;
+}
+
+static void finish_req(dt_comm *c, int i, const MPI_Status *st, int *from, size_t *got)
+{
+    if (c->req_is_recv[i]) {
+        int n;
+        MPI_Get_count(st, MPI_BYTE, &n);
+        c->recvd += n;
+        if (from) *from = st->MPI_SOURCE;
+        if (got) *got = (size_t)n;
+    }
+    c->req_used[i] = 0;
+}
+
+int comm_wait(dt_comm *c, int req, int *from, size_t *got)
+{
+    MPI_Status st;
+    if (req < 0 || req >= DT_COMM_MAX_REQ || !c->req_used[req]) return dt_fail("internal: wait on a free request %d", req);
+    MPI_CHECK(MPI_Wait(&c->req[req], &st), "MPI_Wait");
+    finish_req(c, req, &st, from, got);
+    return 0;
+}
+
+int comm_test(dt_comm *c, int req, int *done)
+{
+    MPI_Status st;
+    if (req < 0 || req >= DT_COMM_MAX_REQ || !c->req_used[req]) return dt_fail("internal: test of a free request %d", req);
+    MPI_CHECK(MPI_Test(&c->req[req], done, &st), "MPI_Test");
+    if (*done) finish_req(c, req, &st, NULL, NULL);
+    return 0;
+}
+
+double comm_bytes_sent(const dt_comm *c) { return c->sent; }
+double comm_bytes_recv(const dt_comm *c) { return c->recvd; }

@@ -16,12 +16,6 @@
 #include "../util.h"
 #include "backend.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define DT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define DT_CLONES
-#endif
-
 static void *cpu_alloc(dt_backend *be, size_t bytes)
 {
     (void)be;

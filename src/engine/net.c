@@ -34,7 +34,7 @@ void net_destroy(dt_net *net)
     }
     if (be) {
         be->free(be, net->w);
-        be->free(be, net->g);
+        be->free(be, net->g_own);
         be->free(be, net->labels);
     }
     free(net->layers);
@@ -308,7 +308,7 @@ int net_alloc(dt_net *net, dt_backend *be, int max_batch)
             return -1;
     }
     if (!(net->w = be->alloc(be, DT_MAX(net->n_params, 1) * sizeof(float)))) return -1;
-    if (!(net->g = be->alloc(be, DT_MAX(net->n_params, 1) * sizeof(float)))) return -1;
+    if (!(net->g = net->g_own = be->alloc(be, DT_MAX(net->n_params, 1) * sizeof(float)))) return -1;
     if (!(net->labels = be->alloc(be, rows * sizeof(int32_t)))) return -1;
     for (int t = 0; t < net->n_tensors; t++) {
         net->tensors[t]->w = net->w + net->tensors[t]->offset;
@@ -383,6 +383,12 @@ dt_arena net_arena(const dt_net *net)
 {
     dt_arena a = {net->w, net->g, net->n_params, net->n_tensors, net->tensors};
     return a;
+}
+
+void net_set_grad_arena(dt_net *net, float *g)
+{
+    net->g = g;
+    for (int t = 0; t < net->n_tensors; t++) net->tensors[t]->g = g + net->tensors[t]->offset;
 }
 
 int net_n_classes(const dt_net *net) { return (int)net->loss->out_size; }

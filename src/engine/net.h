@@ -27,7 +27,8 @@ typedef struct dt_net {
     dt_param **tensors; /* arena order */
     size_t n_params;    /* elements in each arena */
     dt_backend *be;
-    float *w, *g; /* the arenas */
+    float *w, *g; /* the arenas; g may be pointed elsewhere (net_set_grad_arena) */
+    float *g_own; /* the gradient arena net_alloc made */
     int32_t *labels;
     int max_batch;
 } dt_net;
@@ -53,6 +54,8 @@ void net_backward(dt_net *net, dt_pass *p, net_ready_fn ready, void *arg);
 int net_n_classes(const dt_net *net);
 dt_param *net_find_tensor(const dt_net *net, const char *name);
 dt_arena net_arena(const dt_net *net);
+/* Makes backward write gradients into g (an arena-sized device buffer) from now on. */
+void net_set_grad_arena(dt_net *net, float *g);
 /* Human-readable layer table (layer, type, output shape, parameters). */
 void net_print(const dt_net *net, FILE *f);
 

@@ -1,0 +1,82 @@
+/* q8 — 8-bit scalar quantisation (Pipe-SGD §3.2): per block of `block` values, the scale
+ * s = max|x| (fp32, sent with the block) and q = round(127 x / s) as int8; decoded as q s / 127.
+ * Layout per block: 4 bytes of scale, then one byte per value; the last block may be short.
+ * About 4x smaller than fp32 (plus 4 bytes per block). */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../cpu.h"
+#include "codec.h"
+
+static size_t q8_bytes(const dt_codec *c, size_t n)
+{
+    size_t b = (size_t)c->block;
+    return n + 4 * ((n + b - 1) / b);
+}
+
+DT_CLONES static float absmax(const float *restrict x, size_t n)
+{
+    float m = 0.0f;
+#pragma omp simd reduction(max : m)
+    for (size_t i = 0; i < n; i++) m = fmaxf(m, fabsf(x[i]));
+    return m;
+}
+
+DT_CLONES static void quantise(const float *restrict x, size_t n, float inv, int8_t *restrict q)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i] * inv; /* in [-127, 127] */
+        v = v >= 0.0f ? v + 0.5f : v - 0.5f;
+        q[i] = (int8_t)(int)v; /* round half away from zero */
+    }
+}
+
+DT_CLONES static void dequantise(const int8_t *restrict q, size_t n, float s, float *restrict x, int add)
+{
+    if (add) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) x[i] += (float)q[i] * s;
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) x[i] = (float)q[i] * s;
+    }
+}
+
+static void q8_encode(const dt_codec *c, const float *x, size_t n, void *out)
+{
+    uint8_t *o = out;
+    for (size_t at = 0; at < n; at += (size_t)c->block) {
+        size_t len = n - at < (size_t)c->block ? n - at : (size_t)c->block;
+        float s = absmax(x + at, len);
+        if (!isfinite(s)) s = 0.0f; /* a diverged gradient sends zeros rather than garbage */
+        memcpy(o, &s, 4);
+        quantise(x + at, len, s > 0.0f ? 127.0f / s : 0.0f, (int8_t *)(o + 4));
+        o += 4 + len;
+    }
+}
+
+static void q8_decode_impl(const dt_codec *c, const void *in, size_t n, float *x, int add)
+{
+    const uint8_t *p = in;
+    for (size_t at = 0; at < n; at += (size_t)c->block) {
+        size_t len = n - at < (size_t)c->block ? n - at : (size_t)c->block;
+        float s;
+        memcpy(&s, p, 4);
+        dequantise((const int8_t *)(p + 4), len, s / 127.0f, x + at, add);
+        p += 4 + len;
+    }
+}
+
+static void q8_decode(const dt_codec *c, const void *in, size_t n, float *x) { q8_decode_impl(c, in, n, x, 0); }
+static void q8_decode_add(const dt_codec *c, const void *in, size_t n, float *x) { q8_decode_impl(c, in, n, x, 1); }
+
+const dt_codec_desc codec_q8 = {
+    .name = "q8",
+    .help = "8-bit quantisation with an fp32 scale (max |x|) per block of --compress-block values",
+    .bytes = q8_bytes,
+    .encode = q8_encode,
+    .decode = q8_decode,
+    .decode_add = q8_decode_add,
+};

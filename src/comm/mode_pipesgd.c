@@ -1,0 +1,169 @@
+/* pipesgd — Pipe-SGD (Li et al. 2018, Alg. 1): a compute thread and a communication thread per
+ * rank, with iteration dependency K (--pipeline-depth, default 2):
+ *
+ *   compute, iteration t: wait until the aggregated gradient of t-K is ready, apply it
+ *                         (w[t] = w[t-1] - lr * gsum[t-K]), forward and backward on batch t,
+ *                         hand g[t] to the communication thread
+ *   communication:        ring-allreduce g[t] (compressed with --compress), mark gsum[t] ready
+ *
+ * so the update uses a gradient K-1 iterations stale and communication hides behind compute.
+ * The aggregated gradients of the K iterations before the pipeline starts are zero: those
+ * iterations apply no update. Warm-up (--warmup-epochs E): the first E epochs run as D-Sync
+ * (allreduce, then update, within the iteration); the pipeline starts at the first iteration of
+ * epoch E. After the last iteration, flush applies the gradients still in flight, in order, at
+ * the last learning rate, so every computed gradient reaches the final weights.
+ *
+ * Gradient buffers: K slots of the arena's size; backward of iteration t writes slot t mod K,
+ * which held gsum[t-K] until begin(t) applied it.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "../util.h"
+#include "mode.h"
+#include "ring.h"
+#include "worker.h"
+
+typedef struct {
+    int k;
+    long start;         /* first pipelined iteration (after warm-up) */
+    float **slot;       /* k gradient buffers */
+    int *pending;       /* the slot holds a gradient not applied yet */
+    long *job;          /* job id of its allreduce on the communication thread, -1: none (1 rank) */
+    long *job_it;       /* the iteration it belongs to */
+    dt_comm *cc;
+    dt_ring *ring;
+    dt_worker *worker;
+    struct job {
+        dt_ring *ring;
+        float *x;
+        size_t n;
+    } *jobs; /* one per slot */
+} pipe_state;
+
+static int job_run(void *arg, dt_times *t)
+{
+    struct job *j = arg;
+    return ring_allreduce(j->ring, j->x, j->n, t);
+}
+
+static int pipe_init(void **state, dt_mode_env *env)
+{
+    pipe_state *s = calloc(1, sizeof *s);
+    if (!s) return dt_fail("out of memory");
+    *state = s;
+    env->overlapped = 1;
+    s->k = env->opts.pipeline_depth;
+    s->start = (long)ceil(env->opts.warmup_epochs * (double)env->iters_per_epoch);
+    if (!comm_thread_multiple(env->comm)) return dt_fail("--mode pipesgd needs an MPI library with MPI_THREAD_MULTIPLE");
+    s->slot = calloc((size_t)s->k, sizeof *s->slot);
+    s->job = malloc(sizeof *s->job * (size_t)s->k);
+    s->pending = calloc((size_t)s->k, sizeof *s->pending);
+    s->job_it = malloc(sizeof *s->job_it * (size_t)s->k);
+    s->jobs = calloc((size_t)s->k, sizeof *s->jobs);
+    if (!s->slot || !s->job || !s->pending || !s->job_it || !s->jobs) return dt_fail("out of memory");
+    for (int i = 0; i < s->k; i++) {
+        s->job[i] = -1;
+        if (!(s->slot[i] = dt_zalloc(DT_MAX(env->arena.n, 1) * sizeof(float)))) return -1;
+    }
+    if (comm_dup(env->comm, &s->cc) != 0 || ring_create(&s->ring, s->cc, env->codec, env->arena.n) != 0 ||
+        worker_create(&s->worker) != 0)
+        return -1;
+    return 0;
+}
+
+/* Waits for the allreduce in slot i, if one is pending there, and applies it at learning rate lr. */
+static int apply_slot(pipe_state *s, dt_mode_env *env, int i, float lr, dt_times *t)
+{
+    if (!s->pending[i]) return 0;
+    double t0 = dt_now();
+    if (s->job[i] >= 0 && worker_wait(s->worker, s->job[i]) != 0) return -1;
+    double t1 = dt_now();
+    t->wait += t1 - t0;
+    optim_step(env->optim, env->arena.w, s->slot[i], lr, 0, env->arena.n);
+    s->pending[i] = 0;
+    t->update += dt_now() - t1;
+    return 0;
+}
+
+static int pipe_begin(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
+{
+    pipe_state *s = state;
+    int i = (int)(it->it % s->k);
+    /* this iteration's slot holds gsum[it-K]; nothing in the first K pipelined iterations */
+    if (it->it >= s->start && apply_slot(s, env, i, it->lr, t) != 0) return -1;
+    env->arena.g = s->slot[i];
+    return 0;
+}
+
+static int pipe_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
+{
+    pipe_state *s = state;
+    int i = (int)(it->it % s->k);
+    struct job *j = &s->jobs[i];
+    s->pending[i] = 1;
+    s->job_it[i] = it->it;
+    s->job[i] = -1; /* one rank: the sum is the gradient itself */
+    if (comm_size(env->comm) > 1) {
+        j->ring = s->ring;
+        j->x = s->slot[i];
+        j->n = env->arena.n;
+        if ((s->job[i] = worker_submit(s->worker, job_run, j)) < 0) return -1;
+    }
+    if (it->it < s->start && apply_slot(s, env, i, it->lr, t) != 0) return -1; /* warm-up: D-Sync */
+    worker_take_times(s->worker, t);
+    return 0;
+}
+
+static int pipe_flush(void *state, dt_mode_env *env, float lr, dt_times *t)
+{
+    pipe_state *s = state;
+    for (;;) { /* what is in flight, oldest first */
+        int oldest = -1;
+        for (int i = 0; i < s->k; i++)
+            if (s->pending[i] && (oldest < 0 || s->job_it[i] < s->job_it[oldest])) oldest = i;
+        if (oldest < 0) break;
+        if (apply_slot(s, env, oldest, lr, t) != 0) return -1;
+    }
+    worker_take_times(s->worker, t);
+    return 0;
+}
+
+static double pipe_predict(void *state, const dt_mode_env *env, const dt_times *m)
+{
+    (void)state;
+    /* Pipe-SGD eq. 4/5: the slower of compute and communication */
+    double comp = m->data + m->forward + m->backward + m->update;
+    double comm = netmodel_ring(&env->model, comm_size(env->comm), env->arena.n, &env->codec);
+    return comp > comm ? comp : comm;
+}
+
+static void pipe_finalize(void *state, dt_mode_env *env)
+{
+    pipe_state *s = state;
+    (void)env;
+    if (!s) return;
+    worker_destroy(s->worker);
+    ring_destroy(s->ring);
+    if (s->cc) comm_free(s->cc);
+    for (int i = 0; s->slot && i < s->k; i++) dt_free(s->slot[i]);
+    free(s->slot);
+    free(s->job);
+    free(s->pending);
+    free(s->job_it);
+    free(s->jobs);
+    free(s);
+}
+
+const dt_mode_desc mode_pipesgd = {
+    .name = "pipesgd",
+    .help = "Pipe-SGD: the allreduce of iteration t runs on a communication thread while t+1 computes; "
+            "updates use the gradient of t-K",
+    .options = "pipeline-depth warmup-epochs",
+    .init = pipe_init,
+    .begin = pipe_begin,
+    .end = pipe_end,
+    .flush = pipe_flush,
+    .predict = pipe_predict,
+    .finalize = pipe_finalize,
+};

@@ -1,0 +1,338 @@
+/* ps — synchronous parameter server, the baseline of Pipe-SGD ("PS-Sync"), with the thesis's
+ * placements and stale-synchronous consistency (Wu 2018, §2.3.1-2.3.2).
+ *
+ * The last S ranks (--ps-servers) are servers, the others workers. Each server owns parts of the
+ * arena (--placement). Every iteration each worker pushes its gradient for each server's part,
+ * encoded with --compress; each server sums the workers' parts in worker order, applies the
+ * optimizer to its part and sends the new weights (fp32) back to every worker. A server's own
+ * link carries all workers' pushes and pulls: the bottleneck this mode exists to show.
+ *
+ * Consistency: version v of the weights is the result of the updates of iterations < v. Before
+ * iteration t a worker needs a version >= t - s (--staleness s); it uses the freshest one that
+ * has arrived. s = 0 is bulk-synchronous: the weights equal D-Sync's.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util.h"
+#include "mode.h"
+#include "placement.h"
+
+#define TAG_BASE 1000
+#define TAG_MOD 8192
+static int tag_push(long t) { return TAG_BASE + 2 * (int)(t % TAG_MOD); }
+static int tag_pull(long v) { return TAG_BASE + 2 * (int)(v % TAG_MOD) + 1; }
+
+typedef struct {
+    dt_placement *place;
+    int n_servers, n_workers, me, server; /* server: index among servers, -1 on a worker */
+    int slots;                            /* staleness + 1 versions in flight */
+    /* worker */
+    float **pack;          /* per server: packed gradient */
+    unsigned char ***enc;  /* [slot][server]: encoded push */
+    int **push_req;        /* [slot][server], -1: none */
+    float ***wbuf;         /* [slot][server]: pulled weights */
+    int **pull_req;        /* [slot][server] */
+    long latest, posted;   /* newest version applied / posted */
+    /* server */
+    unsigned char **rbuf;  /* per worker: encoded push */
+    float *acc;
+    float **send;          /* [slot]: packed weights */
+    int **send_req;        /* [slot][worker] */
+    double sent0, recv0;
+} ps_state;
+
+static int server_rank(const ps_state *s, int k) { return s->n_workers + k; }
+
+static void pack(const ps_state *s, int k, const float *arena, float *out)
+{
+    for (int i = 0; i < s->place->n_ranges[k]; i++) {
+        memcpy(out, arena + s->place->ranges[k][i].off, s->place->ranges[k][i].n * sizeof(float));
+        out += s->place->ranges[k][i].n;
+    }
+}
+
+static void unpack(const ps_state *s, int k, const float *in, float *arena)
+{
+    for (int i = 0; i < s->place->n_ranges[k]; i++) {
+        memcpy(arena + s->place->ranges[k][i].off, in, s->place->ranges[k][i].n * sizeof(float));
+        in += s->place->ranges[k][i].n;
+    }
+}
+
+static void **grid(int rows, int cols, size_t each)
+{
+    void **g = calloc((size_t)rows, sizeof *g);
+    for (int r = 0; g && r < rows; r++)
+        if (!(g[r] = calloc((size_t)cols, each))) return NULL;
+    return g;
+}
+
+static int ps_roles(dt_mode_env *env)
+{
+    int p = comm_size(env->comm), s = env->opts.ps_servers, me = comm_rank(env->comm);
+    if (p < 2 || s >= p)
+        return dt_fail("--mode ps with --ps-servers %d needs at least %d ranks (the servers and at least one worker), "
+                       "found %d",
+                       s, s + 1, p);
+    env->n_workers = p - s;
+    env->is_worker = me < env->n_workers;
+    env->worker_rank = env->is_worker ? me : -1;
+    return 0;
+}
+
+static int ps_init(void **state, dt_mode_env *env)
+{
+    ps_state *s = calloc(1, sizeof *s);
+    if (!s) return dt_fail("out of memory");
+    *state = s;
+    s->n_servers = env->opts.ps_servers;
+    s->n_workers = env->n_workers;
+    s->me = comm_rank(env->comm);
+    s->server = env->is_worker ? -1 : s->me - s->n_workers;
+    s->slots = env->opts.staleness + 1;
+    if (placement_build(env->opts.placement, &env->arena, s->n_servers, &s->place) != 0) return -1;
+
+    if (env->is_worker) {
+        s->pack = calloc((size_t)s->n_servers, sizeof *s->pack);
+        s->enc = calloc((size_t)s->slots, sizeof *s->enc);
+        s->wbuf = calloc((size_t)s->slots, sizeof *s->wbuf);
+        s->push_req = (int **)grid(s->slots, s->n_servers, sizeof(int));
+        s->pull_req = (int **)grid(s->slots, s->n_servers, sizeof(int));
+        if (!s->pack || !s->enc || !s->wbuf || !s->push_req || !s->pull_req) return dt_fail("out of memory");
+        for (int k = 0; k < s->n_servers; k++)
+            if (!(s->pack[k] = dt_alloc(DT_MAX(s->place->total[k], 1) * sizeof(float)))) return -1;
+        for (int sl = 0; sl < s->slots; sl++) {
+            s->enc[sl] = calloc((size_t)s->n_servers, sizeof(unsigned char *));
+            s->wbuf[sl] = calloc((size_t)s->n_servers, sizeof(float *));
+            if (!s->enc[sl] || !s->wbuf[sl]) return dt_fail("out of memory");
+            for (int k = 0; k < s->n_servers; k++) {
+                s->push_req[sl][k] = s->pull_req[sl][k] = -1;
+                if (!(s->enc[sl][k] = dt_alloc(codec_bytes(&env->codec, s->place->total[k]) + 1)) ||
+                    !(s->wbuf[sl][k] = dt_alloc(DT_MAX(s->place->total[k], 1) * sizeof(float))))
+                    return -1;
+            }
+        }
+    } else {
+        size_t n = s->place->total[s->server];
+        s->rbuf = calloc((size_t)s->n_workers, sizeof *s->rbuf);
+        s->send = calloc((size_t)s->slots, sizeof *s->send);
+        s->send_req = (int **)grid(s->slots, s->n_workers, sizeof(int));
+        if (!s->rbuf || !s->send || !s->send_req || !(s->acc = dt_alloc(DT_MAX(n, 1) * sizeof(float))))
+            return dt_fail("out of memory");
+        for (int w = 0; w < s->n_workers; w++)
+            if (!(s->rbuf[w] = dt_alloc(codec_bytes(&env->codec, n) + 1))) return -1;
+        for (int sl = 0; sl < s->slots; sl++) {
+            if (!(s->send[sl] = dt_alloc(DT_MAX(n, 1) * sizeof(float)))) return -1;
+            for (int w = 0; w < s->n_workers; w++) s->send_req[sl][w] = -1;
+        }
+    }
+    s->sent0 = comm_bytes_sent(env->comm);
+    s->recv0 = comm_bytes_recv(env->comm);
+    return 0;
+}
+
+/* worker: version v has arrived from every server (wait for it if `block`); apply it */
+static int take_version(ps_state *s, dt_mode_env *env, long v, int block, int *taken)
+{
+    int sl = (int)(v % s->slots);
+    *taken = 0;
+    for (int k = 0; k < s->n_servers; k++) {
+        if (s->pull_req[sl][k] < 0) continue;
+        if (block) {
+            if (comm_wait(env->comm, s->pull_req[sl][k], NULL, NULL) != 0) return -1;
+        } else {
+            int done;
+            if (comm_test(env->comm, s->pull_req[sl][k], &done) != 0) return -1;
+            if (!done) return 0;
+        }
+        s->pull_req[sl][k] = -1;
+    }
+    for (int k = 0; k < s->n_servers; k++) unpack(s, k, s->wbuf[sl][k], env->arena.w);
+    s->latest = v;
+    *taken = 1;
+    return 0;
+}
+
+static void count_bytes(ps_state *s, dt_mode_env *env, dt_times *t)
+{
+    double a = comm_bytes_sent(env->comm), b = comm_bytes_recv(env->comm);
+    t->bytes_sent += a - s->sent0;
+    t->bytes_recv += b - s->recv0;
+    s->sent0 = a;
+    s->recv0 = b;
+}
+
+static int ps_begin(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
+{
+    ps_state *s = state;
+    int taken;
+    if (!env->is_worker) return 0;
+    double t0 = dt_now();
+    while (s->latest < it->it - env->opts.staleness) /* too stale: wait for the next version */
+        if (take_version(s, env, s->latest + 1, 1, &taken) != 0) return -1;
+    double t1 = dt_now();
+    while (s->latest < s->posted) { /* anything fresher that has already arrived */
+        if (take_version(s, env, s->latest + 1, 0, &taken) != 0) return -1;
+        if (!taken) break;
+    }
+    t->comm += t1 - t0;
+    t->update += dt_now() - t1;
+    count_bytes(s, env, t);
+    return 0;
+}
+
+static int worker_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times *t)
+{
+    int sl = (int)(it->it % s->slots), vs = (int)((it->it + 1) % s->slots);
+    for (int k = 0; k < s->n_servers; k++) {
+        size_t n = s->place->total[k];
+        double t0 = dt_now();
+        if (s->push_req[sl][k] >= 0 && comm_wait(env->comm, s->push_req[sl][k], NULL, NULL) != 0) return -1;
+        double t1 = dt_now();
+        pack(s, k, env->arena.g, s->pack[k]);
+        codec_encode(&env->codec, s->pack[k], n, s->enc[sl][k]);
+        double t2 = dt_now();
+        if (comm_isend(env->comm, s->enc[sl][k], codec_bytes(&env->codec, n), server_rank(s, k), tag_push(it->it),
+                       &s->push_req[sl][k]) != 0 ||
+            comm_irecv(env->comm, s->wbuf[vs][k], n * sizeof(float), server_rank(s, k), tag_pull(it->it + 1),
+                       &s->pull_req[vs][k]) != 0)
+            return -1;
+        t->comm += (t1 - t0) + (dt_now() - t2);
+        t->encode += t2 - t1;
+    }
+    s->posted = it->it + 1;
+    count_bytes(s, env, t);
+    return 0;
+}
+
+static int server_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times *t)
+{
+    size_t n = s->place->total[s->server];
+    int req[1024], sl = (int)((it->it + 1) % s->slots);
+    double t0 = dt_now(), tc = 0, td = 0;
+    if (s->n_workers > 1024) return dt_fail("--mode ps supports at most 1024 workers");
+    for (int w = 0; w < s->n_workers; w++)
+        if (comm_irecv(env->comm, s->rbuf[w], codec_bytes(&env->codec, n), w, tag_push(it->it), &req[w]) != 0)
+            return -1;
+    memset(s->acc, 0, n * sizeof(float));
+    for (int w = 0; w < s->n_workers; w++) { /* in worker order: the same sum every run */
+        double a = dt_now();
+        if (comm_wait(env->comm, req[w], NULL, NULL) != 0) return -1;
+        double b = dt_now();
+        codec_decode_add(&env->codec, s->rbuf[w], n, s->acc);
+        tc += b - a;
+        td += dt_now() - b;
+    }
+    double t1 = dt_now();
+    unpack(s, s->server, s->acc, env->arena.g);
+    for (int i = 0; i < s->place->n_ranges[s->server]; i++)
+        optim_step(env->optim, env->arena.w, env->arena.g, it->lr, s->place->ranges[s->server][i].off,
+                   s->place->ranges[s->server][i].n);
+    double t2 = dt_now();
+    for (int w = 0; w < s->n_workers; w++)
+        if (s->send_req[sl][w] >= 0 && comm_wait(env->comm, s->send_req[sl][w], NULL, NULL) != 0) return -1;
+    pack(s, s->server, env->arena.w, s->send[sl]);
+    for (int w = 0; w < s->n_workers; w++)
+        if (comm_isend(env->comm, s->send[sl], n * sizeof(float), w, tag_pull(it->it + 1), &s->send_req[sl][w]) != 0)
+            return -1;
+    t->comm += tc + (dt_now() - t2);
+    t->decode += td;
+    t->update += t2 - t1;
+    (void)t0;
+    count_bytes(s, env, t);
+    return 0;
+}
+
+static int ps_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
+{
+    ps_state *s = state;
+    return env->is_worker ? worker_end(s, env, it, t) : server_end(s, env, it, t);
+}
+
+static int ps_flush(void *state, dt_mode_env *env, float lr, dt_times *t)
+{
+    ps_state *s = state;
+    int taken;
+    (void)lr;
+    double t0 = dt_now();
+    if (env->is_worker) {
+        while (s->latest < s->posted)
+            if (take_version(s, env, s->latest + 1, 1, &taken) != 0) return -1;
+        for (int sl = 0; sl < s->slots; sl++)
+            for (int k = 0; k < s->n_servers; k++)
+                if (s->push_req[sl][k] >= 0 && comm_wait(env->comm, s->push_req[sl][k], NULL, NULL) != 0) return -1;
+        for (int sl = 0; sl < s->slots; sl++)
+            for (int k = 0; k < s->n_servers; k++) s->push_req[sl][k] = -1;
+    } else {
+        for (int sl = 0; sl < s->slots; sl++)
+            for (int w = 0; w < s->n_workers; w++) {
+                if (s->send_req[sl][w] >= 0 && comm_wait(env->comm, s->send_req[sl][w], NULL, NULL) != 0) return -1;
+                s->send_req[sl][w] = -1;
+            }
+    }
+    t->comm += dt_now() - t0;
+    count_bytes(s, env, t);
+    return 0;
+}
+
+static double ps_predict(void *state, const dt_mode_env *env, const dt_times *m)
+{
+    ps_state *s = state;
+    const dt_netmodel *nm = &env->model;
+    double n = (double)env->arena.n / s->n_servers, w = s->n_workers;
+    double push = w * (double)codec_bytes(&env->codec, (size_t)n) * nm->beta;
+    double pull = w * n * sizeof(float) * nm->beta;
+    double serve = w * n * nm->gamma + n * nm->gamma; /* decode-add each push, then the update */
+    return m->data + m->forward + m->backward + 2 * nm->alpha + push + serve + pull;
+}
+
+static void ps_finalize(void *state, dt_mode_env *env)
+{
+    ps_state *s = state;
+    if (!s) return;
+    if (env->is_worker && s->enc) {
+        for (int sl = 0; sl < s->slots; sl++) {
+            for (int k = 0; k < s->n_servers; k++) {
+                if (s->enc[sl]) dt_free(s->enc[sl][k]);
+                if (s->wbuf[sl]) dt_free(s->wbuf[sl][k]);
+            }
+            free(s->enc[sl]);
+            free(s->wbuf[sl]);
+            free(s->push_req[sl]);
+            free(s->pull_req[sl]);
+        }
+        for (int k = 0; s->pack && k < s->n_servers; k++) dt_free(s->pack[k]);
+        free(s->pack);
+        free(s->enc);
+        free(s->wbuf);
+        free(s->push_req);
+        free(s->pull_req);
+    } else if (!env->is_worker && s->rbuf) {
+        for (int w = 0; w < s->n_workers; w++) dt_free(s->rbuf[w]);
+        for (int sl = 0; sl < s->slots; sl++) {
+            dt_free(s->send[sl]);
+            free(s->send_req[sl]);
+        }
+        free(s->rbuf);
+        free(s->send);
+        free(s->send_req);
+        dt_free(s->acc);
+    }
+    placement_destroy(s->place);
+    free(s);
+}
+
+const dt_mode_desc mode_ps = {
+    .name = "ps",
+    .help = "synchronous parameter server: the last --ps-servers ranks hold the weights, workers push gradients "
+            "and pull weights",
+    .options = "ps-servers placement staleness",
+    .roles = ps_roles,
+    .init = ps_init,
+    .begin = ps_begin,
+    .end = ps_end,
+    .flush = ps_flush,
+    .predict = ps_predict,
+    .finalize = ps_finalize,
+};

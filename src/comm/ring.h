@@ -1,0 +1,32 @@
+/* ring — dtrain's own ring allreduce (sum), optionally compressed (Pipe-SGD §3.2, Fig. 3).
+ *
+ * The n values are cut into P segments. Reduce-scatter: in P-1 steps each rank sends one
+ * segment to its right neighbour, encoded, and adds the decoded segment from its left neighbour
+ * into its fp32 copy, so partial sums travel around the ring and are re-encoded at every hop.
+ * After it, rank r holds the full sum of segment (r+1) mod P; it encodes it once, and the
+ * all-gather forwards these encoded blocks unchanged around the ring. Every rank, the owner
+ * included, ends with decode(encode(sum)): identical bits on every rank.
+ * Bytes sent per rank: 2 (P-1) segments, encoded (2 (P-1)/P of the encoded arena).
+ * With codec none the result equals MPI_Allreduce's up to the order of fp32 additions.
+ */
+#ifndef DT_RING_H
+#define DT_RING_H
+
+#include <stddef.h>
+
+#include "../stats.h"
+#include "codec.h"
+#include "comm.h"
+
+typedef struct dt_ring dt_ring;
+
+/* For allreduces of up to max_n values over comm c. */
+int ring_create(dt_ring **out, dt_comm *c, dt_codec codec, size_t max_n);
+void ring_destroy(dt_ring *r);
+/* Sums x[0..n) over all ranks in place. Adds encode, decode and comm (wire + waiting for the
+ * neighbours) times and the bytes to t. */
+int ring_allreduce(dt_ring *r, float *x, size_t n, dt_times *t);
+/* Bytes one rank sends for an allreduce of n values (what ring_allreduce sends). */
+double ring_bytes_sent(const dt_ring *r, size_t n);
+
+#endif
