@@ -10,6 +10,16 @@
  * Consistency: version v of the weights is the result of the updates of iterations < v. Before
  * iteration t a worker needs a version >= t - s (--staleness s); it uses the freshest one that
  * has arrived. s = 0 is bulk-synchronous: the weights equal D-Sync's.
+ *
+ * Sending the new weights: under BSP a server sends them to one worker after the other, each
+ * confirming receipt with one byte, so its link carries one flow at a time and the first workers
+ * compute and push while the last still receive: one iteration takes
+ *   W b_pull beta + l_comp + b_push beta + serve + 2 W alpha
+ * (W workers; b_pull, b_push the bytes per worker of one server's part). Sent to all at once, TCP
+ * shares the link unfairly and the time depends on which flow wins (measured: workers received
+ * their weights anywhere from 35 to 87 ms into an 87 ms transfer). With staleness a worker is
+ * often computing when its weights arrive, so waiting for its receipt would stall the server:
+ * then the weights go to all workers at once.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,13 +30,15 @@
 
 #define TAG_BASE 1000
 #define TAG_MOD 8192
-static int tag_push(long t) { return TAG_BASE + 2 * (int)(t % TAG_MOD); }
-static int tag_pull(long v) { return TAG_BASE + 2 * (int)(v % TAG_MOD) + 1; }
+static int tag_push(long t) { return TAG_BASE + 3 * (int)(t % TAG_MOD); }
+static int tag_pull(long v) { return TAG_BASE + 3 * (int)(v % TAG_MOD) + 1; }
+static int tag_ack(long v) { return TAG_BASE + 3 * (int)(v % TAG_MOD) + 2; }
 
 typedef struct {
     dt_placement *place;
     int n_servers, n_workers, me, server; /* server: index among servers, -1 on a worker */
     int slots;                            /* staleness + 1 versions in flight */
+    int in_turn;                          /* BSP: weights go to one worker after the other */
     /* worker */
     float **pack;          /* per server: packed gradient */
     unsigned char ***enc;  /* [slot][server]: encoded push */
@@ -34,6 +46,9 @@ typedef struct {
     float ***wbuf;         /* [slot][server]: pulled weights */
     int **pull_req;        /* [slot][server] */
     long latest, posted;   /* newest version applied / posted */
+    long unsent;           /* server, in turn: the version packed but not sent yet (0: none) */
+    int *srv_req;          /* server: receives of this iteration's pushes, posted in begin */
+    long push_it;          /* the iteration they are for, -1: none posted */
     /* server */
     unsigned char **rbuf;  /* per worker: encoded push */
     float *acc;
@@ -43,6 +58,7 @@ typedef struct {
 } ps_state;
 
 static int server_rank(const ps_state *s, int k) { return s->n_workers + k; }
+static int server_send_in_turn(ps_state *s, dt_mode_env *env, dt_times *t);
 
 static void pack(const ps_state *s, int k, const float *arena, float *out)
 {
@@ -91,6 +107,7 @@ static int ps_init(void **state, dt_mode_env *env)
     s->me = comm_rank(env->comm);
     s->server = env->is_worker ? -1 : s->me - s->n_workers;
     s->slots = env->opts.staleness + 1;
+    s->in_turn = env->opts.staleness == 0;
     if (placement_build(env->opts.placement, &env->arena, s->n_servers, &s->place) != 0) return -1;
 
     if (env->is_worker) {
@@ -116,6 +133,9 @@ static int ps_init(void **state, dt_mode_env *env)
     } else {
         size_t n = s->place->total[s->server];
         s->rbuf = calloc((size_t)s->n_workers, sizeof *s->rbuf);
+        s->srv_req = malloc(sizeof *s->srv_req * (size_t)s->n_workers);
+        s->push_it = -1;
+        if (!s->srv_req) return dt_fail("out of memory");
         s->send = calloc((size_t)s->slots, sizeof *s->send);
         s->send_req = (int **)grid(s->slots, s->n_workers, sizeof(int));
         if (!s->rbuf || !s->send || !s->send_req || !(s->acc = dt_alloc(DT_MAX(n, 1) * sizeof(float))))
@@ -147,6 +167,10 @@ static int take_version(ps_state *s, dt_mode_env *env, long v, int block, int *t
             if (!done) return 0;
         }
         s->pull_req[sl][k] = -1;
+        if (s->in_turn) { /* the server sends the next worker its weights once we have ours */
+            char ack = 1;
+            if (comm_send(env->comm, &ack, 1, server_rank(s, k), tag_ack(v)) != 0) return -1;
+        }
     }
     for (int k = 0; k < s->n_servers; k++) unpack(s, k, s->wbuf[sl][k], env->arena.w);
     s->latest = v;
@@ -163,11 +187,23 @@ static void count_bytes(ps_state *s, dt_mode_env *env, dt_times *t)
     s->recv0 = b;
 }
 
+/* Server: the pushes of iteration t may come as soon as a worker has its weights: receive them
+ * from now on (a large message only moves once its receive is posted), then send the weights. */
+static int server_begin(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times *t)
+{
+    size_t n = s->place->total[s->server];
+    for (int w = 0; w < s->n_workers; w++)
+        if (comm_irecv(env->comm, s->rbuf[w], codec_bytes(&env->codec, n), w, tag_push(it->it), &s->srv_req[w]) != 0)
+            return -1;
+    s->push_it = it->it;
+    return server_send_in_turn(s, env, t);
+}
+
 static int ps_begin(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     ps_state *s = state;
     int taken;
-    if (!env->is_worker) return 0;
+    if (!env->is_worker) return server_begin(s, env, it, t);
     double t0 = dt_now();
     while (s->latest < it->it - env->opts.staleness) /* too stale: wait for the next version */
         if (take_version(s, env, s->latest + 1, 1, &taken) != 0) return -1;
@@ -206,19 +242,37 @@ static int worker_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times
     return 0;
 }
 
+/* Server under BSP: the version packed at the end of the last iteration goes to one worker after
+ * the other. Done at the start of the next iteration rather than at the end of the last, so every
+ * rank has left the train loop's collectives in between (a worker confirms receipt only once it
+ * waits for its weights). */
+static int server_send_in_turn(ps_state *s, dt_mode_env *env, dt_times *t)
+{
+    size_t n = s->place->total[s->server];
+    long v = s->unsent;
+    if (!s->in_turn || v == 0) return 0;
+    double t0 = dt_now();
+    for (int w = 0; w < s->n_workers; w++) {
+        char ack;
+        if (comm_send(env->comm, s->send[v % s->slots], n * sizeof(float), w, tag_pull(v)) != 0 ||
+            comm_recv(env->comm, &ack, 1, w, tag_ack(v), NULL, NULL) != 0)
+            return -1;
+    }
+    s->unsent = 0;
+    t->comm += dt_now() - t0;
+    return 0;
+}
+
 static int server_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     size_t n = s->place->total[s->server];
-    int req[1024], sl = (int)((it->it + 1) % s->slots);
-    double t0 = dt_now(), tc = 0, td = 0;
-    if (s->n_workers > 1024) return dt_fail("--mode ps supports at most 1024 workers");
-    for (int w = 0; w < s->n_workers; w++)
-        if (comm_irecv(env->comm, s->rbuf[w], codec_bytes(&env->codec, n), w, tag_push(it->it), &req[w]) != 0)
-            return -1;
+    int sl = (int)((it->it + 1) % s->slots);
+    double tc = 0, td = 0;
+    if (s->push_it != it->it) return dt_fail("internal: ps server has no receives posted for iteration %ld", it->it);
     memset(s->acc, 0, n * sizeof(float));
     for (int w = 0; w < s->n_workers; w++) { /* in worker order: the same sum every run */
         double a = dt_now();
-        if (comm_wait(env->comm, req[w], NULL, NULL) != 0) return -1;
+        if (comm_wait(env->comm, s->srv_req[w], NULL, NULL) != 0) return -1;
         double b = dt_now();
         codec_decode_add(&env->codec, s->rbuf[w], n, s->acc);
         tc += b - a;
@@ -233,13 +287,16 @@ static int server_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times
     for (int w = 0; w < s->n_workers; w++)
         if (s->send_req[sl][w] >= 0 && comm_wait(env->comm, s->send_req[sl][w], NULL, NULL) != 0) return -1;
     pack(s, s->server, env->arena.w, s->send[sl]);
-    for (int w = 0; w < s->n_workers; w++)
-        if (comm_isend(env->comm, s->send[sl], n * sizeof(float), w, tag_pull(it->it + 1), &s->send_req[sl][w]) != 0)
-            return -1;
+    s->unsent = it->it + 1;
+    if (!s->in_turn) /* to every worker at once; in turn, it happens in the next begin (or flush) */
+        for (int w = 0; w < s->n_workers; w++)
+            if (comm_isend(env->comm, s->send[sl], n * sizeof(float), w, tag_pull(it->it + 1), &s->send_req[sl][w]) !=
+                0)
+                return -1;
     t->comm += tc + (dt_now() - t2);
     t->decode += td;
     t->update += t2 - t1;
-    (void)t0;
+    s->push_it = -1;
     count_bytes(s, env, t);
     return 0;
 }
@@ -265,6 +322,7 @@ static int ps_flush(void *state, dt_mode_env *env, float lr, dt_times *t)
         for (int sl = 0; sl < s->slots; sl++)
             for (int k = 0; k < s->n_servers; k++) s->push_req[sl][k] = -1;
     } else {
+        if (server_send_in_turn(s, env, t) != 0) return -1;
         for (int sl = 0; sl < s->slots; sl++)
             for (int w = 0; w < s->n_workers; w++) {
                 if (s->send_req[sl][w] >= 0 && comm_wait(env->comm, s->send_req[sl][w], NULL, NULL) != 0) return -1;
@@ -281,10 +339,14 @@ static double ps_predict(void *state, const dt_mode_env *env, const dt_times *m)
     ps_state *s = state;
     const dt_netmodel *nm = &env->model;
     double n = (double)env->arena.n / s->n_servers, w = s->n_workers;
-    double push = w * (double)codec_bytes(&env->codec, (size_t)n) * nm->beta;
-    double pull = w * n * sizeof(float) * nm->beta;
+    double push = (double)codec_bytes(&env->codec, (size_t)n) * nm->beta; /* one worker's part to one server */
+    double pull = n * sizeof(float) * nm->beta;
     double serve = w * n * nm->gamma + n * nm->gamma; /* decode-add each push, then the update */
-    return m->data + m->forward + m->backward + 2 * nm->alpha + push + serve + pull;
+    double comp = m->data + m->forward + m->backward;
+    if (s->in_turn) /* pulls one after the other; the last worker's compute and push close the iteration */
+        return w * pull + comp + push + serve + 2 * w * nm->alpha;
+    /* all at once: every pull shares the link, then every push does (an upper bound under staleness) */
+    return w * pull + comp + w * push + serve + 2 * nm->alpha;
 }
 
 static void ps_finalize(void *state, dt_mode_env *env)
@@ -315,6 +377,7 @@ static void ps_finalize(void *state, dt_mode_env *env)
             free(s->send_req[sl]);
         }
         free(s->rbuf);
+        free(s->srv_req);
         free(s->send);
         free(s->send_req);
         dt_free(s->acc);

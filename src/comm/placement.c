@@ -108,7 +108,6 @@ int placement_build(const char *kind, const dt_arena *a, int n_servers, dt_place
                 if (p->total[s] < p->total[best]) best = s;
             rc = add_range(p, best, l[order[i]].off, l[order[i]].n);
         }
-        for (int s = 0; s < n_servers; s++) qsort(p->ranges[s], (size_t)p->n_ranges[s], sizeof(dt_range), by_off);
         free(order);
     } else {
         rc = dt_fail("--placement: unknown placement '%s' (expected one of %s)", kind, placement_list());
@@ -117,6 +116,15 @@ int placement_build(const char *kind, const dt_arena *a, int n_servers, dt_place
     if (rc != 0) {
         placement_destroy(p);
         return -1;
+    }
+    for (int s = 0; s < n_servers; s++) { /* in arena order, adjacent ranges merged */
+        int k = 0;
+        qsort(p->ranges[s], (size_t)p->n_ranges[s], sizeof(dt_range), by_off);
+        for (int i = 1; i < p->n_ranges[s]; i++) {
+            if (p->ranges[s][k].off + p->ranges[s][k].n == p->ranges[s][i].off) p->ranges[s][k].n += p->ranges[s][i].n;
+            else p->ranges[s][++k] = p->ranges[s][i];
+        }
+        if (p->n_ranges[s] > 0) p->n_ranges[s] = k + 1;
     }
     *out = p;
     return 0;

@@ -1,9 +1,11 @@
 /* The timing model of Pipe-SGD eq. 2-5 / PAPERS.md §3 and the start-up probe that measures it.
  *
- * alpha: half a round of 8-byte messages between ring neighbours (every rank sends right and
- *        receives from the left at once, as the ring does), median of 30.
- * beta:  seconds per byte of an 8 MiB neighbour exchange minus alpha (median of 3, after one
- *        warm-up that also drains the burst a token-bucket link lets through).
+ * alpha, beta: the cost of one ring step, t(m) = alpha + m beta, fitted to chains of 2(P-1)
+ *        neighbour exchanges (every rank sends m bytes right and receives m from the left at
+ *        once, step after step, as the ring does) at m = 64 KiB and 1 MiB, median of 3 chains
+ *        each after a warm-up. Chained steps are what the ring pays: on TCP they run ~20%
+ *        slower than one isolated exchange of the same size (rendezvous per message, the
+ *        links' queues), and a fit to isolated or tiny messages predicts the ring too fast.
  * gamma: seconds per value of what a reduce step costs this CPU with the codec: encode,
  *        decode-and-add, decode (measured on 2^20 values).
  * Every rank takes the maximum over ranks, so all ranks predict the same. Flags override. */
@@ -28,15 +30,17 @@ static double median(double *v, int n)
 
 #define TAG_PROBE 201
 
-static int exchange_time(dt_comm *c, void *sbuf, void *rbuf, size_t bytes, int reps, int warm, double *out)
+/* seconds per step of a chain of `steps` neighbour exchanges of `bytes` (median over reps) */
+static int chain_time(dt_comm *c, void *sbuf, void *rbuf, size_t bytes, int steps, int reps, double *out)
 {
     int p = comm_size(c), me = comm_rank(c);
-    double t[64];
-    for (int i = 0; i < warm + reps; i++) {
+    double t[16];
+    for (int i = 0; i < reps + 1; i++) { /* the first chain warms the connections up */
         if (comm_barrier(c) != 0) return -1;
         double t0 = dt_now();
-        if (comm_sendrecv(c, sbuf, bytes, (me + 1) % p, rbuf, bytes, (me - 1 + p) % p, TAG_PROBE) != 0) return -1;
-        if (i >= warm) t[i - warm] = dt_now() - t0;
+        for (int s = 0; s < steps; s++)
+            if (comm_sendrecv(c, sbuf, bytes, (me + 1) % p, rbuf, bytes, (me - 1 + p) % p, TAG_PROBE) != 0) return -1;
+        if (i > 0) t[i - 1] = (dt_now() - t0) / steps;
     }
     *out = median(t, reps);
     return 0;
@@ -67,23 +71,24 @@ static double codec_gamma(const dt_codec *codec)
 
 int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_comm_opts *o)
 {
-    const size_t big = 8u << 20;
+    const size_t small = 64u << 10, big = 1u << 20;
     double v[3] = {0, 0, 0};
+    int p = comm_size(c);
     m->measured = o->model_alpha < 0 || o->model_beta < 0 || o->model_gamma < 0;
-    if (comm_size(c) > 1 && (o->model_alpha < 0 || o->model_beta < 0)) {
+    if (p > 1 && (o->model_alpha < 0 || o->model_beta < 0)) {
         char *s = dt_alloc(big), *r = dt_alloc(big);
         double ts, tb;
-        int rc = (!s || !r) ? -1 : 0;
+        int rc = (!s || !r) ? -1 : 0, steps = 2 * (p - 1);
         if (rc == 0) {
             memset(s, 1, big);
-            rc = exchange_time(c, s, r, 8, 30, 5, &ts);
+            rc = chain_time(c, s, r, small, steps, 3, &ts);
         }
-        if (rc == 0) rc = exchange_time(c, s, r, big, 3, 1, &tb);
+        if (rc == 0) rc = chain_time(c, s, r, big, steps, 3, &tb);
         dt_free(s);
         dt_free(r);
         if (rc != 0) return dt_fail_prefix("timing-model probe");
-        v[0] = ts;
-        v[1] = DT_MAX(tb - ts, 1e-12) / (double)big;
+        v[1] = DT_MAX(tb - ts, 1e-12) / (double)(big - small);
+        v[0] = DT_MAX(ts - (double)small * v[1], 1e-7);
     }
     v[2] = codec_gamma(codec);
     if (comm_allreduce_max_f64(c, v, 3) != 0) return -1;
