@@ -9,6 +9,7 @@
 
 #include "comm/codec.h"
 #include "comm/mode.h"
+#include "comm/schedule.h"
 #include "data/dataset.h"
 #include "engine/optim.h"
 #include "util.h"
@@ -69,8 +70,8 @@ static const optdef table[] = {
 
     {"Communication", "mode", K_STRING, "NAME", OFF(mode), 0, 0, NULL, "dsync", 0, 0,
      "how ranks combine gradients (--list-modes)"},
-    {"Communication", "compress", K_STRING, "NAME", OFF(compress), 0, 0, NULL, "none", 0, 0,
-     "gradient codec on the wire: none, t16, fp16 or q8"},
+    {"Communication", "compress", K_STRING, "NAME", OFF(compress), 0, 0, NULL, NULL, 0, 0,
+     "gradient codec on the wire: none, t16, fp16 or q8 (default: none; csc: fp16)"},
     {"Communication", "compress-block", K_INT, "N", OFF(compress_block), 1, 1 << 24, NULL, "256", 0, 0,
      "values per scale of --compress q8"},
     {"Communication", "ps-servers", K_INT, "S", OFF(ps_servers), 1, 1024, NULL, "1", 0, 0,
@@ -85,6 +86,24 @@ static const optdef table[] = {
      "pipesgd: run the first E epochs as D-Sync"},
     {"Communication", "fusion-bytes", K_DOUBLE, "N", OFF(fusion_bytes), 4, INFINITY, NULL, "inf", 0, 0,
      "dsync: allreduce every N bytes of gradient as backward finishes them (inf: once after backward)"},
+    {"Communication", "density", K_DOUBLE, "R", OFF(density), 1e-9, 1, NULL, "0.001", 0, 0,
+     "topk, gtopk: fraction of the arena each rank sends (k = floor(R d))"},
+    {"Communication", "density-warmup", K_STRING, "SPEC", OFF(density_warmup), 0, 0, NULL, "none", 0, 0,
+     "topk, gtopk: densities of the first epochs: none, dgc, gtopk-code or R1,R2,..."},
+    {"Communication", "momentum-correction", K_FLAG, NULL, OFF(momentum_correction), 0, 0, NULL, NULL, 0, 0,
+     "topk, gtopk, csc: momentum on each rank before sparsification (DGC / GradientFlow Alg. 1)"},
+    {"Communication", "chunk", K_INT, "N", OFF(chunk), 1, 1 << 30, NULL, "32768", 0, 0,
+     "csc: values per chunk"},
+    {"Communication", "chunk-ratio", K_DOUBLE, "R", OFF(chunk_ratio), 1e-6, 1, NULL, "0.1", 0, 0,
+     "csc: fraction of chunks allreduced each iteration"},
+    {"Communication", "sparsity-warmup", K_DOUBLE, "F", OFF(sparsity_warmup), 0, 1, NULL, "0", 0, 0,
+     "csc: ramp from dense to --chunk-ratio over the first F of all iterations"},
+    {"Communication", "clip", K_DOUBLE, "C", OFF(clip), 0.01, 1e6, NULL, "2.5", 0, 0,
+     "terngrad: clip gradients at C standard deviations of their tensor"},
+    {"Communication", "tern-skip-last", K_FLAG, NULL, OFF(tern_skip_last), 0, 0, NULL, NULL, 0, 0,
+     "terngrad: send the last layer's gradients in fp32"},
+    {"Communication", "tern-min-size", K_INT, "N", OFF(tern_min_size), 0, 1L << 40, NULL, "0", 0, 0,
+     "terngrad: send tensors of fewer than N values in fp32"},
     {"Communication", "model-alpha", K_DOUBLE, "SECONDS", OFF(model_alpha), 0, 10, NULL, NULL, 0, 0,
      "timing model: latency per message (default: measured at start-up)"},
     {"Communication", "model-beta", K_DOUBLE, "SECONDS", OFF(model_beta), 0, 1, NULL, NULL, 0, 0,
@@ -148,6 +167,10 @@ static int check_name(const dt_opts *o, const optdef *d, const char *value, cons
     (void)o;
     if (strcmp(d->name, "mode") == 0 && !mode_find(value))
         return dt_fail("%s: unknown mode '%s' (expected one of %s)", origin, value, mode_list());
+    if (strcmp(d->name, "density-warmup") == 0) {
+        dt_density_sched tmp;
+        if (density_sched_parse(value, 0.001, &tmp) != 0) return dt_fail_prefix("%s", origin);
+    }
     if (strcmp(d->name, "lr-schedule") == 0) {
         dt_lr_schedule tmp;
         if (lr_schedule_parse(value, 1.0, 0.0, 1.0, &tmp) != 0) return dt_fail_prefix("%s", origin);
@@ -247,8 +270,9 @@ static int check_combinations(const dt_opts *o)
             return dt_fail("--%s applies to --mode %s, not to --mode %s", name, users, o->mode);
         }
     }
-    if (cli_given(o, "compress-block") && strcmp(o->compress, "q8") != 0)
-        return dt_fail("--compress-block applies to --compress q8, not to --compress %s", o->compress);
+    if (cli_given(o, "compress-block") && (!o->compress || strcmp(o->compress, "q8") != 0))
+        return dt_fail("--compress-block applies to --compress q8, not to --compress %s",
+                       o->compress ? o->compress : "none");
     return 0;
 }
 

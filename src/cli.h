@@ -34,6 +34,10 @@ typedef struct dt_opts {
     char *mode, *compress, *placement;
     long compress_block, ps_servers, staleness, pipeline_depth;
     double warmup_epochs, fusion_bytes, model_alpha, model_beta, model_gamma;
+    double density, chunk_ratio, sparsity_warmup, clip;
+    char *density_warmup;
+    int momentum_correction, tern_skip_last;
+    long chunk, tern_min_size;
     /* output */
     char *log, *save, *load, *progress;
     long log_every;

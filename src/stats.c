@@ -25,6 +25,7 @@ double times_critical(const dt_times *t, int overlapped)
 void times_add(dt_times *a, const dt_times *t)
 {
     a->iter += t->iter;
+    a->density += t->density;
     a->data += t->data;
     a->forward += t->forward;
     a->backward += t->backward;

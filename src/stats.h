@@ -9,6 +9,7 @@ typedef struct dt_times {
     double data, forward, backward, encode, comm, wait, decode, update;
     double bytes_sent, bytes_recv;
     double iter; /* wall time of the iteration as the train loop saw it */
+    double density; /* fraction of the arena a sparse mode sent (sum over iterations) */
 } dt_times;
 
 #define DT_TIMES_N_PHASES 8

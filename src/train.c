@@ -29,9 +29,9 @@ static int choose_threads(const dt_run *r)
     return DT_MAX(1, aff / DT_MAX(1, local));
 }
 
-static void comm_opts_from(const dt_opts *o, dt_comm_opts *c)
+static void comm_opts_from(const dt_opts *o, const dt_mode_desc *m, dt_comm_opts *c)
 {
-    c->compress = o->compress;
+    c->compress = o->compress ? o->compress : m->default_compress ? m->default_compress : "none";
     c->compress_block = (int)o->compress_block;
     c->ps_servers = (int)o->ps_servers;
     c->placement = o->placement;
@@ -42,6 +42,15 @@ static void comm_opts_from(const dt_opts *o, dt_comm_opts *c)
     c->model_alpha = cli_given(o, "model-alpha") ? o->model_alpha : -1.0;
     c->model_beta = cli_given(o, "model-beta") ? o->model_beta : -1.0;
     c->model_gamma = cli_given(o, "model-gamma") ? o->model_gamma : -1.0;
+    c->density = o->density;
+    c->density_warmup = o->density_warmup;
+    c->momentum_correction = o->momentum_correction;
+    c->chunk = o->chunk;
+    c->chunk_ratio = o->chunk_ratio;
+    c->sparsity_warmup = o->sparsity_warmup;
+    c->clip = (float)o->clip;
+    c->tern_skip_last = o->tern_skip_last;
+    c->tern_min_size = o->tern_min_size;
 }
 
 /* Everything that depends only on this rank's inputs. */
@@ -76,8 +85,9 @@ static int setup_local(dt_run *r)
     /* the mode decides which ranks compute; the batch is split over those */
     if (!(r->mode = mode_find(o->mode))) return dt_fail("--mode: unknown mode '%s' (expected one of %s)", o->mode, mode_list());
     env->comm = r->comm;
-    comm_opts_from(o, &env->opts);
-    if (codec_create(o->compress, (int)o->compress_block, &env->codec) != 0) return -1;
+    comm_opts_from(o, r->mode, &env->opts);
+    env->seed = (uint64_t)o->seed;
+    if (codec_create(env->opts.compress, (int)o->compress_block, &env->codec) != 0) return -1;
     if (mode_roles(r->mode, env) != 0) return -1;
     if (o->batch < env->n_workers)
         return dt_fail("--batch %ld is smaller than the number of %s %d (expected at least one sample per rank)",
@@ -160,10 +170,16 @@ static void banner(dt_run *r)
     else if (strcmp(r->mode->name, "pipesgd") == 0)
         snprintf(mode, sizeof mode, " (K = %ld, %g warm-up epoch%s as D-Sync)", o->pipeline_depth, o->warmup_epochs,
                  o->warmup_epochs == 1 ? "" : "s");
+    else if (!strcmp(r->mode->name, "topk") || !strcmp(r->mode->name, "gtopk"))
+        snprintf(mode, sizeof mode, " (density %g, warm-up %s%s)", o->density, o->density_warmup,
+                 o->momentum_correction ? ", momentum correction" : "");
+    else if (!strcmp(r->mode->name, "csc") || !strcmp(r->mode->name, "terngrad"))
+        snprintf(mode, sizeof mode, "%s", o->momentum_correction ? " (momentum correction)" : "");
     else if (isfinite(o->fusion_bytes))
         snprintf(mode, sizeof mode, " (lazy allreduce every %.0f bytes)", o->fusion_bytes);
-    if (strcmp(o->compress, "q8") == 0) snprintf(codec, sizeof codec, "q8, block %ld", o->compress_block);
-    else snprintf(codec, sizeof codec, "%s", o->compress);
+    if (!mode_reads(r->mode, "compress")) snprintf(codec, sizeof codec, "(its own)");
+    else if (strcmp(env->opts.compress, "q8") == 0) snprintf(codec, sizeof codec, "q8, block %ld", o->compress_block);
+    else snprintf(codec, sizeof codec, "%s", env->opts.compress);
     log_text(r->log, "dtrain %s: net %s (%zu parameters) on %s (%zu train / %zu test, %s, %d classes, %s)\n",
              PACKAGE_VERSION, r->net->name, r->net->n_params, o->dataset, r->ds->train.n, r->ds->test.n, shape,
              r->ds->n_classes, r->ds->dir);
@@ -173,6 +189,7 @@ static void banner(dt_run *r)
                      "wd %g\n",
              o->batch, r->local_batch, env->iters_per_epoch, o->epochs, o->epochs == 1 ? "" : "s", o->lr,
              o->lr_schedule, o->momentum, o->nesterov ? " (Nesterov)" : "", o->wd);
+    if (env->note[0]) log_text(r->log, "%s: %s\n", r->mode->name, env->note);
     log_text(r->log, "backend %s: %s; %s\n", r->be->name, cpu_blas_describe(), comm_library());
     if (p > 1)
         log_text(r->log, "timing model (%s): alpha %.1f us, beta %.3g s/B (%.0f MB/s), gamma %.2f ns per value\n",
@@ -439,7 +456,7 @@ int run_train(dt_run *r)
         log_summary_field(r->log, "net", r->net->name, 0);
         log_summary_field(r->log, "dataset", o->dataset, 0);
         log_summary_field(r->log, "mode", r->mode->name, 0);
-        log_summary_field(r->log, "compress", o->compress, 0);
+        log_summary_field(r->log, "compress", env->opts.compress, 0);
         snprintf(num, sizeof num, "%d", comm_size(r->comm));
         log_summary_field(r->log, "ranks", num, 1);
         snprintf(num, sizeof num, "%d", env->n_workers);

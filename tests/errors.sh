@@ -35,9 +35,14 @@ grep -q WRONG-STATUS "$T/out" && fail "a usage error must exit with status 2"
 expect_error "unknown codec" "--compress: unknown codec 'q4' (expected one of none, t16, fp16, q8)" "$DTRAIN" --compress q4
 expect_error "flag of another mode" "--staleness applies to --mode ps, not to --mode dsync" "$DTRAIN" $D --staleness 2
 expect_error "flag of another mode" "--pipeline-depth applies to --mode pipesgd, not to --mode ps" "$DTRAIN" $D --mode ps --pipeline-depth 3
-expect_error "flag of another mode" "--fusion-bytes applies to --mode dsync, not to --mode pipesgd" "$DTRAIN" $D --mode pipesgd --fusion-bytes 1e6
+expect_error "flag of another mode" "--fusion-bytes applies to --mode dsync, csc, not to --mode pipesgd" "$DTRAIN" $D --mode pipesgd --fusion-bytes 1e6
 expect_error "block without q8" "--compress-block applies to --compress q8, not to --compress t16" "$DTRAIN" $D --compress t16 --compress-block 64
 expect_error "bad placement" "--placement: expected one of uniform|round-robin|greedy, found 'random'" "$DTRAIN" --mode ps --placement random
+expect_error "codec on a sparse mode" "--compress applies to --mode dsync, ps, pipesgd, csc, not to --mode gtopk" "$DTRAIN" $D --mode gtopk --compress q8
+expect_error "density of dsync" "--density applies to --mode topk, gtopk, not to --mode dsync" "$DTRAIN" $D --density 0.01
+expect_error "bad density warm-up" "--density-warmup: expected none, dgc, gtopk-code or a list of densities" "$DTRAIN" --mode gtopk --density-warmup fast
+expect_error "density out of range" "--density: expected a number in [1e-09, 1], found 2" "$DTRAIN" --mode topk --density 2
+expect_error "correction of terngrad" "--momentum-correction applies to --mode topk, gtopk, csc, not to --mode terngrad" "$DTRAIN" $D --mode terngrad --momentum-correction
 expect_error "ps on one rank" "--mode ps with --ps-servers 1 needs at least 2 ranks (the servers and at least one worker), found 1" "$DTRAIN" $D --mode ps
 expect_error "too many servers" "--mode ps with --ps-servers 3 needs at least 4 ranks" mpi -np 3 "$DTRAIN" $D --mode ps --ps-servers 3
 

@@ -6,9 +6,10 @@
 
 #include "../util.h"
 
-extern const dt_mode_desc mode_dsync, mode_ps, mode_pipesgd;
+extern const dt_mode_desc mode_dsync, mode_ps, mode_pipesgd, mode_topk, mode_gtopk, mode_csc, mode_terngrad;
 
-static const dt_mode_desc *const modes[] = {&mode_dsync, &mode_ps, &mode_pipesgd};
+static const dt_mode_desc *const modes[] = {&mode_dsync, &mode_ps,   &mode_pipesgd, &mode_topk,
+                                            &mode_gtopk, &mode_csc, &mode_terngrad};
 
 const dt_mode_desc *mode_find(const char *name)
 {

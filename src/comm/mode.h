@@ -21,6 +21,8 @@
 #ifndef DT_MODE_H
 #define DT_MODE_H
 
+#include <stdint.h>
+
 #include "../engine/optim.h"
 #include "../engine/tensor.h"
 #include "../stats.h"
@@ -38,6 +40,14 @@ typedef struct dt_comm_opts {
     double warmup_epochs;
     double fusion_bytes; /* INFINITY: one allreduce after backward */
     double model_alpha, model_beta, model_gamma; /* < 0: measure at start-up */
+    double density;             /* topk, gtopk */
+    const char *density_warmup;
+    int momentum_correction;    /* topk, gtopk, csc */
+    long chunk;                 /* csc */
+    double chunk_ratio, sparsity_warmup;
+    float clip;                 /* terngrad */
+    int tern_skip_last;
+    long tern_min_size;
 } dt_comm_opts;
 
 /* The timing model of PAPERS.md §3: alpha latency (s), beta seconds per byte on the wire,
@@ -55,7 +65,9 @@ typedef struct dt_mode_env {
     dt_codec codec;
     dt_netmodel model;
     long iters_per_epoch, total_iters;
+    uint64_t seed; /* --seed: for a mode's own random streams */
     /* set by the mode's init */
+    char note[256]; /* one line for the banner (what the mode chose), or empty */
     int is_worker;   /* computes gradients */
     int n_workers;   /* ranks that compute */
     int worker_rank; /* this rank among them (-1 on a server) */
@@ -68,10 +80,19 @@ typedef struct dt_iter {
     float lr;   /* learning rate of this iteration */
 } dt_iter;
 
+/* A named buffer of a mode's state (residuals, momentum-correction buffers, ...): what a
+ * checkpoint must carry to resume a run exactly, and what tests inspect. */
+typedef struct dt_state_tensor {
+    char name[48];
+    float *data; /* host memory */
+    size_t n;
+} dt_state_tensor;
+
 typedef struct dt_mode_desc {
     const char *name;
     const char *help; /* one line */
     const char *options; /* the mode-specific flags it reads, space separated */
+    const char *default_compress; /* --compress when not given (NULL: none) */
     /* Which ranks compute: sets is_worker, n_workers, worker_rank from the options alone (pure,
      * before anything is allocated); NULL: every rank is a worker. */
     int (*roles)(dt_mode_env *env);
@@ -84,6 +105,8 @@ typedef struct dt_mode_desc {
     /* Predicted seconds per iteration from the timing model, given the measured mean compute
      * phases of an iteration (data, forward, backward, update as this rank saw them). */
     double (*predict)(void *state, const dt_mode_env *env, const dt_times *mean);
+    /* Lists up to max state buffers; returns how many (NULL hook: none). */
+    int (*state)(void *state, const dt_mode_env *env, dt_state_tensor *out, int max);
     void (*finalize)(void *state, dt_mode_env *env);
 } dt_mode_desc;
 

@@ -127,7 +127,7 @@ static void dsync_finalize(void *state, dt_mode_env *env)
 const dt_mode_desc mode_dsync = {
     .name = "dsync",
     .help = "decentralised synchronous SGD: ring allreduce of the gradients, the same update on every rank",
-    .options = "fusion-bytes",
+    .options = "fusion-bytes compress compress-block",
     .init = dsync_init,
     .grad_ready = dsync_ready,
     .end = dsync_end,

@@ -159,7 +159,7 @@ const dt_mode_desc mode_pipesgd = {
     .name = "pipesgd",
     .help = "Pipe-SGD: the allreduce of iteration t runs on a communication thread while t+1 computes; "
             "updates use the gradient of t-K",
-    .options = "pipeline-depth warmup-epochs",
+    .options = "pipeline-depth warmup-epochs compress compress-block",
     .init = pipe_init,
     .begin = pipe_begin,
     .end = pipe_end,

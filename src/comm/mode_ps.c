@@ -390,7 +390,7 @@ const dt_mode_desc mode_ps = {
     .name = "ps",
     .help = "synchronous parameter server: the last --ps-servers ranks hold the weights, workers push gradients "
             "and pull weights",
-    .options = "ps-servers placement staleness",
+    .options = "ps-servers placement staleness compress compress-block",
     .roles = ps_roles,
     .init = ps_init,
     .begin = ps_begin,

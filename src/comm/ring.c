@@ -126,3 +126,53 @@ int ring_allreduce(dt_ring *r, float *x, size_t n, dt_times *t)
     }
     return 0;
 }
+
+#define TAG_GATHER 103
+#define TAG_I8_RS 104
+#define TAG_I8_AG 105
+
+int ring_allgather(dt_comm *c, const void *mine, size_t bytes, void *all, dt_times *t)
+{
+    const int p = comm_size(c), me = comm_rank(c), right = (me + 1) % p, left = (me - 1 + p) % p;
+    unsigned char *a = all;
+    double s0 = comm_bytes_sent(c), r0 = comm_bytes_recv(c), t0 = dt_now();
+    if (a + (size_t)me * bytes != mine) memcpy(a + (size_t)me * bytes, mine, bytes);
+    for (int s = 0; s < p - 1; s++) {
+        int send = (me - s + p) % p, recv = (me - s - 1 + p) % p;
+        if (comm_sendrecv(c, a + (size_t)send * bytes, bytes, right, a + (size_t)recv * bytes, bytes, left,
+                          TAG_GATHER) != 0)
+            return -1;
+    }
+    if (t) {
+        t->comm += dt_now() - t0;
+        t->bytes_sent += comm_bytes_sent(c) - s0;
+        t->bytes_recv += comm_bytes_recv(c) - r0;
+    }
+    return 0;
+}
+
+int ring_allreduce_i8(dt_comm *c, int8_t *x, size_t n, int8_t *tmp, dt_times *t)
+{
+    const int p = comm_size(c), me = comm_rank(c), right = (me + 1) % p, left = (me - 1 + p) % p;
+    double s0 = comm_bytes_sent(c), r0 = comm_bytes_recv(c), t0 = dt_now();
+    if (p == 1 || n == 0) return 0;
+    for (int s = 0; s < p - 1; s++) {
+        size_t sf, sc, rf, rc;
+        split_range(n, (me - s + p) % p, p, &sf, &sc);
+        split_range(n, (me - s - 1 + p) % p, p, &rf, &rc);
+        if (comm_sendrecv(c, x + sf, sc, right, tmp, rc, left, TAG_I8_RS) != 0) return -1;
+        for (size_t i = 0; i < rc; i++) x[rf + i] = (int8_t)(x[rf + i] + tmp[i]);
+    }
+    for (int s = 0; s < p - 1; s++) {
+        size_t sf, sc, rf, rc;
+        split_range(n, (me + 1 - s + p) % p, p, &sf, &sc);
+        split_range(n, (me - s + p) % p, p, &rf, &rc);
+        if (comm_sendrecv(c, x + sf, sc, right, x + rf, rc, left, TAG_I8_AG) != 0) return -1;
+    }
+    if (t) {
+        t->comm += dt_now() - t0;
+        t->bytes_sent += comm_bytes_sent(c) - s0;
+        t->bytes_recv += comm_bytes_recv(c) - r0;
+    }
+    return 0;
+}

@@ -13,6 +13,7 @@
 #define DT_RING_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../stats.h"
 #include "codec.h"
@@ -28,5 +29,11 @@ void ring_destroy(dt_ring *r);
 int ring_allreduce(dt_ring *r, float *x, size_t n, dt_times *t);
 /* Bytes one rank sends for an allreduce of n values (what ring_allreduce sends). */
 double ring_bytes_sent(const dt_ring *r, size_t n);
+
+/* Ring allgather: every rank contributes `bytes` (mine); all[r * bytes ...] receives rank r's
+ * block on every rank. P-1 steps, (P-1) bytes sent per rank. Adds comm time and bytes to t. */
+int ring_allgather(dt_comm *c, const void *mine, size_t bytes, void *all, dt_times *t);
+/* Ring allreduce (sum) of int8 values, for ternary sums |x| <= P <= 127. 2(P-1)/P n bytes. */
+int ring_allreduce_i8(dt_comm *c, int8_t *x, size_t n, int8_t *tmp, dt_times *t);
 
 #endif

@@ -1,0 +1,23 @@
+/* codec_tern — TernGrad's ternary codes (Wen et al. 2017, §3.1-3.3).
+ *
+ * A tensor's gradient g is clipped to ±c sigma (sigma its standard deviation); its scaler is
+ * s = max |clipped g|. Each value becomes t = sign(g) b, b ~ Bernoulli(|clipped g| / s), so that
+ * E[s t] = clipped g (unbiased within the clip). The coin of value i is a hash of (key, i): a
+ * rank's stream is fixed by its key. Codes are 2 bits, four per byte, value i in bits 2(i%4):
+ * 00 = 0, 01 = +1, 10 = -1.
+ */
+#ifndef DT_CODEC_TERN_H
+#define DT_CODEC_TERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* s = min(c sigma, max|g|); 0 for an all-zero g. */
+float tern_scaler(const float *g, size_t n, float clip_c);
+/* t[i] in {-1, 0, +1} for g[i] clipped to ±clip (clip = c sigma), with scaler s (shared). */
+void tern_ternarize(const float *g, size_t n, float clip, float s, uint64_t key, int8_t *t);
+/* 2-bit packing of t[0..n) into (n + 3) / 4 bytes, and the sum of packed codes into acc. */
+void tern_pack(const int8_t *t, size_t n, uint8_t *codes);
+void tern_unpack_add(const uint8_t *codes, size_t n, int8_t *acc);
+
+#endif

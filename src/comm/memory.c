@@ -1,0 +1,90 @@
+#include "memory.h"
+
+#include <stdlib.h>
+
+#include <stdio.h>
+
+#include "../cpu.h"
+#include "../util.h"
+
+int memory_create(dt_memory **out, size_t n, int momentum_correction, float momentum, float wd)
+{
+    dt_memory *mem = calloc(1, sizeof *mem);
+    if (!mem) return dt_fail("out of memory");
+    mem->n = n;
+    mem->m = momentum;
+    mem->wd = wd;
+    if (!(mem->r = dt_zalloc(DT_MAX(n, 1) * sizeof(float))) ||
+        (momentum_correction && !(mem->u = dt_zalloc(DT_MAX(n, 1) * sizeof(float))))) {
+        memory_destroy(mem);
+        return -1;
+    }
+    *out = mem;
+    return 0;
+}
+
+void memory_destroy(dt_memory *mem)
+{
+    if (!mem) return;
+    dt_free(mem->r);
+    dt_free(mem->u);
+    free(mem);
+}
+
+DT_CLONES static void accumulate_plain(float *restrict r, const float *restrict g, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) r[i] += g[i];
+}
+
+DT_CLONES static void accumulate_corrected(float *restrict r, float *restrict u, const float *restrict g,
+                                           const float *restrict w, size_t n, float m, float wd)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float v = m * u[i] + g[i] + wd * w[i];
+        u[i] = v;
+        r[i] += v;
+    }
+}
+
+void memory_accumulate(dt_memory *mem, const float *g, const float *w)
+{
+    if (mem->u) accumulate_corrected(mem->r, mem->u, g, w, mem->n, mem->m, mem->wd);
+    else accumulate_plain(mem->r, g, mem->n);
+}
+
+void memory_used(dt_memory *mem, const dt_pair *used, size_t k)
+{
+    for (size_t j = 0; j < k; j++) {
+        mem->r[used[j].i] = 0.0f;
+        if (mem->u) mem->u[used[j].i] = 0.0f;
+    }
+}
+
+void memory_update(dt_memory *mem, dt_optim *opt, float *w, const dt_pair *agg, size_t k, float *dense, float lr)
+{
+    if (mem->u) { /* momentum and decay are in the aggregate already: plain SGD, only where it is non-zero */
+        for (size_t j = 0; j < k; j++) w[agg[j].i] -= lr * agg[j].v;
+        return;
+    }
+    for (size_t j = 0; j < k; j++) dense[agg[j].i] = agg[j].v;
+    optim_step(opt, w, dense, lr, 0, mem->n);
+    for (size_t j = 0; j < k; j++) dense[agg[j].i] = 0.0f;
+}
+
+int memory_state(dt_memory *mem, dt_state_tensor *out, int max)
+{
+    int n = 0;
+    if (n < max) {
+        snprintf(out[n].name, sizeof out[n].name, "residual");
+        out[n].data = mem->r;
+        out[n++].n = mem->n;
+    }
+    if (mem->u && n < max) {
+        snprintf(out[n].name, sizeof out[n].name, "velocity");
+        out[n].data = mem->u;
+        out[n++].n = mem->n;
+    }
+    return n;
+}

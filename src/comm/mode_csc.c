@@ -1,0 +1,332 @@
+/* csc — coarse-grained sparse communication (GradientFlow, Sun et al. 2019, §V-B).
+ *
+ * The gradient arena (in the order backward fills it) is cut into chunks of --chunk values. In
+ * each iteration every rank allreduces the same "important" chunks, packed into one dense
+ * buffer, through dtrain's ring and the codec (fp16 unless --compress says otherwise, as
+ * GradientFlow); no indices travel. The other chunks stay local and are kept:
+ *   without --momentum-correction: added to the next iteration's gradient (a residual, nothing
+ *     lost); the optimizer (momentum, weight decay) then updates with the allreduced chunks and
+ *     zeros elsewhere.
+ *   with --momentum-correction, GradientFlow Alg. 1 exactly: before the allreduce g = g + hg;
+ *     for an important chunk hg = 0, u = hu = m hu + lr g and w = w - u; for another hg = m g and
+ *     hu is kept (its weights do not move). Weight decay enters g before all this.
+ * Selection for the next iteration (Fig. 18): every rank takes the L1 norm of each chunk of its
+ * corrected gradient (for chunks just allreduced, divided by P), the norms are allreduced, and
+ * the fraction of chunks with the largest norms (ties to the lower chunk) is important next.
+ * The first iteration has no norms and is dense. Warm-up (--sparsity-warmup F): the fraction
+ * ramps linearly from 1 to --chunk-ratio over the first F of all iterations.
+ * Lazy allreduce (--fusion-bytes θ): important chunks are packed as backward finishes them and
+ * allreduced on the communication thread whenever θ bytes are packed.
+ * Bytes per rank: the ring over the packed chunks (ratio d values, encoded) and over n_c norms.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util.h"
+#include "mode.h"
+#include "ring.h"
+#include "schedule.h"
+#include "worker.h"
+
+#define MAX_JOBS 64
+
+typedef struct {
+    size_t chunk, n_chunks;
+    unsigned char *important; /* this iteration's selection */
+    size_t *packed_at;        /* where chunk c starts in the packed buffer (important chunks) */
+    size_t packed_n;          /* values in the packed buffer */
+    size_t next_chunk;        /* chunks before it have been corrected (and packed) */
+    size_t sent;              /* packed values handed to an allreduce */
+    float *h;                 /* residual (plain) or hg (momentum correction) */
+    float *hu;                /* momentum correction: historical update */
+    float *pack;
+    float *norms;             /* n_chunks */
+    float *important_f;       /* the selection as 0/1 floats, for the state */
+    int *order;               /* n_chunks, for the selection */
+    dt_ring *ring, *norm_ring;
+    /* lazy allreduce */
+    size_t fusion;
+    dt_comm *cc;
+    dt_ring *bg;
+    dt_worker *worker;
+    long last_job, n_jobs;
+    struct job {
+        dt_ring *ring;
+        float *x;
+        size_t n;
+    } jobs[MAX_JOBS];
+} csc_state;
+
+static int job_run(void *arg, dt_times *t)
+{
+    struct job *j = arg;
+    return ring_allreduce(j->ring, j->x, j->n, t);
+}
+
+static size_t chunk_len(const csc_state *s, size_t n, size_t c)
+{
+    size_t a = c * s->chunk;
+    return a + s->chunk <= n ? s->chunk : n - a;
+}
+
+/* lays out the packed buffer for the current selection */
+static void layout(csc_state *s, size_t n)
+{
+    s->packed_n = 0;
+    for (size_t c = 0; c < s->n_chunks; c++)
+        if (s->important[c]) {
+            s->packed_at[c] = s->packed_n;
+            s->packed_n += chunk_len(s, n, c);
+        }
+    s->next_chunk = 0;
+    s->sent = 0;
+}
+
+static int csc_init(void **state, dt_mode_env *env)
+{
+    csc_state *s = calloc(1, sizeof *s);
+    size_t n = env->arena.n;
+    dt_codec none;
+    if (!s) return dt_fail("out of memory");
+    *state = s;
+    s->chunk = (size_t)env->opts.chunk;
+    s->n_chunks = (n + s->chunk - 1) / s->chunk;
+    if (s->n_chunks == 0) s->n_chunks = 1;
+    s->important = malloc(s->n_chunks);
+    s->packed_at = calloc(s->n_chunks, sizeof *s->packed_at);
+    s->order = malloc(sizeof *s->order * s->n_chunks);
+    s->norms = dt_alloc(sizeof(float) * s->n_chunks);
+    s->h = dt_zalloc(sizeof(float) * DT_MAX(n, 1));
+    s->pack = dt_alloc(sizeof(float) * DT_MAX(n, 1));
+    if (env->opts.momentum_correction) s->hu = dt_zalloc(sizeof(float) * DT_MAX(n, 1));
+    if (!s->important || !s->packed_at || !s->order || !s->norms || !s->h || !s->pack ||
+        (env->opts.momentum_correction && !s->hu))
+        return dt_fail("out of memory");
+    memset(s->important, 1, s->n_chunks); /* the first iteration has no norms yet: dense */
+    layout(s, n);
+    codec_create("none", 0, &none);
+    if (ring_create(&s->ring, env->comm, env->codec, n) != 0 ||
+        ring_create(&s->norm_ring, env->comm, none, s->n_chunks) != 0)
+        return -1;
+    s->last_job = -1;
+    if (isfinite(env->opts.fusion_bytes)) {
+        s->fusion = DT_MAX((size_t)(env->opts.fusion_bytes / sizeof(float)), 1);
+        if (!comm_thread_multiple(env->comm))
+            return dt_fail("--fusion-bytes needs an MPI library with MPI_THREAD_MULTIPLE");
+        if (comm_dup(env->comm, &s->cc) != 0 || ring_create(&s->bg, s->cc, env->codec, n) != 0 ||
+            worker_create(&s->worker) != 0)
+            return -1;
+        env->overlapped = 1;
+    }
+    snprintf(env->note, sizeof env->note, "%zu chunks of %zu values, %g of them allreduced (after a %g warm-up)",
+             s->n_chunks, s->chunk, env->opts.chunk_ratio, env->opts.sparsity_warmup);
+    return 0;
+}
+
+/* corrects (and packs) chunks [next_chunk, c_end): g += h (and wd w with momentum correction) */
+static void correct_upto(csc_state *s, dt_mode_env *env, size_t c_end)
+{
+    float *g = env->arena.g, *w = env->arena.w;
+    const float wd = env->opts.momentum_correction ? env->optim->wd : 0.0f;
+    for (size_t c = s->next_chunk; c < c_end; c++) {
+        size_t a = c * s->chunk, len = chunk_len(s, env->arena.n, c);
+        float *restrict gc = g + a, *restrict hc = s->h + a;
+        const float *restrict wc = w + a;
+        if (wd != 0.0f)
+            for (size_t i = 0; i < len; i++) gc[i] += hc[i] + wd * wc[i];
+        else
+            for (size_t i = 0; i < len; i++) gc[i] += hc[i];
+        if (s->important[c]) memcpy(s->pack + s->packed_at[c], gc, len * sizeof(float));
+    }
+    s->next_chunk = c_end;
+}
+
+static int submit(csc_state *s, size_t upto)
+{
+    struct job *j = &s->jobs[s->n_jobs % MAX_JOBS];
+    if (s->n_jobs >= MAX_JOBS && worker_wait(s->worker, s->n_jobs - MAX_JOBS) != 0) return -1;
+    j->ring = s->bg;
+    j->x = s->pack + s->sent;
+    j->n = upto - s->sent;
+    s->last_job = worker_submit(s->worker, job_run, j);
+    s->n_jobs++;
+    s->sent = upto;
+    return s->last_job < 0 ? -1 : 0;
+}
+
+/* packed values that are final: those of important chunks before next_chunk */
+static size_t packed_ready(const csc_state *s, size_t n)
+{
+    for (size_t c = s->next_chunk; c-- > 0;)
+        if (s->important[c]) return s->packed_at[c] + chunk_len(s, n, c);
+    return 0;
+}
+
+static void csc_ready(void *state, dt_mode_env *env, size_t n_ready)
+{
+    csc_state *s = state;
+    if (!s->fusion || comm_size(env->comm) == 1) return;
+    size_t c_end = n_ready == env->arena.n ? s->n_chunks : n_ready / s->chunk;
+    if (c_end <= s->next_chunk) return;
+    correct_upto(s, env, c_end);
+    size_t r = packed_ready(s, env->arena.n);
+    if (r - s->sent >= s->fusion) submit(s, r); /* an error surfaces at the wait in end() */
+}
+
+static int by_norm(const void *x, const void *y, void *arg)
+{
+    const float *nrm = arg;
+    int a = *(const int *)x, b = *(const int *)y;
+    if (nrm[a] != nrm[b]) return nrm[a] > nrm[b] ? -1 : 1;
+    return (a > b) - (a < b);
+}
+
+static int csc_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
+{
+    csc_state *s = state;
+    size_t n = env->arena.n;
+    int p = comm_size(env->comm);
+    float *g = env->arena.g, *w = env->arena.w;
+    const int mc = env->opts.momentum_correction;
+    const float m = env->optim->momentum;
+    double t0 = dt_now();
+
+    correct_upto(s, env, s->n_chunks);
+    t->encode += dt_now() - t0;
+    if (p > 1) {
+        if (s->fusion) {
+            double tw = dt_now();
+            if (s->sent < s->packed_n && submit(s, s->packed_n) != 0) return -1;
+            if (s->last_job >= 0 && worker_wait(s->worker, s->last_job) != 0) return -1;
+            t->wait += dt_now() - tw;
+            worker_take_times(s->worker, t);
+        } else if (ring_allreduce(s->ring, s->pack, s->packed_n, t) != 0) {
+            return -1;
+        }
+    }
+
+    double t1 = dt_now();
+    /* the allreduced chunks back into the gradient; what stays local is kept; norms for next time */
+    for (size_t c = 0; c < s->n_chunks; c++) {
+        size_t a = c * s->chunk, len = chunk_len(s, n, c);
+        float *gc = g + a, *hc = s->h + a, l1 = 0.0f;
+        if (s->important[c]) {
+            memcpy(gc, s->pack + s->packed_at[c], len * sizeof(float));
+            for (size_t i = 0; i < len; i++) l1 += fabsf(gc[i]);
+            l1 /= (float)p;
+            memset(hc, 0, len * sizeof(float));
+        } else {
+            for (size_t i = 0; i < len; i++) l1 += fabsf(gc[i]);
+            if (mc)
+                for (size_t i = 0; i < len; i++) hc[i] = m * gc[i];
+            else
+                memcpy(hc, gc, len * sizeof(float));
+        }
+        s->norms[c] = l1;
+    }
+    t->decode += dt_now() - t1;
+
+    double t2 = dt_now();
+    if (mc) { /* Alg. 1: only important chunks move, through their historical update */
+        for (size_t c = 0; c < s->n_chunks; c++) {
+            if (!s->important[c]) continue;
+            size_t a = c * s->chunk, len = chunk_len(s, n, c);
+            float *restrict hu = s->hu + a, *restrict wc = w + a;
+            const float *restrict gc = g + a;
+            for (size_t i = 0; i < len; i++) {
+                hu[i] = m * hu[i] + it->lr * gc[i];
+                wc[i] -= hu[i];
+            }
+        }
+    } else {
+        for (size_t c = 0; c < s->n_chunks; c++)
+            if (!s->important[c]) memset(g + c * s->chunk, 0, chunk_len(s, n, c) * sizeof(float));
+        optim_step(env->optim, w, g, it->lr, 0, n);
+    }
+    t->update += dt_now() - t2;
+
+    /* the next iteration's important chunks: the same on every rank */
+    double t3 = dt_now();
+    if (p > 1 && ring_allreduce(s->norm_ring, s->norms, s->n_chunks, t) != 0) return -1;
+    double ratio = chunk_ratio_at(env->opts.chunk_ratio, env->opts.sparsity_warmup, it->it + 1, env->total_iters);
+    size_t n_sel = (size_t)llround(ratio * (double)s->n_chunks);
+    if (n_sel < 1) n_sel = 1;
+    for (size_t c = 0; c < s->n_chunks; c++) s->order[c] = (int)c;
+    if (n_sel < s->n_chunks) qsort_r(s->order, s->n_chunks, sizeof *s->order, by_norm, s->norms);
+    memset(s->important, 0, s->n_chunks);
+    for (size_t j = 0; j < n_sel; j++) s->important[s->order[j]] = 1;
+    layout(s, n);
+    t->encode += dt_now() - t3;
+    t->density += (double)s->packed_n / (double)n; /* of the next iteration, close enough for a log */
+    return 0;
+}
+
+static double csc_predict(void *state, const dt_mode_env *env, const dt_times *m)
+{
+    csc_state *s = state;
+    int p = comm_size(env->comm);
+    dt_codec none;
+    codec_create("none", 0, &none);
+    size_t sel = (size_t)(env->opts.chunk_ratio * (double)env->arena.n);
+    return m->data + m->forward + m->backward + m->update + netmodel_ring(&env->model, p, sel, &env->codec) +
+           netmodel_ring(&env->model, p, s->n_chunks, &none);
+}
+
+static int csc_list_state(void *state, const dt_mode_env *env, dt_state_tensor *out, int max)
+{
+    csc_state *s = state;
+    int n = 0;
+    if (!s->important_f && !(s->important_f = dt_alloc(sizeof(float) * s->n_chunks))) return 0;
+    for (size_t c = 0; c < s->n_chunks; c++) s->important_f[c] = s->important[c];
+    if (n < max) {
+        snprintf(out[n].name, sizeof out[n].name, env->opts.momentum_correction ? "hg" : "residual");
+        out[n].data = s->h;
+        out[n++].n = env->arena.n;
+    }
+    if (s->hu && n < max) {
+        snprintf(out[n].name, sizeof out[n].name, "hu");
+        out[n].data = s->hu;
+        out[n++].n = env->arena.n;
+    }
+    if (n < max) {
+        snprintf(out[n].name, sizeof out[n].name, "important");
+        out[n].data = s->important_f;
+        out[n++].n = s->n_chunks;
+    }
+    return n;
+}
+
+static void csc_finalize(void *state, dt_mode_env *env)
+{
+    csc_state *s = state;
+    (void)env;
+    if (!s) return;
+    worker_destroy(s->worker);
+    ring_destroy(s->bg);
+    if (s->cc) comm_free(s->cc);
+    ring_destroy(s->ring);
+    ring_destroy(s->norm_ring);
+    free(s->important);
+    free(s->packed_at);
+    free(s->order);
+    dt_free(s->norms);
+    dt_free(s->important_f);
+    dt_free(s->h);
+    dt_free(s->hu);
+    dt_free(s->pack);
+    free(s);
+}
+
+const dt_mode_desc mode_csc = {
+    .name = "csc",
+    .help = "coarse-grained sparse communication: the same important chunks, packed, allreduced densely",
+    .options = "chunk chunk-ratio sparsity-warmup momentum-correction fusion-bytes compress compress-block",
+    .default_compress = "fp16",
+    .init = csc_init,
+    .grad_ready = csc_ready,
+    .end = csc_end,
+    .predict = csc_predict,
+    .state = csc_list_state,
+    .finalize = csc_finalize,
+};

@@ -1,0 +1,202 @@
+/* gtopk — global Top-k sparsification (Shi et al. 2019, Alg. 3 and 4).
+ *
+ * Each rank adds its gradient to its residual and selects its k largest entries (I, local
+ * values) as topk does. gTopKAllReduce then finds the k largest entries of the sum of all ranks'
+ * sparse vectors by a binary tree of merges: in round j, rank r with r mod 2^(j+1) = 2^j sends its
+ * k pairs to r - 2^j, which keeps the k largest of their sum (sparse_merge_topk). When P is not a
+ * power of two, the ranks above the largest power of two P2 fold their pairs into rank r - P2
+ * first. After log2(P2) rounds rank 0 holds the global top-k (J, V) and broadcasts it down a
+ * binomial tree (and on to the folded ranks). Every rank updates with V at J; the entries it sent
+ * that did not survive (I \ J) stay in its residual ("put back", Alg. 4 line 10), so
+ * sent + residual = accumulated gradient, exactly.
+ * Bytes per rank: at most k pairs per round it takes part in, 2 k log2(P) words for rank 0.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util.h"
+#include "memory.h"
+#include "mode.h"
+#include "schedule.h"
+#include "sparse.h"
+
+#define TAG_MERGE 301
+#define TAG_BCAST 302
+
+typedef struct {
+    dt_memory *mem;
+    dt_topk *sel;
+    dt_density_sched sched;
+    size_t kmax;
+    dt_pair *mine, *cur, *in, *tmp, *used;
+    float *dense;
+} gtopk_state;
+
+static int gtopk_init(void **state, dt_mode_env *env)
+{
+    gtopk_state *s = calloc(1, sizeof *s);
+    size_t n = env->arena.n;
+    if (!s) return dt_fail("out of memory");
+    *state = s;
+    if (density_sched_parse(env->opts.density_warmup, env->opts.density, &s->sched) != 0)
+        return dt_fail_prefix("--density-warmup");
+    s->kmax = density_k(density_max(&s->sched), n);
+    if (memory_create(&s->mem, n, env->opts.momentum_correction, env->optim->momentum, env->optim->wd) != 0 ||
+        topk_create(&s->sel, n, s->kmax) != 0)
+        return -1;
+    s->mine = dt_alloc(sizeof(dt_pair) * s->kmax);
+    s->cur = dt_alloc(sizeof(dt_pair) * s->kmax);
+    s->in = dt_alloc(sizeof(dt_pair) * s->kmax);
+    s->used = dt_alloc(sizeof(dt_pair) * s->kmax);
+    s->tmp = dt_alloc(sizeof(dt_pair) * s->kmax * 2);
+    s->dense = dt_zalloc(sizeof(float) * DT_MAX(n, 1));
+    if (!s->mine || !s->cur || !s->in || !s->used || !s->tmp || !s->dense) return -1;
+    return 0;
+}
+
+static int largest_pow2(int p)
+{
+    int q = 1;
+    while (q * 2 <= p) q *= 2;
+    return q;
+}
+
+/* receives up to k pairs from src and merges them into cur (ncur pairs) */
+static int recv_merge(gtopk_state *s, dt_comm *c, int src, size_t k, size_t *ncur, double *tc, double *td)
+{
+    size_t got;
+    double t0 = dt_now();
+    if (comm_recv(c, s->in, k * sizeof(dt_pair), src, TAG_MERGE, NULL, &got) != 0) return -1;
+    double t1 = dt_now();
+    size_t nin = got / sizeof(dt_pair);
+    dt_pair *out = s->used; /* scratch until the end */
+    *ncur = sparse_merge_topk(s->cur, *ncur, s->in, nin, k, out, s->tmp);
+    memcpy(s->cur, out, *ncur * sizeof(dt_pair));
+    *tc += t1 - t0;
+    *td += dt_now() - t1;
+    return 0;
+}
+
+/* gTopKAllReduce: on return every rank holds the global top-k in cur[0..*ncur) */
+static int gtopk_allreduce(gtopk_state *s, dt_comm *c, size_t k, size_t *ncur, dt_times *t)
+{
+    int p = comm_size(c), me = comm_rank(c), p2 = largest_pow2(p);
+    double tc = 0, td = 0, t0;
+    size_t got;
+    /* fold the ranks beyond the largest power of two into the first ones */
+    if (me >= p2) {
+        t0 = dt_now();
+        if (comm_send(c, s->cur, *ncur * sizeof(dt_pair), me - p2, TAG_MERGE) != 0) return -1;
+        tc += dt_now() - t0;
+    } else {
+        if (me + p2 < p && recv_merge(s, c, me + p2, k, ncur, &tc, &td) != 0) return -1;
+        /* the binary tree among the first p2 ranks */
+        for (int step = 1; step < p2; step *= 2) {
+            if (me % (2 * step) == 0) {
+                if (recv_merge(s, c, me + step, k, ncur, &tc, &td) != 0) return -1;
+            } else {
+                t0 = dt_now();
+                if (comm_send(c, s->cur, *ncur * sizeof(dt_pair), me - step, TAG_MERGE) != 0) return -1;
+                tc += dt_now() - t0;
+                break;
+            }
+        }
+    }
+    /* broadcast rank 0's result: binomial tree over p2, then to the folded ranks */
+    t0 = dt_now();
+    if (me < p2) {
+        int mask = 1;
+        while (mask < p2) {
+            if (me & mask) {
+                if (comm_recv(c, s->cur, k * sizeof(dt_pair), me - mask, TAG_BCAST, NULL, &got) != 0) return -1;
+                *ncur = got / sizeof(dt_pair);
+                break;
+            }
+            mask <<= 1;
+        }
+        for (mask >>= 1; mask > 0; mask >>= 1)
+            if (me + mask < p2 && comm_send(c, s->cur, *ncur * sizeof(dt_pair), me + mask, TAG_BCAST) != 0) return -1;
+        if (me + p2 < p && comm_send(c, s->cur, *ncur * sizeof(dt_pair), me + p2, TAG_BCAST) != 0) return -1;
+    } else {
+        if (comm_recv(c, s->cur, k * sizeof(dt_pair), me - p2, TAG_BCAST, NULL, &got) != 0) return -1;
+        *ncur = got / sizeof(dt_pair);
+    }
+    tc += dt_now() - t0;
+    t->comm += tc;
+    t->decode += td; /* the merges: sums and selections on received pairs */
+    return 0;
+}
+
+static int gtopk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
+{
+    gtopk_state *s = state;
+    size_t n = env->arena.n, k = density_k(density_at(&s->sched, it->epoch), n), ncur = k, nused = 0;
+    double s0 = comm_bytes_sent(env->comm), r0 = comm_bytes_recv(env->comm), t0 = dt_now();
+
+    memory_accumulate(s->mem, env->arena.g, env->arena.w);
+    if (topk_select(s->sel, s->mem->r, n, k, s->mine) != 0) return -1;
+    memcpy(s->cur, s->mine, k * sizeof(dt_pair));
+    t->encode += dt_now() - t0;
+
+    if (comm_size(env->comm) > 1 && gtopk_allreduce(s, env->comm, k, &ncur, t) != 0) return -1;
+
+    double t1 = dt_now(); /* what survived of what this rank sent leaves the residual; the rest stays */
+    for (size_t a = 0, b = 0; a < k && b < ncur;) {
+        if (s->mine[a].i < s->cur[b].i) a++;
+        else if (s->cur[b].i < s->mine[a].i) b++;
+        else {
+            s->used[nused++] = s->mine[a];
+            a++, b++;
+        }
+    }
+    memory_used(s->mem, s->used, nused);
+    memory_update(s->mem, env->optim, env->arena.w, s->cur, ncur, s->dense, it->lr);
+    t->update += dt_now() - t1;
+    t->bytes_sent += comm_bytes_sent(env->comm) - s0;
+    t->bytes_recv += comm_bytes_recv(env->comm) - r0;
+    t->density += (double)k / (double)n;
+    return 0;
+}
+
+static double gtopk_predict(void *state, const dt_mode_env *env, const dt_times *m)
+{
+    gtopk_state *s = state;
+    int p = comm_size(env->comm);
+    double k = (double)density_k(s->sched.target, env->arena.n), lg = ceil(log2((double)p));
+    /* gTop-k Table I: 2 log2(P) alpha + 4 k log2(P) beta (words: 2 k log2 P pairs of 8 bytes) */
+    return m->data + m->forward + m->backward + m->update + (p > 1 ? 2 * lg * env->model.alpha + 2 * k * lg * 8 * env->model.beta : 0);
+}
+
+static int gtopk_list_state(void *state, const dt_mode_env *env, dt_state_tensor *out, int max)
+{
+    (void)env;
+    return memory_state(((gtopk_state *)state)->mem, out, max);
+}
+
+static void gtopk_finalize(void *state, dt_mode_env *env)
+{
+    gtopk_state *s = state;
+    (void)env;
+    if (!s) return;
+    memory_destroy(s->mem);
+    topk_destroy(s->sel);
+    dt_free(s->mine);
+    dt_free(s->cur);
+    dt_free(s->in);
+    dt_free(s->used);
+    dt_free(s->tmp);
+    dt_free(s->dense);
+    free(s);
+}
+
+const dt_mode_desc mode_gtopk = {
+    .name = "gtopk",
+    .help = "global Top-k: the k largest of the sum of all ranks' top-k, by a tree of merges and a broadcast",
+    .options = "density density-warmup momentum-correction",
+    .init = gtopk_init,
+    .end = gtopk_end,
+    .predict = gtopk_predict,
+    .state = gtopk_list_state,
+    .finalize = gtopk_finalize,
+};

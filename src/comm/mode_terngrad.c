@@ -1,0 +1,207 @@
+/* terngrad — ternary gradients (Wen et al. 2017), decentralised (parameter localisation: every
+ * rank keeps the weights and receives the others' codes instead of weights).
+ *
+ * Per tensor ("layer-wise"): the gradient is clipped at c sigma (--clip), its scaler s is the
+ * maximum over ranks of each rank's max |clipped g| (scaler sharing, one float per tensor), and
+ * each value becomes s t with t in {-1, 0, +1} drawn with P(t != 0) = |clipped g| / s from the
+ * rank's own random stream (codec_tern.h). The aggregate of a value is s sum_r t_r — the local
+ * gradients are already scaled by 1/(global batch), so the sum is an unbiased estimate of the
+ * mean gradient within the clip. No residual. The optimizer (momentum, decay) runs afterwards.
+ *
+ * Aggregation moves whichever is fewer bytes for the P at hand (the banner says which):
+ *   allgather of the 2-bit codes: (P-1) d/4 bytes per rank (smaller for P <= 8)
+ *   ring allreduce of int8 sums (|sum| <= P <= 127): 2 (P-1)/P d bytes per rank
+ * plus (P-1) 4 L bytes of scalers. --tern-skip-last keeps the last layer's tensors (the first in
+ * the arena) in fp32, and --tern-min-size N every tensor of fewer than N values; those go through
+ * a plain fp32 ring allreduce.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../rng.h"
+#include "../util.h"
+#include "codec_tern.h"
+#include "mode.h"
+#include "ring.h"
+
+typedef struct {
+    int n_tensors, n_tern;
+    unsigned char *tern;  /* per arena tensor: ternarised */
+    size_t *tern_at;      /* per arena tensor: offset in the ternary stream */
+    size_t d_tern, d_fp32, code_bytes;
+    int use_allgather;
+    int8_t *t8, *acc, *tmp;
+    uint8_t *codes, *all_codes;
+    float *scal, *all_scal, *fp32;
+    dt_ring *ring;
+} tern_state;
+
+static int tern_init(void **state, dt_mode_env *env)
+{
+    tern_state *s = calloc(1, sizeof *s);
+    int p = comm_size(env->comm);
+    const dt_arena *a = &env->arena;
+    dt_codec none;
+    if (!s) return dt_fail("out of memory");
+    *state = s;
+    if (p > 127) return dt_fail("--mode terngrad supports at most 127 ranks (sums of ternary values travel as int8)");
+    s->n_tensors = a->n_tensors;
+    s->tern = calloc((size_t)a->n_tensors + 1, 1);
+    s->tern_at = calloc((size_t)a->n_tensors + 1, sizeof *s->tern_at);
+    if (!s->tern || !s->tern_at) return dt_fail("out of memory");
+    /* the last layer of the net is the first group of tensors in the arena (backward order) */
+    const char *first = a->n_tensors ? a->tensors[0]->name : "";
+    size_t first_len = strcspn(first, ".");
+    for (int i = 0; i < a->n_tensors; i++) {
+        const dt_param *t = a->tensors[i];
+        int last_layer = strncmp(t->name, first, first_len) == 0 && t->name[first_len] == '.';
+        s->tern[i] = !(env->opts.tern_skip_last && last_layer) && t->n >= (size_t)env->opts.tern_min_size;
+        if (s->tern[i]) {
+            s->tern_at[i] = s->d_tern;
+            s->d_tern += t->n;
+            s->n_tern++;
+        } else {
+            s->d_fp32 += t->n;
+        }
+    }
+    s->code_bytes = (s->d_tern + 3) / 4;
+    double ag = (double)(p - 1) * (double)s->code_bytes, i8 = 2.0 * (p - 1) / p * (double)s->d_tern;
+    s->use_allgather = ag <= i8;
+    s->t8 = dt_alloc(DT_MAX(s->d_tern, 1));
+    s->acc = dt_alloc(DT_MAX(s->d_tern, 1));
+    s->tmp = dt_alloc(DT_MAX(s->d_tern / (size_t)p + 2, 1));
+    s->codes = dt_alloc(DT_MAX(s->code_bytes, 1));
+    s->all_codes = dt_alloc(DT_MAX(s->code_bytes, 1) * (size_t)p);
+    s->scal = dt_alloc(sizeof(float) * (size_t)DT_MAX(s->n_tern, 1));
+    s->all_scal = dt_alloc(sizeof(float) * (size_t)DT_MAX(s->n_tern, 1) * (size_t)p);
+    s->fp32 = dt_alloc(sizeof(float) * DT_MAX(s->d_fp32, 1));
+    if (!s->t8 || !s->acc || !s->tmp || !s->codes || !s->all_codes || !s->scal || !s->all_scal || !s->fp32) return -1;
+    codec_create("none", 0, &none);
+    if (ring_create(&s->ring, env->comm, none, DT_MAX(s->d_fp32, 1)) != 0) return -1;
+    snprintf(env->note, sizeof env->note,
+             "%d of %d tensors ternary (%zu values), %zu fp32 values; aggregation: %s (%.0f bytes per iteration; "
+             "the other way %.0f)",
+             s->n_tern, a->n_tensors, s->d_tern, s->d_fp32,
+             s->use_allgather ? "allgather of 2-bit codes" : "int8 ring allreduce", s->use_allgather ? ag : i8,
+             s->use_allgather ? i8 : ag);
+    return 0;
+}
+
+static int tern_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
+{
+    tern_state *s = state;
+    const dt_arena *a = &env->arena;
+    int p = comm_size(env->comm), me = comm_rank(env->comm), k;
+    float *g = a->g;
+    double t0 = dt_now();
+
+    /* local scalers (clipped maxima) */
+    k = 0;
+    for (int i = 0; i < a->n_tensors; i++)
+        if (s->tern[i]) s->scal[k++] = tern_scaler(g + a->tensors[i]->offset, a->tensors[i]->n, env->opts.clip);
+    t->encode += dt_now() - t0;
+    /* scaler sharing: the maximum over ranks */
+    if (ring_allgather(env->comm, s->scal, sizeof(float) * (size_t)s->n_tern, s->all_scal, t) != 0) return -1;
+    double t1 = dt_now();
+    for (int j = 0; j < s->n_tern; j++) {
+        float m = s->all_scal[j];
+        for (int r = 1; r < p; r++) m = fmaxf(m, s->all_scal[(size_t)r * (size_t)s->n_tern + (size_t)j]);
+        s->all_scal[j] = m; /* row 0 now holds the shared scalers */
+    }
+    k = 0;
+    uint64_t key = rng_hash(rng_hash(env->seed, 0x7e49), (uint64_t)it->it * 65537u + (uint64_t)me);
+    for (int i = 0; i < a->n_tensors; i++) {
+        if (!s->tern[i]) continue;
+        const dt_param *tp = a->tensors[i];
+        /* clip at this rank's c sigma (its own max |clipped g| is scal[k]); coins over the shared scaler */
+        tern_ternarize(g + tp->offset, tp->n, s->scal[k], s->all_scal[k], rng_hash(key, (uint64_t)i), s->t8 + s->tern_at[i]);
+        k++;
+    }
+    if (s->use_allgather) tern_pack(s->t8, s->d_tern, s->codes);
+    t->encode += dt_now() - t1;
+
+    if (s->use_allgather) {
+        if (ring_allgather(env->comm, s->codes, s->code_bytes, s->all_codes, t) != 0) return -1;
+        double t2 = dt_now();
+        memset(s->acc, 0, s->d_tern);
+        for (int r = 0; r < p; r++) tern_unpack_add(s->all_codes + (size_t)r * s->code_bytes, s->d_tern, s->acc);
+        t->decode += dt_now() - t2;
+    } else {
+        memcpy(s->acc, s->t8, s->d_tern);
+        if (ring_allreduce_i8(env->comm, s->acc, s->d_tern, s->tmp, t) != 0) return -1;
+    }
+
+    /* fp32 tensors: a plain allreduce */
+    size_t off = 0;
+    for (int i = 0; i < a->n_tensors; i++)
+        if (!s->tern[i]) {
+            memcpy(s->fp32 + off, g + a->tensors[i]->offset, a->tensors[i]->n * sizeof(float));
+            off += a->tensors[i]->n;
+        }
+    if (s->d_fp32 && ring_allreduce(s->ring, s->fp32, s->d_fp32, t) != 0) return -1;
+
+    double t3 = dt_now();
+    k = 0;
+    off = 0;
+    for (int i = 0; i < a->n_tensors; i++) {
+        const dt_param *tp = a->tensors[i];
+        float *gi = g + tp->offset;
+        if (s->tern[i]) {
+            const int8_t *acc = s->acc + s->tern_at[i];
+            const float sc = s->all_scal[k++];
+            for (size_t j = 0; j < tp->n; j++) gi[j] = sc * (float)acc[j];
+        } else {
+            memcpy(gi, s->fp32 + off, tp->n * sizeof(float));
+            off += tp->n;
+        }
+    }
+    t->decode += dt_now() - t3;
+    double t4 = dt_now();
+    optim_step(env->optim, a->w, g, it->lr, 0, a->n);
+    t->update += dt_now() - t4;
+    return 0;
+}
+
+static double tern_predict(void *state, const dt_mode_env *env, const dt_times *m)
+{
+    tern_state *s = state;
+    int p = comm_size(env->comm);
+    dt_codec none;
+    codec_create("none", 0, &none);
+    double bytes = s->use_allgather ? (double)(p - 1) * (double)s->code_bytes : 2.0 * (p - 1) / p * (double)s->d_tern;
+    double steps = s->use_allgather ? (p - 1) : 2.0 * (p - 1);
+    return m->data + m->forward + m->backward + m->update + (p - 1) * env->model.alpha +
+           (p - 1) * 4.0 * s->n_tern * env->model.beta + steps * env->model.alpha + bytes * env->model.beta +
+           netmodel_ring(&env->model, p, s->d_fp32, &none);
+}
+
+static void tern_finalize(void *state, dt_mode_env *env)
+{
+    tern_state *s = state;
+    (void)env;
+    if (!s) return;
+    ring_destroy(s->ring);
+    free(s->tern);
+    free(s->tern_at);
+    dt_free(s->t8);
+    dt_free(s->acc);
+    dt_free(s->tmp);
+    dt_free(s->codes);
+    dt_free(s->all_codes);
+    dt_free(s->scal);
+    dt_free(s->all_scal);
+    dt_free(s->fp32);
+    free(s);
+}
+
+const dt_mode_desc mode_terngrad = {
+    .name = "terngrad",
+    .help = "TernGrad: per-tensor clipped, stochastically ternarised gradients with shared scalers, 2-bit codes",
+    .options = "clip tern-skip-last tern-min-size",
+    .init = tern_init,
+    .end = tern_end,
+    .predict = tern_predict,
+    .finalize = tern_finalize,
+};

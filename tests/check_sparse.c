@@ -1,0 +1,177 @@
+/* Sparse building blocks: the fast top-k equals the full-sort reference exactly (same set, same
+ * tie-breaking, sorted by index) on many shapes, ties and densities; gTop-k's merge equals a
+ * brute-force dense sum and selection; TernGrad's codes take the values they should, are unbiased
+ * within the clip, and pack losslessly. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/codec_tern.h"
+#include "comm/sparse.h"
+#include "rng.h"
+#include "util.h"
+
+static void fill(float *a, size_t n, uint64_t seed, int kind)
+{
+    dt_rng r;
+    rng_seed(&r, seed, 9);
+    for (size_t i = 0; i < n; i++) {
+        double x = rng_normal(&r);
+        switch (kind) {
+        case 0: a[i] = (float)x; break;                                    /* gaussian */
+        case 1: a[i] = (float)(x * exp(4 * rng_normal(&r))); break;        /* heavy tails */
+        case 2: a[i] = (float)((int)(x * 3)) * 0.5f; break;                /* many exact ties, zeros */
+        case 3: a[i] = i % 5 ? 0.0f : (float)x; break;                     /* mostly zeros */
+        default: a[i] = (i % 1000 == 0) ? 100.0f : (float)(x * 1e-3); break; /* a few huge */
+        }
+    }
+}
+
+START_TEST(topk_equals_full_sort)
+{
+    const size_t sizes[] = {10, 1000, 65537, 300001, 1000003};
+    const double dens[] = {1e-4, 1e-3, 0.01, 0.1, 0.3, 0.7};
+    dt_topk *t;
+    ck_assert_int_eq(topk_create(&t, 1000003, 700003), 0);
+    float *a = malloc(sizeof(float) * 1000003);
+    dt_pair *fast = malloc(sizeof(dt_pair) * 700003), *ref = malloc(sizeof(dt_pair) * 700003);
+    int cases = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+        for (int kind = 0; kind < 5; kind++)
+            for (size_t di = 0; di < sizeof dens / sizeof *dens; di++) {
+                size_t n = sizes[si], k = (size_t)(dens[di] * (double)n);
+                if (k < 1) k = 1;
+                if (n > 300001 && di > 2) continue; /* the reference sort is slow; large k covered below */
+                fill(a, n, 100 + si * 10 + (size_t)kind, kind);
+                ck_assert_int_eq(topk_select(t, a, n, k, fast), 0);
+                ck_assert_int_eq(topk_select_sort(a, n, k, ref), 0);
+                for (size_t j = 0; j < k; j++)
+                    ck_assert_msg(fast[j].i == ref[j].i && fast[j].v == ref[j].v,
+                                  "n=%zu k=%zu kind=%d: entry %zu is (%u, %g), the reference (%u, %g)", n, k, kind, j,
+                                  fast[j].i, fast[j].v, ref[j].i, ref[j].v);
+                for (size_t j = 1; j < k; j++) ck_assert(fast[j - 1].i < fast[j].i);
+                cases++;
+            }
+    ck_assert_int_ge(cases, 120);
+    free(a), free(fast), free(ref);
+    topk_destroy(t);
+}
+END_TEST
+
+/* brute force of ⊤: dense sum (receiver's value first), then the k largest, ties to lower index */
+static size_t brute_merge(const dt_pair *a, size_t na, const dt_pair *b, size_t nb, size_t k, size_t n, dt_pair *out)
+{
+    float *d = calloc(n, sizeof *d);
+    unsigned char *in = calloc(n, 1);
+    for (size_t i = 0; i < na; i++) d[a[i].i] = a[i].v, in[a[i].i] = 1;
+    for (size_t i = 0; i < nb; i++) d[b[i].i] = in[b[i].i] ? d[b[i].i] + b[i].v : b[i].v, in[b[i].i] = 1;
+    float *dense = malloc(n * sizeof *dense);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++) u += in[i];
+    /* the union's values at their indices; the rest must never be chosen: mark them out of reach */
+    dt_pair *all = malloc(u * sizeof *all);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (in[i]) all[m++] = (dt_pair){(uint32_t)i, d[i]};
+    for (size_t i = 0; i < m; i++) dense[i] = all[i].v;
+    dt_pair *sel = malloc(u * sizeof *sel);
+    size_t kk = k < u ? k : u;
+    ck_assert_int_eq(topk_select_sort(dense, m, kk, sel), 0);
+    for (size_t j = 0; j < kk; j++) out[j] = all[sel[j].i];
+    free(d), free(in), free(dense), free(all), free(sel);
+    return kk;
+}
+
+START_TEST(merge_equals_brute_force)
+{
+    const size_t n = 5000;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    dt_pair *pa = malloc(n * sizeof *pa), *pb = malloc(n * sizeof *pb), *out = malloc(2 * n * sizeof *out),
+            *ref = malloc(2 * n * sizeof *ref), *tmp = malloc(2 * n * sizeof *tmp);
+    for (int trial = 0; trial < 40; trial++) {
+        size_t k = 1 + (size_t)trial * 37 % 700;
+        fill(a, n, 500 + (uint64_t)trial, trial % 5);
+        fill(b, n, 900 + (uint64_t)trial, (trial + 2) % 5);
+        if (trial % 3 == 0) memcpy(b, a, n * sizeof *b); /* identical inputs: every index meets */
+        ck_assert_int_eq(topk_select_sort(a, n, k, pa), 0);
+        ck_assert_int_eq(topk_select_sort(b, n, k, pb), 0);
+        size_t got = sparse_merge_topk(pa, k, pb, k, k, out, tmp);
+        size_t want = brute_merge(pa, k, pb, k, k, n, ref);
+        ck_assert_uint_eq(got, want);
+        for (size_t j = 0; j < got; j++)
+            ck_assert_msg(out[j].i == ref[j].i && out[j].v == ref[j].v, "trial %d entry %zu: (%u, %g) vs (%u, %g)",
+                          trial, j, out[j].i, out[j].v, ref[j].i, ref[j].v);
+        for (size_t j = 1; j < got; j++) ck_assert(out[j - 1].i < out[j].i);
+    }
+    free(a), free(b), free(pa), free(pb), free(out), free(ref), free(tmp);
+}
+END_TEST
+
+START_TEST(tern_values_and_packing)
+{
+    const size_t n = 10001;
+    float g[10001];
+    int8_t t[10001], back[10001] = {0};
+    uint8_t codes[(10001 + 3) / 4];
+    fill(g, n, 3, 1);
+    float s = tern_scaler(g, n, 2.5f);
+    ck_assert(s > 0);
+    tern_ternarize(g, n, s, s, 42, t);
+    int nonzero = 0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert(t[i] == 0 || t[i] == 1 || t[i] == -1);
+        if (t[i]) ck_assert_int_eq(t[i] > 0, g[i] > 0); /* the sign is the gradient's */
+        nonzero += t[i] != 0;
+    }
+    ck_assert_int_gt(nonzero, 0);
+    tern_pack(t, n, codes);
+    tern_unpack_add(codes, n, back);
+    ck_assert_int_eq(memcmp(t, back, n), 0);
+    /* the clip: max |clipped| is at most 2.5 sigma */
+    double sum = 0, sq = 0, mx = 0;
+    for (size_t i = 0; i < n; i++) sum += g[i], sq += (double)g[i] * g[i], mx = fmax(mx, fabs(g[i]));
+    double sigma = sqrt(sq / n - (sum / n) * (sum / n));
+    ck_assert(s <= 2.5 * sigma * 1.0001 && s <= mx);
+}
+END_TEST
+
+/* E[s t] = clipped g: with 20000 independent draws the mean is within 5 standard errors */
+START_TEST(tern_unbiased_within_clip)
+{
+    const size_t n = 64;
+    const int draws = 20000;
+    float g[64];
+    double mean[64] = {0};
+    int8_t t[64];
+    for (size_t i = 0; i < n; i++) g[i] = (float)(((double)i - 31.5) / 10.0); /* -3.15 .. 3.15 */
+    const float clip = 2.0f, s = 2.0f;                                       /* scaler = the clip */
+    for (int d = 0; d < draws; d++) {
+        tern_ternarize(g, n, clip, s, rng_hash(7, (uint64_t)d), t);
+        for (size_t i = 0; i < n; i++) mean[i] += s * t[i];
+    }
+    for (size_t i = 0; i < n; i++) {
+        double m = mean[i] / draws, want = fmax(-clip, fmin(clip, g[i]));
+        double p = fabs(want) / s, se = s * sqrt(p * (1 - p) / draws) + 1e-9;
+        ck_assert_msg(fabs(m - want) <= 5 * se + 1e-6, "value %zu: mean %.5f, clipped gradient %.5f (5 se = %.5f)", i, m,
+                      want, 5 * se);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("sparse");
+    TCase *tc = tcase_create("sparse");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, topk_equals_full_sort);
+    tcase_add_test(tc, merge_equals_brute_force);
+    tcase_add_test(tc, tern_values_and_packing);
+    tcase_add_test(tc, tern_unbiased_within_clip);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
