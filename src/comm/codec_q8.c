@@ -19,7 +19,10 @@ DT_CLONES static float absmax(const float *restrict x, size_t n)
 {
     float m = 0.0f;
 #pragma omp simd reduction(max : m)
-    for (size_t i = 0; i < n; i++) m = fmaxf(m, fabsf(x[i]));
+    for (size_t i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        m = m > a ? m : a; /* not fmaxf: a library call that stops vectorisation */
+    }
     return m;
 }
 

@@ -3,22 +3,67 @@
 #include <math.h>
 #include <string.h>
 
-#include "../rng.h"
+#include "../cpu.h"
+
+/* sums in float over blocks of 4096 (vectorised), the blocks in double */
+DT_CLONES static void block_stats(const float *restrict g, size_t n, float *sum, float *sq, float *mx)
+{
+    float s = 0.0f, q = 0.0f, m = 0.0f;
+#pragma omp simd reduction(+ : s, q) reduction(max : m)
+    for (size_t i = 0; i < n; i++) {
+        float a = fabsf(g[i]);
+        s += g[i];
+        q += g[i] * g[i];
+        m = m > a ? m : a; /* not fmaxf: a library call that stops vectorisation */
+    }
+    *sum = s, *sq = q, *mx = m;
+}
 
 float tern_scaler(const float *g, size_t n, float clip_c)
 {
     double sum = 0.0, sq = 0.0;
     float mx = 0.0f;
     if (n == 0) return 0.0f;
-    for (size_t i = 0; i < n; i++) {
-        sum += g[i];
-        sq += (double)g[i] * g[i];
-        mx = fmaxf(mx, fabsf(g[i]));
+    for (size_t a = 0; a < n; a += 4096) {
+        float s, q, m;
+        block_stats(g + a, n - a < 4096 ? n - a : 4096, &s, &q, &m);
+        sum += s, sq += q, mx = fmaxf(mx, m);
     }
     double mean = sum / (double)n, var = sq / (double)n - mean * mean;
     float sigma = (float)sqrt(var > 0 ? var : 0);
     float c = clip_c * sigma;
     return c > 0 && c < mx ? c : mx;
+}
+
+/* the coins of values [4 g, 4 g + 4): one splitmix64 finaliser per group of four */
+static inline uint64_t coins(uint64_t key, uint64_t group)
+{
+    uint64_t z = key + group * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+DT_CLONES static void ternarize_block(const float *restrict g, size_t n, float clip, float scale, uint64_t key,
+                                      uint64_t first_group, int8_t *restrict t)
+{
+    uint16_t u[1024];
+    size_t groups = (n + 3) / 4;
+#pragma omp simd
+    for (size_t q = 0; q < groups; q++) {
+        uint64_t h = coins(key, first_group + q);
+        u[4 * q] = (uint16_t)h;
+        u[4 * q + 1] = (uint16_t)(h >> 16);
+        u[4 * q + 2] = (uint16_t)(h >> 32);
+        u[4 * q + 3] = (uint16_t)(h >> 48);
+    }
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float a = fabsf(g[i]);
+        a = (a < clip ? a : clip) * scale;
+        int8_t sgn = g[i] > 0 ? 1 : -1;
+        t[i] = (float)u[i] < a ? sgn : 0;
+    }
 }
 
 void tern_ternarize(const float *g, size_t n, float clip, float s, uint64_t key, int8_t *t)
@@ -27,25 +72,36 @@ void tern_ternarize(const float *g, size_t n, float clip, float s, uint64_t key,
         memset(t, 0, n);
         return;
     }
-    const float inv = 1.0f / s;
-    for (size_t i = 0; i < n; i++) {
-        float a = fminf(fabsf(g[i]), clip) * inv; /* probability of a non-zero: |clipped g| / s */
-        float u = (float)(rng_hash(key, i) >> 40) * (1.0f / 16777216.0f);
-        t[i] = u < a ? (g[i] > 0 ? 1 : -1) : 0;
+    /* value i's coin: 16 bits of coins(key, i / 4); P(t != 0) = |clipped g| / s, to 1/65536 */
+    const float scale = 65536.0f / s;
+    for (size_t a = 0; a < n; a += 1024)
+        ternarize_block(g + a, n - a < 1024 ? n - a : 1024, clip, scale, key, a / 4, t + a);
+}
+
+DT_CLONES void tern_pack(const int8_t *t, size_t n, uint8_t *codes)
+{
+    size_t full = n / 4;
+#pragma omp simd
+    for (size_t b = 0; b < full; b++) {
+        uint8_t c = 0;
+        for (int j = 0; j < 4; j++) {
+            int8_t v = t[4 * b + (size_t)j];
+            c |= (uint8_t)((v > 0 ? 1 : v < 0 ? 2 : 0) << (2 * j));
+        }
+        codes[b] = c;
+    }
+    if (n % 4) {
+        uint8_t c = 0;
+        for (size_t i = full * 4; i < n; i++) c |= (uint8_t)((t[i] > 0 ? 1 : t[i] < 0 ? 2 : 0) << (2 * (i % 4)));
+        codes[full] = c;
     }
 }
 
-void tern_pack(const int8_t *t, size_t n, uint8_t *codes)
+DT_CLONES void tern_unpack_add(const uint8_t *codes, size_t n, int8_t *acc)
 {
-    memset(codes, 0, (n + 3) / 4);
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
-        uint8_t c = t[i] > 0 ? 1 : t[i] < 0 ? 2 : 0;
-        codes[i / 4] |= (uint8_t)(c << (2 * (i % 4)));
+        int c = (codes[i / 4] >> (2 * (i % 4))) & 3;
+        acc[i] = (int8_t)(acc[i] + (c == 1) - (c == 2));
     }
-}
-
-void tern_unpack_add(const uint8_t *codes, size_t n, int8_t *acc)
-{
-    static const int8_t val[4] = {0, 1, -1, 0};
-    for (size_t i = 0; i < n; i++) acc[i] = (int8_t)(acc[i] + val[(codes[i / 4] >> (2 * (i % 4))) & 3]);
 }

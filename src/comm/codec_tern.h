@@ -2,8 +2,9 @@
  *
  * A tensor's gradient g is clipped to ±c sigma (sigma its standard deviation); its scaler is
  * s = max |clipped g|. Each value becomes t = sign(g) b, b ~ Bernoulli(|clipped g| / s), so that
- * E[s t] = clipped g (unbiased within the clip). The coin of value i is a hash of (key, i): a
- * rank's stream is fixed by its key. Codes are 2 bits, four per byte, value i in bits 2(i%4):
+ * E[s t] = clipped g (unbiased within the clip, up to the coin's resolution: probabilities are
+ * quantised to 1/65536). Value i's coin is 16 bits of a splitmix64 of (key, i / 4): a rank's stream is
+ * fixed by its key. Codes are 2 bits, four per byte, value i in bits 2(i%4):
  * 00 = 0, 01 = +1, 10 = -1.
  */
 #ifndef DT_CODEC_TERN_H
