@@ -9,32 +9,41 @@
 #define WEIGHTS_FORMAT "dtrain-weights"
 #define WEIGHTS_VERSION "1"
 
-int weights_save(const dt_net *net, const float *w, const char *path, const char *dataset)
+/* The i-th named tensor of the net: trainable ones, then state; its host data in w or state. */
+static const dt_param *tensor_at(const dt_net *net, int i, const float *w, const float *state, const float **data)
 {
-    st_tensor *t = calloc((size_t)net->n_tensors + 1, sizeof *t);
+    const dt_param *p = i < net->n_tensors ? net->tensors[i] : net->states[i - net->n_tensors];
+    *data = (i < net->n_tensors ? w : state) + p->offset;
+    return p;
+}
+
+int weights_save(const dt_net *net, const float *w, const float *state, const char *path, const char *dataset)
+{
+    int n = net->n_tensors + net->n_states;
+    st_tensor *t = calloc((size_t)n + 1, sizeof *t);
     const char *mk[] = {"format", "version", "net", "dataset", "producer"};
     const char *mv[] = {WEIGHTS_FORMAT, WEIGHTS_VERSION, net->name, dataset ? dataset : "", "dtrain " PACKAGE_VERSION};
     int rc;
     if (!t) return dt_fail("out of memory");
-    for (int i = 0; i < net->n_tensors; i++) {
-        const dt_param *p = net->tensors[i];
+    for (int i = 0; i < n; i++) {
+        const dt_param *p = tensor_at(net, i, w, state, &t[i].data);
         t[i].name = p->name;
         t[i].n_dims = p->n_dims;
         for (int d = 0; d < p->n_dims; d++) t[i].shape[d] = p->dims[d];
-        t[i].data = w + p->offset;
     }
-    rc = st_write(path, t, net->n_tensors, mk, mv, (int)DT_ARRAY_LEN(mk));
+    rc = st_write(path, t, n, mk, mv, (int)DT_ARRAY_LEN(mk));
     free(t);
     return rc;
 }
 
-int weights_read(const dt_net *net, const char *path, float *w)
+int weights_read(const dt_net *net, const char *path, float *w, float *state)
 {
     st_file *f;
     int rc = -1;
     if (st_read(path, &f) != 0) return -1;
-    for (int i = 0; i < net->n_tensors; i++) {
-        const dt_param *p = net->tensors[i];
+    for (int i = 0; i < net->n_tensors + net->n_states; i++) {
+        const float *dst;
+        const dt_param *p = tensor_at(net, i, w, state, &dst);
         const st_entry *e = st_find(f, p->name);
         int64_t want[ST_MAX_DIMS];
         int same = 1;
@@ -57,7 +66,7 @@ int weights_read(const dt_net *net, const char *path, float *w)
             dt_fail("%s: tensor '%s' is %s (expected F32)", path, p->name, e->dtype);
             goto out;
         }
-        memcpy(w + p->offset, f->data + e->begin, p->n * sizeof(float));
+        memcpy((float *)dst, f->data + e->begin, p->n * sizeof(float));
     }
     for (int i = 0; i < f->n; i++)
         if (!net_find_tensor(net, f->e[i].name)) {

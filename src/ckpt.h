@@ -10,9 +10,10 @@
 
 #include "engine/net.h"
 
-/* Writes the net's weights (host copy `w`, arena order) with metadata. */
-int weights_save(const dt_net *net, const float *w, const char *path, const char *dataset);
-/* Reads a weight file into a host arena w (net->n_params floats). */
-int weights_read(const dt_net *net, const char *path, float *w);
+/* Writes the net's weights and state tensors (running statistics, frozen weights) from host
+ * copies of the weight arena `w` and the state arena `state`, with metadata. */
+int weights_save(const dt_net *net, const float *w, const float *state, const char *path, const char *dataset);
+/* Reads a weight file into host arenas w (net->n_params floats) and state (net->n_state). */
+int weights_read(const dt_net *net, const char *path, float *w, float *state);
 
 #endif

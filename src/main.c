@@ -35,7 +35,7 @@ static void print_version(void)
 
 static void list_nets(void)
 {
-    printf("%-14s %12s  %s\n", "net", "parameters", "description");
+    printf("%-19s %-22s %s\n", "net", "parameters", "description");
     for (int i = 0; i < net_builtin_count(); i++) {
         const char *name = net_builtin_name(i), *text = net_builtin_text(name);
         dt_net *net;
@@ -47,10 +47,13 @@ static void list_nets(void)
             snprintf(desc, sizeof desc, "%.*s", (int)(nl ? nl - p : (long)strlen(p)), p);
         }
         if (net_parse(text, name, name, &net) == 0) {
-            printf("%-14s %12zu  %s\n", name, net->n_params, desc);
+            char count[64];
+            if (net_n_weights(net) == net->n_params) snprintf(count, sizeof count, "%zu", net->n_params);
+            else snprintf(count, sizeof count, "%zu (%zu trained)", net_n_weights(net), net->n_params);
+            printf("%-19s %-22s %s\n", name, count, desc);
             net_destroy(net);
         } else {
-            printf("%-14s %12s  %s\n", name, "(invalid)", dt_errmsg());
+            printf("%-19s %-22s %s\n", name, "(invalid)", dt_errmsg());
         }
     }
 }

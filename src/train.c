@@ -120,8 +120,8 @@ static char *agreement_text(const dt_run *r)
 {
     char *opts = cli_canonical(r->opts), *text = NULL;
     if (!opts) return NULL;
-    if (asprintf(&text, "%snet parameters = %zu\ntraining samples = %zu\ntest samples = %zu\n", opts,
-                 r->net->n_params, r->ds->train.n, r->ds->test.n) < 0) {
+    if (asprintf(&text, "%snet parameters = %zu + %zu state\ntraining samples = %zu\ntest samples = %zu\n", opts,
+                 r->net->n_params, r->net->n_state, r->ds->train.n, r->ds->test.n) < 0) {
         dt_fail("out of memory");
         text = NULL;
     }
@@ -129,30 +129,74 @@ static char *agreement_text(const dt_run *r)
     return text;
 }
 
-/* Initial weights: from --load (read on rank 0) or from the seed; then every rank gets rank 0's. */
+/* Initial weights and state tensors: from --load (read on rank 0) or from the seed; then every
+ * rank gets rank 0's. */
 static int setup_weights(dt_run *r)
 {
-    size_t n = r->net->n_params;
-    float *host = dt_alloc(n * sizeof(float));
+    dt_net *net = r->net;
+    size_t n = net->n_params, ns = net->n_state;
+    float *host = dt_alloc((n + ns + 1) * sizeof(float)), *state = host ? host + n : NULL;
     int rc = 0;
     if (!host) return stage(r, -1);
     if (comm_rank(r->comm) == 0) {
         if (r->opts->load) {
-            rc = weights_read(r->net, r->opts->load, host);
+            rc = weights_read(net, r->opts->load, host, state);
             if (rc != 0) dt_fail_prefix("--load");
         } else {
-            rc = net_init_params(r->net, (uint64_t)r->opts->seed);
-            if (rc == 0) r->be->to_host(r->be, host, r->net->w, n * sizeof(float));
+            rc = net_init_params(net, (uint64_t)r->opts->seed);
+            if (rc == 0) {
+                r->be->to_host(r->be, host, net->w, n * sizeof(float));
+                r->be->to_host(r->be, state, net->state, ns * sizeof(float));
+            }
         }
     }
     if (stage(r, rc) != 0) {
         dt_free(host);
         return -1;
     }
-    rc = comm_bcast(r->comm, host, n * sizeof(float), 0);
-    if (rc == 0) r->be->to_device(r->be, r->net->w, host, n * sizeof(float));
+    rc = comm_bcast(r->comm, host, (n + ns) * sizeof(float), 0);
+    if (rc == 0) {
+        r->be->to_device(r->be, net->w, host, n * sizeof(float));
+        r->be->to_device(r->be, net->state, state, ns * sizeof(float));
+    }
     dt_free(host);
     return stage(r, rc);
+}
+
+static void fatal(dt_run *r)
+{
+    fprintf(stderr, "dtrain: [rank %d] %s\n", comm_rank(r->comm), dt_errmsg());
+    comm_abort(r->comm, 1);
+}
+
+/* Running statistics are each worker's own (its local batches): before evaluating or saving,
+ * every rank takes the workers' mean. Collective. */
+static int average_state(dt_run *r)
+{
+    dt_net *net = r->net;
+    size_t n = 0;
+    for (int t = 0; t < net->n_states; t++) n += net->states[t]->average ? net->states[t]->n : 0;
+    if (n == 0 || comm_size(r->comm) == 1) return 0;
+    float *buf = dt_alloc(n * sizeof(float));
+    if (!buf) return -1;
+    size_t o = 0;
+    for (int t = 0; t < net->n_states; t++) {
+        const dt_param *p = net->states[t];
+        if (!p->average) continue;
+        if (r->env.is_worker) r->be->to_host(r->be, buf + o, p->w, p->n * sizeof(float));
+        o += p->n;
+    }
+    int rc = comm_allreduce_sum_f32(r->comm, buf, n);
+    for (size_t i = 0; i < n; i++) buf[i] /= (float)r->env.n_workers;
+    o = 0;
+    for (int t = 0; rc == 0 && t < net->n_states; t++) {
+        const dt_param *p = net->states[t];
+        if (!p->average) continue;
+        r->be->to_device(r->be, p->w, buf + o, p->n * sizeof(float));
+        o += p->n;
+    }
+    dt_free(buf);
+    return rc;
 }
 
 static void banner(dt_run *r)
@@ -180,8 +224,10 @@ static void banner(dt_run *r)
     if (!mode_reads(r->mode, "compress")) snprintf(codec, sizeof codec, "(its own)");
     else if (strcmp(env->opts.compress, "q8") == 0) snprintf(codec, sizeof codec, "q8, block %ld", o->compress_block);
     else snprintf(codec, sizeof codec, "%s", env->opts.compress);
-    log_text(r->log, "dtrain %s: net %s (%zu parameters) on %s (%zu train / %zu test, %s, %d classes, %s)\n",
-             PACKAGE_VERSION, r->net->name, r->net->n_params, o->dataset, r->ds->train.n, r->ds->test.n, shape,
+    char trained[48] = "";
+    if (net_n_weights(r->net) != r->net->n_params) snprintf(trained, sizeof trained, ", %zu trained", r->net->n_params);
+    log_text(r->log, "dtrain %s: net %s (%zu parameters%s) on %s (%zu train / %zu test, %s, %d classes, %s)\n",
+             PACKAGE_VERSION, r->net->name, net_n_weights(r->net), trained, o->dataset, r->ds->train.n, r->ds->test.n, shape,
              r->ds->n_classes, r->ds->dir);
     log_text(r->log, "%d rank%s x %d thread%s, mode %s%s, compress %s\n", p, p == 1 ? "" : "s", r->threads,
              r->threads == 1 ? "" : "s", r->mode->name, mode, codec);
@@ -223,6 +269,7 @@ static int evaluate(dt_run *r, double *loss, double *acc)
     const dt_split *s = &r->ds->test;
     size_t first = 0, count = 0;
     double v[3] = {0, 0, 0};
+    if (average_state(r) != 0) return -1;
     if (r->env.is_worker) split_range(s->n, r->env.worker_rank, r->env.n_workers, &first, &count);
     for (size_t done = 0; done < count;) {
         int rows = (int)DT_MIN((size_t)r->local_batch, count - done);
@@ -231,7 +278,7 @@ static int evaluate(dt_run *r, double *loss, double *acc)
         net_set_input(r->net, r->x_host, rows);
         net_set_labels(r->net, r->y_host, rows);
         dt_pass pass = {.rows = rows, .train = 0, .labels = r->net->labels, .grad_scale = 1.0f};
-        net_forward(r->net, &pass);
+        if (net_forward(r->net, &pass) != 0) return -1;
         v[0] += pass.loss_sum;
         v[1] += (double)pass.n_correct;
         done += (size_t)rows;
@@ -246,24 +293,21 @@ static int evaluate(dt_run *r, double *loss, double *acc)
 static int save_weights(dt_run *r)
 {
     int rc = 0;
+    dt_net *net = r->net;
     if (!r->opts->save) return 0;
+    if (average_state(r) != 0) fatal(r);
     if (comm_rank(r->comm) == 0) { /* always a worker: it holds the whole, final weights */
-        float *host = dt_alloc(r->net->n_params * sizeof(float));
+        float *host = dt_alloc((net->n_params + net->n_state + 1) * sizeof(float));
         if (!host) rc = -1;
         else {
-            r->be->to_host(r->be, host, r->net->w, r->net->n_params * sizeof(float));
-            rc = weights_save(r->net, host, r->opts->save, r->opts->dataset);
+            r->be->to_host(r->be, host, net->w, net->n_params * sizeof(float));
+            r->be->to_host(r->be, host + net->n_params, net->state, net->n_state * sizeof(float));
+            rc = weights_save(net, host, host + net->n_params, r->opts->save, r->opts->dataset);
             dt_free(host);
         }
         if (rc == 0) log_text(r->log, "weights saved to %s\n", r->opts->save);
     }
     return stage(r, rc);
-}
-
-static void fatal(dt_run *r)
-{
-    fprintf(stderr, "dtrain: [rank %d] %s\n", comm_rank(r->comm), dt_errmsg());
-    comm_abort(r->comm, 1);
 }
 
 static void ready_cb(void *arg, size_t n_ready)
@@ -311,10 +355,10 @@ static void iteration(dt_run *r, long it, int epoch, long i, float lr, dt_times 
         pass->rng_key = rng_hash((uint64_t)o->seed, (uint64_t)it);
         pass->row0 = row0;
         pass->grad_scale = 1.0f / (float)global_rows;
-        net_forward(r->net, pass);
+        if (net_forward(r->net, pass) != 0) fatal(r);
         r->be->sync(r->be);
         t2 = dt_now();
-        net_backward(r->net, pass, r->mode->grad_ready ? ready_cb : NULL, r);
+        if (net_backward(r->net, pass, r->mode->grad_ready ? ready_cb : NULL, r) != 0) fatal(r);
         r->be->sync(r->be);
         t3 = dt_now();
         t->data += t1 - t0;

@@ -194,8 +194,8 @@ START_TEST(engine_matches_reference)
     net_set_input(net, xf, ROWS);
     net_set_labels(net, pb.labels, ROWS);
     dt_pass pass = {.rows = ROWS, .train = 1, .labels = net->labels, .rng_key = key, .grad_scale = 1.0f / ROWS};
-    net_forward(net, &pass);
-    net_backward(net, &pass, NULL, NULL);
+    ck_assert_int_eq(net_forward(net, &pass), 0);
+    ck_assert_int_eq(net_backward(net, &pass, NULL, NULL), 0);
 
     /* the same computation in double */
     double h[ROWS * HID], a[ROWS * HID], d[ROWS * HID], z[ROWS * CLS], prob[ROWS * CLS], dz[ROWS * CLS];
@@ -273,7 +273,7 @@ START_TEST(dropout_identity_in_evaluation)
     net_set_input(net, xf, ROWS);
     net_set_labels(net, pb.labels, ROWS);
     dt_pass pass = {.rows = ROWS, .train = 0, .labels = net->labels, .rng_key = 5, .grad_scale = 1.0f};
-    net_forward(net, &pass);
+    ck_assert_int_eq(net_forward(net, &pass), 0);
     ck_assert_int_eq(memcmp(net->layers[2]->y, net->layers[3]->y, sizeof(float) * ROWS * HID), 0);
     net_destroy(net);
     backend_destroy(be);
@@ -287,8 +287,8 @@ START_TEST(zero_rows_give_zero_gradient)
     dt_net *net = build(&be);
     for (size_t i = 0; i < net->n_params; i++) net->g[i] = 1.0f;
     dt_pass pass = {.rows = 0, .train = 1, .labels = net->labels, .grad_scale = 1.0f};
-    net_forward(net, &pass);
-    net_backward(net, &pass, NULL, NULL);
+    ck_assert_int_eq(net_forward(net, &pass), 0);
+    ck_assert_int_eq(net_backward(net, &pass, NULL, NULL), 0);
     for (size_t i = 0; i < net->n_params; i++) ck_assert_float_eq(net->g[i], 0.0f);
     net_destroy(net);
     backend_destroy(be);
@@ -310,8 +310,8 @@ START_TEST(backward_reports_ready_prefixes)
     dt_net *net = build(&be);
     size_t seen[2] = {0, 0};
     dt_pass pass = {.rows = 1, .train = 1, .labels = net->labels, .rng_key = 1, .grad_scale = 1.0f};
-    net_forward(net, &pass);
-    net_backward(net, &pass, ready_cb, seen);
+    ck_assert_int_eq(net_forward(net, &pass), 0);
+    ck_assert_int_eq(net_backward(net, &pass, ready_cb, seen), 0);
     ck_assert_uint_eq(seen[0], net->n_params);
     ck_assert_uint_eq(seen[1], 2); /* fc2 then fc1 */
     net_destroy(net);

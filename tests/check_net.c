@@ -74,12 +74,12 @@ static const struct {
     {"input shape=4\ndense\nsoftmax_xent\n", "t.net:2: dense: missing required key 'out'"},
     {"input shape=4\ndense out=0\nsoftmax_xent\n", "t.net:2: dense: out: expected an integer in [1, 16777216], found 0"},
     {"input shape=4\ndense out=abc\nsoftmax_xent\n", "t.net:2: dense: out: expected an integer"},
-    {"input shape=4\ndense out=3 colour=red\nsoftmax_xent\n", "t.net:2: dense: unknown key 'colour' (expected one of: out bias init name in)"},
+    {"input shape=4\ndense out=3 colour=red\nsoftmax_xent\n", "t.net:2: dense: unknown key 'colour' (expected one of: out bias init name in frozen)"},
     {"input shape=4\ndense out=3 out=4\nsoftmax_xent\n", "t.net:2: key 'out' given twice"},
     {"input shape=4\ndense out 3\nsoftmax_xent\n", "t.net:2: expected key=value, found 'out'"},
     {"input shape=4\ndense out=\nsoftmax_xent\n", "t.net:2: expected key=value, found 'out='"},
     {"input shape=4\ndense name=x out=3\ndense name=x out=2\nsoftmax_xent\n", "t.net:3: layer name 'x' already used on line 2"},
-    {"input shape=4\ndense name=a.b out=3\nsoftmax_xent\n", "t.net:2: name 'a.b': expected letters, digits"},
+    {"input shape=4\ndense name=a/b out=3\nsoftmax_xent\n", "t.net:2: name 'a/b': expected letters, digits"},
     {"input shape=4\ndense out=3 in=nothere\nsoftmax_xent\n", "t.net:2: in=nothere: no layer named 'nothere' before this line"},
     {"input shape=4\ndense out=3 init=gauss\nsoftmax_xent\n", "t.net:2: dense: unknown init 'gauss'"},
     {"input shape=4\ndense out=3 init=normal\nsoftmax_xent\n", "t.net:2: dense: init=normal: expected normal:VALUE"},
@@ -95,6 +95,40 @@ static const struct {
     {"input shape=4\ndense name=a out=3\ndense name=b out=3 in=input1\nsoftmax_xent\n",
      "t.net:2: the output of 'a' is not used by any later layer"},
     {"input shape=4 dense out=3\n", "t.net:1: expected key=value, found 'dense'"},
+    /* CNN layers */
+    {"input shape=3x8x8\nconv out=4 k=9\nflatten\ndense out=2\nsoftmax_xent\n",
+     "t.net:2: conv: a 9x9 kernel does not fit the 3x8x8 input"},
+    {"input shape=3x8x8\nconv out=4 k=3 groups=2\nflatten\ndense out=2\nsoftmax_xent\n",
+     "t.net:2: conv: groups=2 must divide the input channels (3)"},
+    {"input shape=3x8x8\nconv out=4 k=3 pad=1,2\nflatten\ndense out=2\nsoftmax_xent\n",
+     "t.net:2: conv: pad=1,2: expected P, same, or T,B,L,R"},
+    {"input shape=12\nconv out=4 k=3\ndense out=2\nsoftmax_xent\n", "t.net:2: conv: expected an input of C x H x W"},
+    {"input shape=3x8x8\nconv out=4\nflatten\ndense out=2\nsoftmax_xent\n", "t.net:2: conv: missing required key 'k'"},
+    {"input shape=3x8x8\nrelu frozen=1\nflatten\ndense out=2\nsoftmax_xent\n",
+     "t.net:2: frozen=1 on a relu, which has no parameters"},
+    {"input shape=3x8x8\nconv out=4 k=3 frozen=yes\nflatten\ndense out=2\nsoftmax_xent\n",
+     "t.net:2: frozen: expected 0 or 1, found 'yes'"},
+    {"input shape=3x8x8\nconv name=a out=4 k=3\nconv name=b in=input1 out=4 k=5\nadd in=a,b\nflatten\ndense out=2\n"
+     "softmax_xent\n",
+     "t.net:4: add: inputs 'a' (4x6x6) and 'b' (4x4x4) differ in shape (expected the same)"},
+    {"input shape=3x8x8\nshortcut out=4\nflatten\ndense out=2\nsoftmax_xent\n",
+     "t.net:2: shortcut: out=4 must be at least the 3 input channels, by an even number"},
+    {"input shape=3x8x8\nlrn size=4\nflatten\ndense out=2\nsoftmax_xent\n", "t.net:2: lrn: size=4 must be odd"},
+    /* blocks */
+    {"block b out\nconv out=$out k=3\n", "t.net:1: block b has no 'end'"},
+    {"end\n", "t.net:1: 'end' without a block"},
+    {"block relu x\nend\n", "t.net:1: block name 'relu' is already taken"},
+    {"block b out\nconv out=$width k=1\nend\ninput shape=3x4x4\nb name=x out=2\nflatten\ndense out=2\nsoftmax_xent\n",
+     "t.net:2 (in block b, used at t.net:5): $width is not a parameter of the block"},
+    {"block b out\nconv out=$out k=1\nend\ninput shape=3x4x4\nb name=x\nflatten\ndense out=2\nsoftmax_xent\n",
+     "t.net:5: block b needs out=..."},
+    {"block b out\nconv out=$out k=1\nend\ninput shape=3x4x4\nb name=x out=2 k=3\nflatten\ndense out=2\nsoftmax_xent\n",
+     "t.net:5: block b has no parameter 'k' (expected: name out)"},
+    {"block b out\nconv name=$name out=$out k=1\nconv name=$name.2 out=$out k=9\nend\ninput shape=3x4x4\n"
+     "b name=x out=2\nflatten\ndense out=2\nsoftmax_xent\n",
+     "t.net:3 (in block b, used at t.net:6): conv: a 9x9 kernel does not fit"},
+    {"block a\nb name=$name\nend\nblock b\na name=$name\nend\ninput shape=4\na name=x\nsoftmax_xent\n",
+     "t.net:1: block a uses itself (a -> b -> a)"},
 };
 
 START_TEST(malformed_files_name_the_line)
@@ -141,6 +175,123 @@ START_TEST(files_and_unknown_names)
 }
 END_TEST
 
+/* every built-in net against PAPERS.md §5: parameters as frameworks count them (trained and
+ * frozen weights, no running statistics), and how many of them train */
+START_TEST(builtin_nets_match_the_papers)
+{
+    const struct {
+        const char *name;
+        size_t weights, trained;
+        int classes;
+    } nets[] = {
+        {"mlp", 648010, 648010, 10},
+        {"lenet", 1256080, 1256080, 10},
+        {"cifar-quick", 145578, 145578, 10},            /* 151,428 - 90 * 65: C = 10 */
+        {"cifar-quick-convex", 151428, 64 * 100 + 100, 100}, /* C = 100, only the last fc trains */
+        {"resnet20", 269722, 269722, 10},
+        {"vgg16", 14728266, 14728266, 10},
+        {"alexnet", 60965224, 60965224, 1000},
+        /* alexnet without conv biases, with batch norm: 60,965,224 - 1,376 + 2 * 1,376 */
+        {"alexnet-bn", 60966600, 60966600, 1000},
+        {"resnet18", 11689512, 11689512, 1000},
+        {"resnet50", 25557032, 25557032, 1000},
+    };
+    ck_assert_int_eq(net_builtin_count(), (int)DT_ARRAY_LEN(nets));
+    for (size_t i = 0; i < DT_ARRAY_LEN(nets); i++) {
+        dt_net *net;
+        ck_assert_msg(net_load(nets[i].name, &net) == 0, "%s", dt_errmsg());
+        ck_assert_msg(net_n_weights(net) == nets[i].weights, "%s: %zu parameters, expected %zu", nets[i].name,
+                      net_n_weights(net), nets[i].weights);
+        ck_assert_msg(net->n_params == nets[i].trained, "%s: %zu trained, expected %zu", nets[i].name, net->n_params,
+                      nets[i].trained);
+        ck_assert_int_eq(net_n_classes(net), nets[i].classes);
+        net_destroy(net);
+    }
+}
+END_TEST
+
+static const dt_layer *layer_named(const dt_net *net, const char *name)
+{
+    for (int i = 0; i < net->n_layers; i++)
+        if (!strcmp(net->layers[i]->name, name)) return net->layers[i];
+    ck_abort_msg("no layer %s", name);
+    return NULL;
+}
+
+static void expect_shape(const dt_net *net, const char *layer, int c, int h, int w)
+{
+    const dt_shape *s = &layer_named(net, layer)->out;
+    ck_assert_msg(s->n_dims == 3 && s->d[0] == c && s->d[1] == h && s->d[2] == w, "%s: %dx%dx%d, expected %dx%dx%d",
+                  layer, s->d[0], s->d[1], s->d[2], c, h, w);
+}
+
+/* SAME padding, ceil-mode pooling, strided blocks and torchvision's tensor names */
+START_TEST(cnn_shapes_and_names)
+{
+    dt_net *net;
+    ck_assert_int_eq(net_load("lenet", &net), 0);
+    expect_shape(net, "conv1", 20, 28, 28);
+    expect_shape(net, "maxpool2", 50, 7, 7);
+    net_destroy(net);
+    ck_assert_int_eq(net_load("cifar-quick", &net), 0);
+    expect_shape(net, "maxpool1", 32, 16, 16); /* ceil((32 - 3) / 2) + 1 */
+    expect_shape(net, "avgpool2", 64, 4, 4);
+    net_destroy(net);
+    ck_assert_int_eq(net_load("alexnet", &net), 0);
+    expect_shape(net, "conv1", 96, 55, 55);
+    expect_shape(net, "maxpool3", 256, 6, 6);
+    ck_assert_int_eq(net_find_tensor(net, "conv2.weight")->dims[1], 48); /* groups = 2 */
+    net_destroy(net);
+    ck_assert_int_eq(net_load("resnet20", &net), 0);
+    expect_shape(net, "layer2.0.shortcut", 32, 16, 16);
+    expect_shape(net, "layer3.2", 64, 8, 8);
+    ck_assert_ptr_nonnull(net_find_tensor(net, "layer3.2.bn2.running_var"));
+    net_destroy(net);
+    ck_assert_int_eq(net_load("resnet50", &net), 0);
+    expect_shape(net, "stem", 64, 56, 56);
+    expect_shape(net, "layer4.2", 2048, 7, 7);
+    const char *names[] = {"conv1.weight", "bn1.running_mean", "layer1.0.downsample.0.weight", "layer1.0.downsample.1.bias",
+                           "layer3.5.conv3.weight", "layer4.2.bn3.running_var", "fc.weight", "fc.bias"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(names); i++)
+        ck_assert_msg(net_find_tensor(net, names[i]) != NULL, "no tensor %s", names[i]);
+    const dt_param *w = net_find_tensor(net, "layer2.0.conv2.weight");
+    ck_assert(w->n_dims == 4 && w->dims[0] == 128 && w->dims[1] == 128 && w->dims[2] == 3 && w->dims[3] == 3);
+    net_destroy(net);
+}
+END_TEST
+
+/* a block used twice, nested blocks, $name in names and in= */
+START_TEST(blocks_expand)
+{
+    dt_net *net;
+    const char *text = "block cbr out\n"
+                       "conv name=$name out=$out k=3 pad=1\n"
+                       "batchnorm name=$name.bn\n"
+                       "relu name=$name.relu\n"
+                       "end\n"
+                       "block pair in out   # a block that uses a block\n"
+                       "cbr name=$name.a out=$out\n"
+                       "cbr name=$name.b out=$out\n"
+                       "add name=$name in=$name.b.relu,$in\n"
+                       "end\n"
+                       "input shape=8x6x6\n"
+                       "cbr name=stem out=8\n"
+                       "pair name=p1 in=stem.relu out=8\n"
+                       "pair name=p2 in=p1 out=8\n"
+                       "avgpool global=1\n"
+                       "flatten\n"
+                       "dense name=fc out=3\n"
+                       "softmax_xent\n";
+    ck_assert_msg(net_parse(text, "b.net", "b", &net) == 0, "%s", dt_errmsg());
+    ck_assert_int_eq(net->n_layers, 1 + 3 + 2 * 7 + 4);
+    ck_assert_ptr_nonnull(net_find_tensor(net, "p2.b.weight"));
+    ck_assert_ptr_nonnull(net_find_tensor(net, "p1.a.bn.running_mean"));
+    ck_assert_ptr_eq(layer_named(net, "p2")->in[1], layer_named(net, "p1"));
+    ck_assert_uint_eq(net->n_params, 5 * (8 * 8 * 9 + 8 + 16) + 8 * 3 + 3);
+    net_destroy(net);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("net");
@@ -151,6 +302,9 @@ int main(void)
     tcase_add_loop_test(tc, malformed_files_name_the_line, 0, (int)(sizeof bad / sizeof bad[0]));
     tcase_add_test(tc, long_line_rejected);
     tcase_add_test(tc, files_and_unknown_names);
+    tcase_add_test(tc, builtin_nets_match_the_papers);
+    tcase_add_test(tc, cnn_shapes_and_names);
+    tcase_add_test(tc, blocks_expand);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -86,8 +86,8 @@ int main(int argc, char **argv)
                                 .rng_key = rng_hash(seed, (uint64_t)it),
                                 .row0 = row0,
                                 .grad_scale = 1.0f / (float)global_rows};
-                net_forward(net, &pass);
-                net_backward(net, &pass, NULL, NULL);
+                if (net_forward(net, &pass) != 0) DIE();
+                if (net_backward(net, &pass, NULL, NULL) != 0) DIE();
             }
             for (int j = 0; j < p; j++) { /* the ring's association order, segment by segment */
                 size_t first, cnt;
@@ -115,7 +115,7 @@ int main(int argc, char **argv)
         optim_step(opt, net->w, sum[oldest], lr, 0, n);
         pending[oldest] = 0;
     }
-    if (weights_save(net, net->w, out, "mnist") != 0) DIE();
+    if (weights_save(net, net->w, net->state, out, "mnist") != 0) DIE();
     printf("pipesim: P=%d K=%d, %ld iterations, pipeline from iteration %ld\n", p, k, it, start);
     return 0;
 }

@@ -53,10 +53,10 @@ static int tern_init(void **state, dt_mode_env *env)
     if (!s->tern || !s->tern_at) return dt_fail("out of memory");
     /* the last layer of the net is the first group of tensors in the arena (backward order) */
     const char *first = a->n_tensors ? a->tensors[0]->name : "";
-    size_t first_len = strcspn(first, ".");
+    size_t first_len = tensor_layer_len(first);
     for (int i = 0; i < a->n_tensors; i++) {
         const dt_param *t = a->tensors[i];
-        int last_layer = strncmp(t->name, first, first_len) == 0 && t->name[first_len] == '.';
+        int last_layer = tensor_layer_len(t->name) == first_len && strncmp(t->name, first, first_len) == 0;
         s->tern[i] = !(env->opts.tern_skip_last && last_layer) && t->n >= (size_t)env->opts.tern_min_size;
         if (s->tern[i]) {
             s->tern_at[i] = s->d_tern;

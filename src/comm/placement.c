@@ -29,13 +29,11 @@ static int layers_of(const dt_arena *a, layer_span **out, int *n_out)
     if (!l) return dt_fail("out of memory");
     for (int i = 0; i < a->n_tensors; i++) {
         const dt_param *t = a->tensors[i];
-        const char *dot = strchr(t->name, '.');
-        size_t plen = dot ? (size_t)(dot - t->name) : strlen(t->name);
+        size_t plen = tensor_layer_len(t->name);
         int same = 0;
         if (n > 0) {
             const dt_param *prev = a->tensors[i - 1];
-            const char *pd = strchr(prev->name, '.');
-            size_t pl = pd ? (size_t)(pd - prev->name) : strlen(prev->name);
+            size_t pl = tensor_layer_len(prev->name);
             same = pl == plen && strncmp(prev->name, t->name, plen) == 0 && l[n - 1].off + l[n - 1].n == t->offset;
         }
         if (same) l[n - 1].n += t->n;

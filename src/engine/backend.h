@@ -17,6 +17,41 @@
 
 typedef struct dt_backend dt_backend;
 
+/* How a backend lays out an activation of C x H x W per sample. Layers never look inside: they
+ * pass layouts to the backend's ops and call to_plain/from_plain where they need NCHW. */
+typedef enum {
+    DT_LAYOUT_PLAIN = 0,   /* NCHW */
+    DT_LAYOUT_BLOCK16 = 1, /* oneDNN nChw16c: [N][C/16][H][W][16]; only for C a multiple of 16 */
+} dt_layout;
+
+/* Convolution: C x H x W in, O x OH x OW out; kernel KH x KW, stride SH x SW, padding top/bottom/
+ * left/right, groups; weights [O][C/groups][KH][KW] (PyTorch's layout), bias [O]. */
+typedef struct dt_conv_cfg {
+    int c, h, w, o, oh, ow, kh, kw, sh, sw, pt, pb, pl, pr, groups, bias;
+    dt_layout in_layout, out_layout;
+} dt_conv_cfg;
+
+/* Pooling: max, or average over the window's values inside the input (padding excluded). */
+typedef struct dt_pool_cfg {
+    int max, c, h, w, oh, ow, kh, kw, sh, sw, pt, pb, pl, pr;
+    dt_layout layout;
+} dt_pool_cfg;
+
+/* Batch normalisation over N, H, W per channel; scale and shift [C]. */
+typedef struct dt_bn_cfg {
+    int c, h, w;
+    float eps;
+    dt_layout layout;
+} dt_bn_cfg;
+
+/* Local response normalisation across channels (Caffe/AlexNet):
+ * y = x / (k + alpha/size * sum over size neighbouring channels of x^2)^beta */
+typedef struct dt_lrn_cfg {
+    int c, h, w, size;
+    float alpha, beta, k;
+    dt_layout layout;
+} dt_lrn_cfg;
+
 struct dt_backend {
     const char *name;
     int n_threads;
@@ -61,6 +96,37 @@ struct dt_backend {
                      float wd, int nesterov);
     /* x *= a */
     void (*scale)(dt_backend *be, float *x, float a, size_t n);
+    /* y = beta * y + x */
+    void (*add)(dt_backend *be, float *y, const float *x, size_t n, float beta);
+
+    /* --- the layers of CNNs. Each op gets a plan once per layer (from its configuration; NULL
+     * and an error on failure) and then runs for any number of rows. Backward writes dx
+     * overwriting (dx_beta 0) or adding (1); dx, dw may be NULL when not wanted. --- */
+    dt_layout (*layout_for)(dt_backend *be, int c, int h, int w);
+    /* floats a [rows][C][H][W] activation takes in layout (padding included) */
+    size_t (*act_size)(dt_backend *be, dt_layout layout, int rows, int c, int h, int w);
+    void (*to_plain)(dt_backend *be, dt_layout from, const float *x, float *y, int rows, int c, int h, int w);
+    void (*from_plain)(dt_backend *be, dt_layout to, const float *x, float *y, int rows, int c, int h, int w,
+                       float beta);
+
+    void *(*conv_plan)(dt_backend *be, const dt_conv_cfg *cfg);
+    int (*conv_fwd)(dt_backend *be, void *plan, int rows, const float *x, const float *w, const float *b, float *y);
+    int (*conv_bwd)(dt_backend *be, void *plan, int rows, const float *x, const float *w, const float *dy, float *dx,
+                    float dx_beta, float *dw, float *db);
+    void *(*pool_plan)(dt_backend *be, const dt_pool_cfg *cfg);
+    int (*pool_fwd)(dt_backend *be, void *plan, int rows, int train, const float *x, float *y);
+    int (*pool_bwd)(dt_backend *be, void *plan, int rows, const float *dy, float *dx, float dx_beta);
+    /* training: batch statistics (written to mean/var, biased variance) normalise x; evaluation:
+     * the given running statistics */
+    void *(*bn_plan)(dt_backend *be, const dt_bn_cfg *cfg);
+    int (*bn_fwd)(dt_backend *be, void *plan, int rows, int train, const float *x, const float *scale,
+                  const float *shift, float *mean, float *var, float *y);
+    int (*bn_bwd)(dt_backend *be, void *plan, int rows, const float *x, const float *scale, const float *mean,
+                  const float *var, const float *dy, float *dx, float dx_beta, float *dscale, float *dshift);
+    void *(*lrn_plan)(dt_backend *be, const dt_lrn_cfg *cfg);
+    int (*lrn_fwd)(dt_backend *be, void *plan, int rows, int train, const float *x, float *y);
+    int (*lrn_bwd)(dt_backend *be, void *plan, int rows, const float *x, const float *dy, float *dx, float dx_beta);
+    void (*plan_free)(dt_backend *be, void *plan);
 };
 
 /* The CPU backend: OpenBLAS for GEMM, plain loops the compiler vectorises for the rest. */

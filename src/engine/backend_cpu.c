@@ -15,6 +15,9 @@
 #include "../rng.h"
 #include "../util.h"
 #include "backend.h"
+#include "backend_cpu.h"
+
+void omp_set_num_threads(int n); /* libgomp, which oneDNN runs on */
 
 static void *cpu_alloc(dt_backend *be, size_t bytes)
 {
@@ -196,6 +199,17 @@ DT_CLONES static void cpu_sgd_step(dt_backend *be, float *restrict w, const floa
     }
 }
 
+DT_CLONES static void cpu_add(dt_backend *be, float *restrict y, const float *restrict x, size_t n, float beta)
+{
+    (void)be;
+    if (beta == 0.0f) {
+        if (y != x) memcpy(y, x, n * sizeof(float));
+        return;
+    }
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = beta * y[i] + x[i];
+}
+
 DT_CLONES static void cpu_scale(dt_backend *be, float *x, float a, size_t n)
 {
     (void)be;
@@ -206,7 +220,13 @@ DT_CLONES static void cpu_scale(dt_backend *be, float *x, float a, size_t n)
 int backend_cpu_create(dt_backend **out, int n_threads)
 {
     dt_backend *be = calloc(1, sizeof *be);
-    if (!be) return dt_fail("out of memory");
+    cpu_impl *impl = calloc(1, sizeof *impl);
+    if (!be || !impl) {
+        free(be);
+        free(impl);
+        return dt_fail("out of memory");
+    }
+    be->impl = impl;
     be->name = "cpu";
     be->n_threads = n_threads < 1 ? 1 : n_threads;
     be->alloc = cpu_alloc;
@@ -226,10 +246,22 @@ int backend_cpu_create(dt_backend **out, int n_threads)
     be->softmax_xent_bwd = cpu_softmax_xent_bwd;
     be->sgd_step = cpu_sgd_step;
     be->scale = cpu_scale;
+    be->add = cpu_add;
     cpu_set_threads(be->n_threads);
+    omp_set_num_threads(be->n_threads);
     cpu_flush_denormals();
+    if (backend_cpu_dnnl_init(be) != 0) {
+        backend_destroy(be);
+        return -1;
+    }
     *out = be;
     return 0;
 }
 
-void backend_destroy(dt_backend *be) { free(be); }
+void backend_destroy(dt_backend *be)
+{
+    if (!be) return;
+    backend_cpu_dnnl_fini(be);
+    free(be->impl);
+    free(be);
+}

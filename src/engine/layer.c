@@ -6,14 +6,14 @@
 
 #include "../util.h"
 
-extern const dt_layer_ops layer_input_ops;
-extern const dt_layer_ops layer_dense_ops;
-extern const dt_layer_ops layer_relu_ops;
-extern const dt_layer_ops layer_dropout_ops;
-extern const dt_layer_ops layer_softmax_xent_ops;
+extern const dt_layer_ops layer_input_ops, layer_dense_ops, layer_conv_ops, layer_maxpool_ops, layer_avgpool_ops,
+    layer_batchnorm_ops, layer_lrn_ops, layer_relu_ops, layer_dropout_ops, layer_add_ops, layer_flatten_ops,
+    layer_shortcut_ops, layer_softmax_xent_ops;
 
 static const dt_layer_ops *const types[] = {
-    &layer_input_ops, &layer_dense_ops, &layer_relu_ops, &layer_dropout_ops, &layer_softmax_xent_ops,
+    &layer_input_ops,     &layer_dense_ops, &layer_conv_ops, &layer_maxpool_ops, &layer_avgpool_ops,
+    &layer_batchnorm_ops, &layer_lrn_ops,   &layer_relu_ops, &layer_dropout_ops, &layer_add_ops,
+    &layer_flatten_ops,   &layer_shortcut_ops, &layer_softmax_xent_ops,
 };
 
 size_t shape_size(const dt_shape *s)
@@ -138,4 +138,46 @@ void layer_param(dt_layer *l, const char *suffix, int n_dims, const int *dims, d
     p->init = init;
     p->fan_in = fan_in;
     p->fan_out = fan_out;
+    p->kind = DT_PARAM_TRAIN;
+}
+
+void layer_state(dt_layer *l, const char *suffix, int n, dt_init init, int average)
+{
+    layer_param(l, suffix, 1, &n, init, 1, 1);
+    l->params[l->n_params - 1].kind = DT_PARAM_STATE;
+    l->params[l->n_params - 1].average = average;
+}
+
+void shape_chw(const dt_shape *s, int *c, int *h, int *w)
+{
+    *c = s->d[0];
+    *h = s->n_dims > 1 ? s->d[1] : 1;
+    *w = s->n_dims > 2 ? s->d[2] : 1;
+}
+
+int window_geometry(int in, int k, int stride, int pad, int ceil_mode, int *out, int *pad_begin, int *pad_end)
+{
+    if (pad < 0) { /* SAME */
+        *out = (in + stride - 1) / stride;
+        int total = (*out - 1) * stride + k - in;
+        if (total < 0) total = 0;
+        *pad_begin = total / 2;
+        *pad_end = total - *pad_begin;
+        return 0;
+    }
+    int span = in + 2 * pad - k;
+    if (span < 0) return -1;
+    *out = ceil_mode ? (span + stride - 1) / stride + 1 : span / stride + 1;
+    if (ceil_mode && (*out - 1) * stride >= in + pad) (*out)--; /* the last window must start inside */
+    *pad_begin = pad;
+    *pad_end = (*out - 1) * stride + k - in - pad;
+    if (*pad_end < pad && !ceil_mode) *pad_end = pad;
+    if (*pad_end < 0) *pad_end = 0;
+    return 0;
+}
+
+size_t layer_act_size(const dt_layer *l, dt_backend *be, int rows)
+{
+    if (l->out.n_dims < 3) return (size_t)rows * l->out_size;
+    return be->act_size(be, l->layout, rows, l->out.d[0], l->out.d[1], l->out.d[2]);
 }

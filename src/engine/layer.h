@@ -57,6 +57,7 @@ struct dt_layer {
     int n_params;
     dt_param params[DT_MAX_PARAMS];
     int frozen; /* parameters are not trained */
+    dt_layout layout; /* of y and dy (set by net_alloc from the backend) */
     void *state;
 };
 
@@ -70,8 +71,12 @@ struct dt_layer_ops {
     int (*configure)(dt_layer *l, dt_kv *kv, int n_kv, const char *where);
     /* from the inputs' shapes: sets out and declares params (name suffix, dims, init) */
     int (*infer)(dt_layer *l, const char *where);
-    void (*forward)(dt_layer *l, dt_backend *be, dt_pass *p);
-    void (*backward)(dt_layer *l, dt_backend *be, dt_pass *p);
+    /* optional: backend plans and scratch for up to max_rows rows, once layouts are known */
+    int (*alloc)(dt_layer *l, dt_backend *be, int max_rows);
+    int (*forward)(dt_layer *l, dt_backend *be, dt_pass *p);
+    int (*backward)(dt_layer *l, dt_backend *be, dt_pass *p);
+    /* optional: frees what alloc made (the layer's state struct is freed by the net) */
+    void (*destroy)(dt_layer *l, dt_backend *be);
 };
 
 const dt_layer_ops *layer_find(const char *type);
@@ -92,5 +97,17 @@ int layer_kv_init(dt_kv *kv, int n_kv, const char *key, dt_init dflt, const char
 /* Declares parameter i of l ("weight", dims...). */
 void layer_param(dt_layer *l, const char *suffix, int n_dims, const int *dims, dt_init init, int fan_in,
                  int fan_out);
+/* Declares a state tensor (not trained): running statistics. */
+void layer_state(dt_layer *l, const char *suffix, int n, dt_init init, int average);
+
+/* Geometry helpers shared by conv and pooling. The per-sample shape as (C, H, W): a vector of n
+ * values counts as (n, 1, 1). */
+void shape_chw(const dt_shape *s, int *c, int *h, int *w);
+/* Output size and padding of a window op along one axis. pad < 0 means SAME (out = ceil(in /
+ * stride), the extra padding at the end); ceil: ceil mode (windows may hang over the end, but
+ * each starts inside the input or its padding). Fails if no window fits. */
+int window_geometry(int in, int k, int stride, int pad, int ceil_mode, int *out, int *pad_begin, int *pad_end);
+/* Elements of a layer's activation for rows rows, as laid out */
+size_t layer_act_size(const dt_layer *l, dt_backend *be, int rows);
 
 #endif

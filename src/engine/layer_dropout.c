@@ -32,23 +32,27 @@ static int dropout_infer(dt_layer *l, const char *where)
     return 0;
 }
 
-static void dropout_forward(dt_layer *l, dt_backend *be, dt_pass *p)
+static int dropout_forward(dt_layer *l, dt_backend *be, dt_pass *p)
 {
     dropout_state *s = l->state;
-    size_t n = (size_t)p->rows * l->out_size;
+    size_t n = layer_act_size(l, be, p->rows);
     if (!p->train) {
         be->copy(be, l->y, l->in[0]->y, n * sizeof(float));
-        return;
+        return 0;
     }
-    be->dropout_fwd(be, l->y, l->in[0]->y, p->rows, (int)l->out_size, s->p, rng_hash(p->rng_key, s->id), p->row0);
+    be->dropout_fwd(be, l->y, l->in[0]->y, p->rows, (int)(n / (size_t)p->rows), s->p, rng_hash(p->rng_key, s->id),
+                    p->row0);
+    return 0;
 }
 
-static void dropout_backward(dt_layer *l, dt_backend *be, dt_pass *p)
+static int dropout_backward(dt_layer *l, dt_backend *be, dt_pass *p)
 {
     dropout_state *s = l->state;
-    if (!l->in[0]->requires_grad) return;
-    be->dropout_bwd(be, l->in[0]->dy, l->dy, p->rows, (int)l->out_size, s->p, rng_hash(p->rng_key, s->id), p->row0,
-                    l->in_accum[0] ? 1.0f : 0.0f);
+    if (!l->in[0]->requires_grad) return 0;
+    size_t n = layer_act_size(l, be, p->rows);
+    be->dropout_bwd(be, l->in[0]->dy, l->dy, p->rows, (int)(n / (size_t)p->rows), s->p, rng_hash(p->rng_key, s->id),
+                    p->row0, l->in_accum[0] ? 1.0f : 0.0f);
+    return 0;
 }
 
 const dt_layer_ops layer_dropout_ops = {

@@ -31,9 +31,10 @@ static int input_infer(dt_layer *l, const char *where)
     return 0;
 }
 
-static void input_noop(dt_layer *l, dt_backend *be, dt_pass *p)
+static int input_noop(dt_layer *l, dt_backend *be, dt_pass *p)
 {
     (void)l, (void)be, (void)p;
+    return 0;
 }
 
 const dt_layer_ops layer_input_ops = {

@@ -1,4 +1,4 @@
-/* relu — y = max(x, 0), any shape; backward dx = dy where y > 0. No keys. */
+/* relu — y = max(x, 0), any shape and layout; backward dx = dy where y > 0. No keys. */
 #include "layer.h"
 
 static int relu_configure(dt_layer *l, dt_kv *kv, int n_kv, const char *where)
@@ -15,15 +15,17 @@ static int relu_infer(dt_layer *l, const char *where)
     return 0;
 }
 
-static void relu_forward(dt_layer *l, dt_backend *be, dt_pass *p)
+static int relu_forward(dt_layer *l, dt_backend *be, dt_pass *p)
 {
-    be->relu_fwd(be, l->y, l->in[0]->y, (size_t)p->rows * l->out_size);
+    be->relu_fwd(be, l->y, l->in[0]->y, layer_act_size(l, be, p->rows));
+    return 0;
 }
 
-static void relu_backward(dt_layer *l, dt_backend *be, dt_pass *p)
+static int relu_backward(dt_layer *l, dt_backend *be, dt_pass *p)
 {
     if (l->in[0]->requires_grad)
-        be->relu_bwd(be, l->in[0]->dy, l->dy, l->y, (size_t)p->rows * l->out_size, l->in_accum[0] ? 1.0f : 0.0f);
+        be->relu_bwd(be, l->in[0]->dy, l->dy, l->y, layer_act_size(l, be, p->rows), l->in_accum[0] ? 1.0f : 0.0f);
+    return 0;
 }
 
 const dt_layer_ops layer_relu_ops = {

@@ -1,4 +1,4 @@
-/* Parsing .net files, inferring shapes, laying out the arenas, running passes.
+/* Parsing .net files (with blocks), inferring shapes, laying out the arenas, running passes.
  * The format is documented in man/dtrain-net.5. */
 #include "net.h"
 
@@ -10,12 +10,15 @@
 #include "../rng.h"
 #include "../util.h"
 
-#define MAX_KV 16
+#define MAX_KV 24
 #define MAX_LINE 4096
+#define MAX_BLOCKS 64
+#define MAX_DEPTH 8
 
-static void layer_free(dt_layer *l)
+static void layer_free(dt_layer *l, dt_backend *be)
 {
     if (!l) return;
+    if (be && l->ops->destroy) l->ops->destroy(l, be);
     free(l->state);
     free(l);
 }
@@ -30,23 +33,25 @@ void net_destroy(dt_net *net)
             be->free(be, l->y);
             be->free(be, l->dy);
         }
-        layer_free(l);
+        layer_free(l, be);
     }
     if (be) {
         be->free(be, net->w);
         be->free(be, net->g_own);
+        be->free(be, net->state);
         be->free(be, net->labels);
     }
     free(net->layers);
     free(net->tensors);
+    free(net->states);
     free(net);
 }
 
 static int valid_name(const char *s)
 {
-    if (!*s) return 0;
+    if (!*s || *s == '.') return 0;
     for (; *s; s++)
-        if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-') return 0;
+        if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-' && *s != '.') return 0;
     return 1;
 }
 
@@ -87,20 +92,20 @@ static int tokenize(char *line, const char *where, char **type, dt_kv *kv)
     return n;
 }
 
-static int parse_line(dt_net *net, char *line, int lineno, const char *origin, int *counts, dt_layer **prev)
+static int parse_line(dt_net *net, char *line, int lineno, const char *where, int *counts, dt_layer **prev)
 {
-    char where[600], *type;
+    char *type;
     dt_kv kv[MAX_KV];
     dt_kv *k;
     int n_kv;
     const dt_layer_ops *ops;
     dt_layer *l;
 
-    snprintf(where, sizeof where, "%s:%d", origin, lineno);
     if ((n_kv = tokenize(line, where, &type, kv)) < 0) return -1;
     if (!type) return 0; /* blank */
     ops = layer_find(type);
-    if (!ops) return dt_fail("%s: unknown layer type '%s' (expected one of %s)", where, type, layer_type_list());
+    if (!ops) return dt_fail("%s: unknown layer type '%s' (expected one of %s, or a block defined above)", where, type,
+                             layer_type_list());
 
     l = calloc(1, sizeof *l);
     if (!l) return dt_fail("out of memory");
@@ -118,7 +123,7 @@ static int parse_line(dt_net *net, char *line, int lineno, const char *origin, i
     while (layer_type_at(type_idx) != ops) type_idx++;
     if ((k = layer_kv(kv, n_kv, "name"))) {
         if (!valid_name(k->val) || strlen(k->val) >= DT_NAME_MAX)
-            return dt_fail("%s: name '%s': expected letters, digits, '_' or '-' (at most %d)", where, k->val,
+            return dt_fail("%s: name '%s': expected letters, digits, '_', '-' or '.' (at most %d)", where, k->val,
                            DT_NAME_MAX - 1);
         strcpy(l->name, k->val);
     } else {
@@ -142,6 +147,10 @@ static int parse_line(dt_net *net, char *line, int lineno, const char *origin, i
     } else if (ops->min_in > 0 && *prev) {
         l->in[l->n_in++] = *prev;
     }
+    if ((k = layer_kv(kv, n_kv, "frozen")) && dt_parse_long(k->val, 0, 1, "frozen", &(long){0}) == 0)
+        l->frozen = k->val[0] == '1';
+    else if (k)
+        return dt_fail("%s: frozen: expected 0 or 1, found '%s'", where, k->val);
     if (l->n_in < ops->min_in || l->n_in > ops->max_in) {
         if (ops->max_in == 0)
             return dt_fail("%s: %s takes no inputs, found %d", where, type, l->n_in);
@@ -157,15 +166,18 @@ static int parse_line(dt_net *net, char *line, int lineno, const char *origin, i
     if (ops->configure(l, kv, n_kv, where) != 0) return -1;
     for (int i = 0; i < n_kv; i++)
         if (!kv[i].used)
-            return dt_fail("%s: %s: unknown key '%s' (expected one of: %s%sname in)", where, type, kv[i].key, ops->keys,
-                           ops->keys[0] ? " " : "");
+            return dt_fail("%s: %s: unknown key '%s' (expected one of: %s%sname in frozen)", where, type, kv[i].key,
+                           ops->keys, ops->keys[0] ? " " : "");
     if (ops->infer(l, where) != 0) return -1;
     if (l->out_size == 0) return dt_fail("%s: %s: output would be empty", where, type);
+    if (l->frozen && l->n_params == 0) return dt_fail("%s: frozen=1 on a %s, which has no parameters", where, type);
+    for (int i = 0; i < l->n_params; i++) /* frozen weights do not train: they become state */
+        if (l->frozen) l->params[i].kind = DT_PARAM_STATE;
     *prev = l;
     return 0;
 }
 
-/* Checks the whole graph, sets requires_grad / in_accum, lays out the arena. */
+/* Checks the whole graph, sets requires_grad / in_accum, lays out the arenas. */
 static int finish(dt_net *net, const char *origin)
 {
     if (net->n_layers == 0) return dt_fail("%s: no layers (expected an input line, layers, and a loss)", origin);
@@ -198,7 +210,8 @@ static int finish(dt_net *net, const char *origin)
 
     for (int i = 0; i < net->n_layers; i++) {
         dt_layer *l = net->layers[i];
-        l->requires_grad = l->n_params > 0 && !l->frozen;
+        l->requires_grad = 0;
+        for (int k = 0; k < l->n_params; k++) l->requires_grad |= l->params[k].kind == DT_PARAM_TRAIN;
         for (int k = 0; k < l->n_in; k++) l->requires_grad |= l->in[k]->requires_grad;
     }
     /* backward visits layers in reverse: the first consumer met writes dy, the rest add */
@@ -217,56 +230,267 @@ static int finish(dt_net *net, const char *origin)
         free(written);
     }
 
-    net->n_tensors = 0;
-    for (int i = 0; i < net->n_layers; i++) net->n_tensors += net->layers[i]->n_params;
-    net->tensors = calloc((size_t)net->n_tensors + 1, sizeof *net->tensors);
-    if (!net->tensors) return dt_fail("out of memory");
-    size_t off = 0;
-    int t = 0;
-    for (int i = net->n_layers - 1; i >= 0; i--) {
+    int n_all = 0;
+    for (int i = 0; i < net->n_layers; i++) n_all += net->layers[i]->n_params;
+    net->tensors = calloc((size_t)n_all + 1, sizeof *net->tensors);
+    net->states = calloc((size_t)n_all + 1, sizeof *net->states);
+    if (!net->tensors || !net->states) return dt_fail("out of memory");
+    size_t off = 0, soff = 0;
+    net->n_tensors = net->n_states = 0;
+    for (int i = net->n_layers - 1; i >= 0; i--) { /* trainable: in the order backward fills them */
         dt_layer *l = net->layers[i];
-        for (int k = 0; k < l->n_params; k++) {
-            l->params[k].offset = off;
-            off += l->params[k].n;
-            net->tensors[t++] = &l->params[k];
-        }
+        for (int k = 0; k < l->n_params; k++)
+            if (l->params[k].kind == DT_PARAM_TRAIN) {
+                l->params[k].offset = off;
+                off += l->params[k].n;
+                net->tensors[net->n_tensors++] = &l->params[k];
+            }
+    }
+    for (int i = 0; i < net->n_layers; i++) { /* state: in file order */
+        dt_layer *l = net->layers[i];
+        for (int k = 0; k < l->n_params; k++)
+            if (l->params[k].kind == DT_PARAM_STATE) {
+                l->params[k].offset = soff;
+                soff += l->params[k].n;
+                net->states[net->n_states++] = &l->params[k];
+            }
     }
     net->n_params = off;
+    net->n_state = soff;
+    return 0;
+}
+
+/* ---- blocks: "block NAME P1 P2 ... / lines / end", used as "NAME name=X P1=.. P2=.." ---------- */
+
+typedef struct src_line {
+    char *text;
+    int line;       /* in the file (the use's line for lines a block expanded) */
+    char where[160];
+} src_line;
+
+typedef struct block_def {
+    char name[DT_NAME_MAX];
+    int n_params, first, n_lines, line;
+    char params[16][32];
+} block_def;
+
+typedef struct expander {
+    const char *origin;
+    char **lines; /* the file's lines, comments removed */
+    int n_lines;
+    block_def blocks[MAX_BLOCKS];
+    int n_blocks;
+    src_line *out;
+    int n_out, cap_out;
+    const block_def *stack[MAX_DEPTH]; /* the blocks being expanded, outermost first */
+} expander;
+
+static int emit(expander *x, const char *text, int line, const char *where)
+{
+    if (x->n_out == x->cap_out) {
+        int cap = x->cap_out ? 2 * x->cap_out : 64;
+        src_line *g = realloc(x->out, sizeof *g * (size_t)cap);
+        if (!g) return dt_fail("out of memory");
+        x->out = g;
+        x->cap_out = cap;
+    }
+    src_line *s = &x->out[x->n_out];
+    if (!(s->text = dt_strdup(text))) return -1;
+    s->line = line;
+    snprintf(s->where, sizeof s->where, "%s", where);
+    x->n_out++;
+    return 0;
+}
+
+static const block_def *find_block(const expander *x, const char *name)
+{
+    for (int i = 0; i < x->n_blocks; i++)
+        if (strcmp(x->blocks[i].name, name) == 0) return &x->blocks[i];
+    return NULL;
+}
+
+/* replaces $id in text by the value of id among n (keys, values) */
+static int substitute(const char *text, char keys[][32], char vals[][96], int n, const char *where, char *out,
+                      size_t cap)
+{
+    size_t o = 0;
+    for (const char *p = text; *p;) {
+        if (*p != '$') {
+            if (o + 1 >= cap) return dt_fail("%s: line too long after substitution", where);
+            out[o++] = *p++;
+            continue;
+        }
+        const char *id = ++p;
+        while (isalnum((unsigned char)*p) || *p == '_') p++;
+        size_t len = (size_t)(p - id);
+        int found = -1;
+        for (int i = 0; i < n && found < 0; i++)
+            if (strlen(keys[i]) == len && strncmp(keys[i], id, len) == 0) found = i;
+        if (found < 0) return dt_fail("%s: $%.*s is not a parameter of the block", where, (int)len, id);
+        size_t vl = strlen(vals[found]);
+        if (o + vl + 1 >= cap) return dt_fail("%s: line too long after substitution", where);
+        memcpy(out + o, vals[found], vl);
+        o += vl;
+    }
+    out[o] = 0;
+    return 0;
+}
+
+static int expand_line(expander *x, const char *text, int line, const char *where, int depth);
+
+/* a use of block b: "NAME name=X P=V ..." */
+static int expand_use(expander *x, const block_def *b, char *text, int line, const char *where, int depth)
+{
+    char keys[17][32], vals[17][96], *save = NULL, *tok;
+    int n = 0, given[17] = {0};
+    for (int i = 0; i < depth; i++)
+        if (x->stack[i] == b) {
+            char chain[400] = "";
+            for (int k = i; k < depth; k++) snprintf(chain + strlen(chain), sizeof chain - strlen(chain), "%s -> ", x->stack[k]->name);
+            return dt_fail("%s:%d: block %s uses itself (%s%s)", x->origin, x->stack[i]->line, b->name, chain, b->name);
+        }
+    if (depth >= MAX_DEPTH) return dt_fail("%s: blocks nested more than %d deep", where, MAX_DEPTH);
+    x->stack[depth] = b;
+    strcpy(keys[n++], "name");
+    vals[0][0] = 0;
+    for (int i = 0; i < b->n_params; i++) {
+        strcpy(keys[n], b->params[i]);
+        vals[n++][0] = 0;
+    }
+    strtok_r(text, " \t\r", &save); /* the block's name */
+    for (tok = strtok_r(NULL, " \t\r", &save); tok; tok = strtok_r(NULL, " \t\r", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq || eq == tok || !eq[1]) return dt_fail("%s: expected key=value, found '%s'", where, tok);
+        *eq = 0;
+        int i = 0;
+        while (i < n && strcmp(keys[i], tok) != 0) i++;
+        if (i == n) {
+            char list[600] = "name";
+            for (int k = 0; k < b->n_params; k++) snprintf(list + strlen(list), sizeof list - strlen(list), " %s", b->params[k]);
+            return dt_fail("%s: block %s has no parameter '%s' (expected: %s)", where, b->name, tok, list);
+        }
+        if (strlen(eq + 1) >= sizeof vals[i]) return dt_fail("%s: value of '%s' too long", where, tok);
+        strcpy(vals[i], eq + 1);
+        given[i] = 1;
+    }
+    for (int i = 0; i < n; i++)
+        if (!given[i]) return dt_fail("%s: block %s needs %s=...", where, b->name, keys[i]);
+    for (int k = 0; k < b->n_lines; k++) {
+        char out[MAX_LINE], w[160];
+        snprintf(w, sizeof w, "%s:%d (in block %s, used at %s)", x->origin, b->line + 1 + k, b->name, where);
+        if (substitute(x->lines[b->first + k], keys, vals, n, w, out, sizeof out) != 0) return -1;
+        if (expand_line(x, out, line, w, depth + 1) != 0) return -1;
+    }
+    return 0;
+}
+
+static int expand_line(expander *x, const char *text, int line, const char *where, int depth)
+{
+    char first[DT_NAME_MAX] = "", copy[MAX_LINE];
+    sscanf(text, " %63s", first);
+    const block_def *b = first[0] ? find_block(x, first) : NULL;
+    if (!b) return emit(x, text, line, where);
+    snprintf(copy, sizeof copy, "%s", text);
+    return expand_use(x, b, copy, line, where, depth);
+}
+
+static int expand(expander *x)
+{
+    for (int i = 0; i < x->n_lines; i++) {
+        char first[DT_NAME_MAX] = "", where[160];
+        snprintf(where, sizeof where, "%s:%d", x->origin, i + 1);
+        sscanf(x->lines[i], " %63s", first);
+        if (strcmp(first, "end") == 0) return dt_fail("%s: 'end' without a block", where);
+        if (strcmp(first, "block") != 0) {
+            if (expand_line(x, x->lines[i], i + 1, where, 0) != 0) return -1;
+            continue;
+        }
+        /* block NAME P1 P2 ... */
+        block_def *b = &x->blocks[x->n_blocks];
+        char *save = NULL, *tok, copy[MAX_LINE];
+        if (x->n_blocks == MAX_BLOCKS) return dt_fail("%s: more than %d blocks", where, MAX_BLOCKS);
+        memset(b, 0, sizeof *b);
+        snprintf(copy, sizeof copy, "%s", x->lines[i]);
+        strtok_r(copy, " \t\r", &save);
+        tok = strtok_r(NULL, " \t\r", &save);
+        if (!tok || !valid_name(tok)) return dt_fail("%s: expected 'block NAME PARAM...', a name first", where);
+        if (layer_find(tok) || find_block(x, tok)) return dt_fail("%s: block name '%s' is already taken", where, tok);
+        snprintf(b->name, sizeof b->name, "%s", tok);
+        while ((tok = strtok_r(NULL, " \t\r", &save))) {
+            if (b->n_params == 16) return dt_fail("%s: more than 16 block parameters", where);
+            if (strlen(tok) >= sizeof b->params[0] || strcmp(tok, "name") == 0)
+                return dt_fail("%s: bad block parameter '%s'", where, tok);
+            strcpy(b->params[b->n_params++], tok);
+        }
+        b->line = i + 1;
+        b->first = i + 1;
+        int j = i + 1;
+        for (; j < x->n_lines; j++) {
+            char f[DT_NAME_MAX] = "";
+            sscanf(x->lines[j], " %63s", f);
+            if (strcmp(f, "end") == 0) break;
+            if (strcmp(f, "block") == 0) return dt_fail("%s:%d: a block inside a block", x->origin, j + 1);
+        }
+        if (j == x->n_lines) return dt_fail("%s: block %s has no 'end'", where, b->name);
+        b->n_lines = j - i - 1;
+        x->n_blocks++;
+        i = j;
+    }
     return 0;
 }
 
 int net_parse(const char *text, const char *origin, const char *name, dt_net **out)
 {
     dt_net *net = calloc(1, sizeof *net);
-    int counts[64] = {0};
+    expander x;
+    int counts[64] = {0}, rc = -1;
     dt_layer *prev = NULL;
     const char *p = text;
-    int lineno = 0;
+    memset(&x, 0, sizeof x);
+    x.origin = origin;
     if (!net) return dt_fail("out of memory");
     snprintf(net->origin, sizeof net->origin, "%s", origin);
     snprintf(net->name, sizeof net->name, "%s", name);
-    while (*p) {
-        char line[MAX_LINE];
+    while (*p) { /* the lines, comments cut */
         const char *nl = strchr(p, '\n');
         size_t len = nl ? (size_t)(nl - p) : strlen(p);
-        lineno++;
-        if (len >= sizeof line) {
-            dt_fail("%s:%d: line longer than %d characters", origin, lineno, MAX_LINE - 1);
-            goto fail;
+        if (len >= MAX_LINE) {
+            dt_fail("%s:%d: line longer than %d characters", origin, x.n_lines + 1, MAX_LINE - 1);
+            goto out;
         }
-        memcpy(line, p, len);
-        line[len] = 0;
-        char *hash = strchr(line, '#');
+        char **g = realloc(x.lines, sizeof *g * (size_t)(x.n_lines + 1));
+        if (!g) {
+            dt_fail("out of memory");
+            goto out;
+        }
+        x.lines = g;
+        if (!(x.lines[x.n_lines] = malloc(len + 1))) {
+            dt_fail("out of memory");
+            goto out;
+        }
+        memcpy(x.lines[x.n_lines], p, len);
+        x.lines[x.n_lines][len] = 0;
+        char *hash = strchr(x.lines[x.n_lines], '#');
         if (hash) *hash = 0;
-        if (parse_line(net, line, lineno, origin, counts, &prev) != 0) goto fail;
+        x.n_lines++;
         p += len + (nl ? 1 : 0);
     }
-    if (finish(net, origin) != 0) goto fail;
+    if (expand(&x) != 0) goto out;
+    for (int i = 0; i < x.n_out; i++)
+        if (parse_line(net, x.out[i].text, x.out[i].line, x.out[i].where, counts, &prev) != 0) goto out;
+    if (finish(net, origin) != 0) goto out;
+    rc = 0;
+out:
+    for (int i = 0; i < x.n_lines; i++) free(x.lines[i]);
+    for (int i = 0; i < x.n_out; i++) free(x.out[i].text);
+    free(x.lines);
+    free(x.out);
+    if (rc != 0) {
+        net_destroy(net);
+        return -1;
+    }
     *out = net;
     return 0;
-fail:
-    net_destroy(net);
-    return -1;
 }
 
 int net_load(const char *name_or_path, dt_net **out)
@@ -300,50 +524,67 @@ int net_alloc(dt_net *net, dt_backend *be, int max_batch)
 {
     net->be = be;
     net->max_batch = max_batch < 1 ? 1 : max_batch;
-    size_t rows = (size_t)net->max_batch;
     for (int i = 0; i < net->n_layers; i++) {
         dt_layer *l = net->layers[i];
-        if (!(l->y = be->alloc(be, rows * l->out_size * sizeof(float)))) return -1;
-        if (l->requires_grad && l != net->loss && !(l->dy = be->alloc(be, rows * l->out_size * sizeof(float))))
-            return -1;
+        l->layout = DT_LAYOUT_PLAIN;
+        if (i > 0 && l->out.n_dims == 3) l->layout = be->layout_for(be, l->out.d[0], l->out.d[1], l->out.d[2]);
+        size_t n = layer_act_size(l, be, net->max_batch);
+        if (!(l->y = be->alloc(be, n * sizeof(float)))) return -1;
+        if (l->requires_grad && l != net->loss && !(l->dy = be->alloc(be, n * sizeof(float)))) return -1;
     }
     if (!(net->w = be->alloc(be, DT_MAX(net->n_params, 1) * sizeof(float)))) return -1;
     if (!(net->g = net->g_own = be->alloc(be, DT_MAX(net->n_params, 1) * sizeof(float)))) return -1;
-    if (!(net->labels = be->alloc(be, rows * sizeof(int32_t)))) return -1;
+    if (!(net->state = be->alloc(be, DT_MAX(net->n_state, 1) * sizeof(float)))) return -1;
+    if (!(net->labels = be->alloc(be, (size_t)net->max_batch * sizeof(int32_t)))) return -1;
     for (int t = 0; t < net->n_tensors; t++) {
         net->tensors[t]->w = net->w + net->tensors[t]->offset;
         net->tensors[t]->g = net->g + net->tensors[t]->offset;
     }
+    for (int t = 0; t < net->n_states; t++) {
+        net->states[t]->w = net->state + net->states[t]->offset;
+        net->states[t]->g = NULL;
+    }
+    for (int i = 0; i < net->n_layers; i++) {
+        dt_layer *l = net->layers[i];
+        if (l->ops->alloc && l->ops->alloc(l, be, net->max_batch) != 0)
+            return dt_fail_prefix("%s:%d: %s '%s'", net->origin, l->line, l->ops->type, l->name);
+    }
+    return 0;
+}
+
+static int init_tensor(dt_backend *be, dt_param *p, uint64_t seed)
+{
+    float *h = dt_malloc(p->n * sizeof(float));
+    dt_rng rng;
+    double a;
+    if (!h) return -1;
+    rng_seed(&rng, seed, rng_stream_id(p->name));
+    for (size_t i = 0; i < p->n; i++) {
+        switch (p->init.kind) {
+        case DT_INIT_TORCH:
+            a = 1.0 / sqrt((double)p->fan_in);
+            h[i] = (float)((2.0 * rng_uniform_d(&rng) - 1.0) * a);
+            break;
+        case DT_INIT_HE: h[i] = (float)(rng_normal(&rng) * sqrt(2.0 / p->fan_in)); break;
+        case DT_INIT_XAVIER:
+            a = sqrt(6.0 / (p->fan_in + p->fan_out));
+            h[i] = (float)((2.0 * rng_uniform_d(&rng) - 1.0) * a);
+            break;
+        case DT_INIT_NORMAL: h[i] = (float)(rng_normal(&rng) * p->init.value); break;
+        case DT_INIT_CONST: h[i] = p->init.value; break;
+        }
+    }
+    be->to_device(be, p->w, h, p->n * sizeof(float));
+    free(h);
     return 0;
 }
 
 int net_init_params(dt_net *net, uint64_t seed)
 {
-    for (int t = 0; t < net->n_tensors; t++) {
-        dt_param *p = net->tensors[t];
-        float *h = dt_malloc(p->n * sizeof(float));
-        dt_rng rng;
-        if (!h) return -1;
-        rng_seed(&rng, seed, rng_stream_id(p->name));
-        double a;
-        for (size_t i = 0; i < p->n; i++) {
-            switch (p->init.kind) {
-            case DT_INIT_TORCH:
-                a = 1.0 / sqrt((double)p->fan_in);
-                h[i] = (float)((2.0 * rng_uniform_d(&rng) - 1.0) * a);
-                break;
-            case DT_INIT_HE: h[i] = (float)(rng_normal(&rng) * sqrt(2.0 / p->fan_in)); break;
-            case DT_INIT_XAVIER:
-                a = sqrt(6.0 / (p->fan_in + p->fan_out));
-                h[i] = (float)((2.0 * rng_uniform_d(&rng) - 1.0) * a);
-                break;
-            case DT_INIT_NORMAL: h[i] = (float)(rng_normal(&rng) * p->init.value); break;
-            case DT_INIT_CONST: h[i] = p->init.value; break;
-            }
-        }
-        net->be->to_device(net->be, p->w, h, p->n * sizeof(float));
-        free(h);
-    }
+    for (int t = 0; t < net->n_tensors; t++)
+        if (init_tensor(net->be, net->tensors[t], seed) != 0) return -1;
+    for (int t = 0; t < net->n_states; t++)
+        if (init_tensor(net->be, net->states[t], seed) != 0) return -1;
     return 0;
 }
 
@@ -357,26 +598,32 @@ void net_set_labels(dt_net *net, const int32_t *host, int rows)
     net->be->to_device(net->be, net->labels, host, (size_t)rows * sizeof(int32_t));
 }
 
-void net_forward(dt_net *net, dt_pass *p)
+int net_forward(dt_net *net, dt_pass *p)
 {
-    if (p->rows <= 0) return;
-    for (int i = 1; i < net->n_layers; i++) net->layers[i]->ops->forward(net->layers[i], net->be, p);
+    if (p->rows <= 0) return 0;
+    for (int i = 1; i < net->n_layers; i++) {
+        dt_layer *l = net->layers[i];
+        if (l->ops->forward(l, net->be, p) != 0) return dt_fail_prefix("%s forward", l->name);
+    }
+    return 0;
 }
 
-void net_backward(dt_net *net, dt_pass *p, net_ready_fn ready, void *arg)
+int net_backward(dt_net *net, dt_pass *p, net_ready_fn ready, void *arg)
 {
-    size_t done = 0;
     for (int i = net->n_layers - 1; i >= 1; i--) {
         dt_layer *l = net->layers[i];
-        if (p->rows > 0 && (l->requires_grad || l == net->loss)) l->ops->backward(l, net->be, p);
-        if (l->n_params > 0) {
-            if (p->rows <= 0) /* no samples on this rank: its gradient contribution is zero */
-                for (int k = 0; k < l->n_params; k++) net->be->scale(net->be, l->params[k].g, 0.0f, l->params[k].n);
-            const dt_param *last = &l->params[l->n_params - 1];
-            done = last->offset + last->n;
-            if (ready) ready(arg, done);
-        }
+        if (p->rows > 0 && (l->requires_grad || l == net->loss) && l->ops->backward(l, net->be, p) != 0)
+            return dt_fail_prefix("%s backward", l->name);
+        const dt_param *last = NULL;
+        for (int k = 0; k < l->n_params; k++)
+            if (l->params[k].kind == DT_PARAM_TRAIN) {
+                if (p->rows <= 0) /* no samples on this rank: its gradient contribution is zero */
+                    net->be->scale(net->be, l->params[k].g, 0.0f, l->params[k].n);
+                last = &l->params[k];
+            }
+        if (last && ready) ready(arg, last->offset + last->n);
     }
+    return 0;
 }
 
 dt_arena net_arena(const dt_net *net)
@@ -393,23 +640,33 @@ void net_set_grad_arena(dt_net *net, float *g)
 
 int net_n_classes(const dt_net *net) { return (int)net->loss->out_size; }
 
+size_t net_n_weights(const dt_net *net)
+{
+    size_t n = net->n_params;
+    for (int t = 0; t < net->n_states; t++)
+        if (!net->states[t]->average) n += net->states[t]->n;
+    return n;
+}
+
 dt_param *net_find_tensor(const dt_net *net, const char *name)
 {
     for (int t = 0; t < net->n_tensors; t++)
         if (strcmp(net->tensors[t]->name, name) == 0) return net->tensors[t];
+    for (int t = 0; t < net->n_states; t++)
+        if (strcmp(net->states[t]->name, name) == 0) return net->states[t];
     return NULL;
 }
 
 void net_print(const dt_net *net, FILE *f)
 {
-    fprintf(f, "%-16s %-13s %-14s %12s\n", "layer", "type", "output", "parameters");
+    fprintf(f, "%-24s %-13s %-14s %12s\n", "layer", "type", "output", "parameters");
     for (int i = 0; i < net->n_layers; i++) {
         const dt_layer *l = net->layers[i];
         char shape[48];
         size_t n = 0;
-        for (int k = 0; k < l->n_params; k++) n += l->params[k].n;
+        for (int k = 0; k < l->n_params; k++) n += l->params[k].average ? 0 : l->params[k].n;
         shape_format(&l->out, shape, sizeof shape);
-        fprintf(f, "%-16s %-13s %-14s %12zu\n", l->name, l->ops->type, shape, n);
+        fprintf(f, "%-24s %-13s %-14s %12zu%s\n", l->name, l->ops->type, shape, n, l->frozen ? " (frozen)" : "");
     }
-    fprintf(f, "%-16s %-13s %-14s %12zu\n", "total", "", "", net->n_params);
+    fprintf(f, "%-24s %-13s %-14s %12zu (%zu trained)\n", "total", "", "", net_n_weights(net), net->n_params);
 }

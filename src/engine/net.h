@@ -24,16 +24,20 @@ typedef struct dt_net {
     dt_layer **layers; /* file order, which is a topological order; layers[0] is the input */
     dt_layer *input, *loss;
     int n_tensors;
-    dt_param **tensors; /* arena order */
+    dt_param **tensors; /* trainable tensors, arena order */
     size_t n_params;    /* elements in each arena */
+    int n_states;
+    dt_param **states;  /* state tensors (running statistics, frozen weights), in file order */
+    size_t n_state;     /* elements in the state arena */
     dt_backend *be;
     float *w, *g; /* the arenas; g may be pointed elsewhere (net_set_grad_arena) */
     float *g_own; /* the gradient arena net_alloc made */
+    float *state; /* the state arena */
     int32_t *labels;
     int max_batch;
 } dt_net;
 
-/* Parses .net text; `origin` names it in messages ("nets/mlp.net"). */
+/* Parses .net text (blocks expanded, man/dtrain-net.5); `origin` names it in messages. */
 int net_parse(const char *text, const char *origin, const char *name, dt_net **out);
 /* NAME of a built-in net, or a path to a .net file (contains '/' or ends in .net). */
 int net_load(const char *name_or_path, dt_net **out);
@@ -46,12 +50,15 @@ void net_destroy(dt_net *net);
 void net_set_input(dt_net *net, const float *host, int rows);
 void net_set_labels(dt_net *net, const int32_t *host, int rows);
 
-void net_forward(dt_net *net, dt_pass *p);
+int net_forward(dt_net *net, dt_pass *p);
 /* Called after each layer whose gradients are final: the first n_ready arena elements are done. */
 typedef void (*net_ready_fn)(void *arg, size_t n_ready);
-void net_backward(dt_net *net, dt_pass *p, net_ready_fn ready, void *arg);
+int net_backward(dt_net *net, dt_pass *p, net_ready_fn ready, void *arg);
 
 int net_n_classes(const dt_net *net);
+/* Parameters as frameworks count them: trained and frozen weights, not running statistics. */
+size_t net_n_weights(const dt_net *net);
+/* A trainable or state tensor by name. */
 dt_param *net_find_tensor(const dt_net *net, const char *name);
 dt_arena net_arena(const dt_net *net);
 /* Makes backward write gradients into g (an arena-sized device buffer) from now on. */

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#define DT_NAME_MAX 64
+#define DT_NAME_MAX 96
 
 typedef struct dt_shape {
     int n_dims;
@@ -34,17 +34,33 @@ typedef struct dt_init {
     float value;
 } dt_init;
 
+/* Trainable tensors live in the weight and gradient arenas (what ranks exchange); state tensors
+ * (batch norm's running statistics, the weights of frozen layers) in the state arena: saved and
+ * loaded with the weights, never sent as gradients. */
+typedef enum { DT_PARAM_TRAIN = 0, DT_PARAM_STATE = 1 } dt_param_kind;
+
 /* A named tensor in the flat arenas: "fc1.weight", shape in PyTorch's layout. */
 typedef struct dt_param {
     char name[2 * DT_NAME_MAX];
     int n_dims;
     int dims[4];
     size_t n;
-    size_t offset; /* elements from the arena start */
-    float *w, *g;  /* views into the weight / gradient arenas (device memory) */
+    size_t offset; /* elements from the start of its arena */
+    float *w, *g;  /* views into the weight (or state) and gradient arenas; g NULL for state */
     dt_init init;
     int fan_in, fan_out;
+    dt_param_kind kind;
+    int average; /* state that differs between ranks (running statistics): averaged before use */
 } dt_param;
+
+/* Length of the layer part of a tensor name: "layer1.0.conv1.weight" -> "layer1.0.conv1". */
+static inline size_t tensor_layer_len(const char *name)
+{
+    size_t n = 0, last = 0;
+    for (; name[n]; n++)
+        if (name[n] == '.') last = n;
+    return last ? last : n;
+}
 
 /* The arenas and their tensor table, in arena order (the order backward fills them). */
 typedef struct dt_arena {

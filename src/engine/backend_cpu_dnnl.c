@@ -1,0 +1,708 @@
+/* The CPU backend's CNN ops, on oneDNN (the CPU counterpart of cuDNN).
+ *
+ * Measured here (tools/bench, issue #3): oneDNN's JIT AVX-512 convolutions run 3-5x faster than
+ * im2col + OpenBLAS sgemm on the CIFAR nets' layers, so convolution, pooling, batch norm and LRN
+ * use oneDNN. Activations whose channels are a multiple of 16 stay in oneDNN's blocked layout
+ * (nChw16c) from layer to layer, so no layer pays a reorder in and out the way frameworks that
+ * keep NCHW do; weights stay in the arena in PyTorch's layout and are reordered per call (they
+ * are small). Each plan builds its primitives on first use for a number of rows and keeps them
+ * (a few: the training batch, the last short batch, evaluation).
+ */
+#include <dnnl.h>
+#include <dnnl_debug.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../cpu.h"
+#include "../util.h"
+#include "backend.h"
+#include "backend_cpu.h"
+
+#define MAX_ENTRIES 6
+
+static int dn_fail(dnnl_status_t s, const char *what) { return dt_fail("oneDNN: %s: %s", what, dnnl_status2str(s)); }
+
+#define DN(call, what)                                                                                                 \
+    do {                                                                                                               \
+        dnnl_status_t s_ = (call);                                                                                     \
+        if (s_ != dnnl_success) return dn_fail(s_, what);                                                              \
+    } while (0)
+
+static dnnl_engine_t eng(dt_backend *be) { return ((cpu_impl *)be->impl)->eng; }
+static dnnl_stream_t stream(dt_backend *be) { return ((cpu_impl *)be->impl)->stream; }
+
+static dnnl_format_tag_t tag_of(dt_layout l) { return l == DT_LAYOUT_BLOCK16 ? dnnl_nChw16c : dnnl_nchw; }
+
+static void md4(dnnl_memory_desc_t *md, int n, int c, int h, int w, dt_layout l)
+{
+    dnnl_dims_t d = {n, c, h, w};
+    dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, tag_of(l));
+}
+
+/* a memory object for an md; its data handle is set before each use */
+static int mem(dt_backend *be, dnnl_memory_t *m, const dnnl_memory_desc_t *md)
+{
+    DN(dnnl_memory_create(m, md, eng(be), DNNL_MEMORY_NONE), "memory");
+    return 0;
+}
+
+static int run(dt_backend *be, dnnl_primitive_t p, int n, const dnnl_exec_arg_t *args, const char *what)
+{
+    DN(dnnl_primitive_execute(p, stream(be), n, args), what);
+    return 0;
+}
+
+static void set(dnnl_memory_t m, const void *ptr) { dnnl_memory_set_data_handle(m, (void *)ptr); }
+
+/* a reorder from one md to another, NULL when they are the same */
+typedef struct reorder {
+    dnnl_primitive_t prim;
+    dnnl_memory_t src, dst;
+    float *buf; /* the destination, when the op owns it */
+    size_t bytes;
+} reorder;
+
+static int reorder_make(dt_backend *be, reorder *r, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                        int own_dst)
+{
+    dnnl_primitive_desc_t pd;
+    memset(r, 0, sizeof *r);
+    if (dnnl_memory_desc_equal(from, to)) return 0;
+    DN(dnnl_reorder_primitive_desc_create(&pd, from, eng(be), to, eng(be), NULL), "reorder");
+    dnnl_status_t s = dnnl_primitive_create(&r->prim, pd);
+    dnnl_primitive_desc_destroy(pd);
+    if (s != dnnl_success) return dn_fail(s, "reorder");
+    if (mem(be, &r->src, from) || mem(be, &r->dst, to)) return -1;
+    r->bytes = dnnl_memory_desc_get_size(to);
+    if (own_dst && !(r->buf = dt_alloc(r->bytes))) return -1;
+    return 0;
+}
+
+/* runs r (from x into its own buffer or into y); returns where the result is */
+static const float *reorder_run(dt_backend *be, reorder *r, const float *x, float *y)
+{
+    if (!r->prim) return x;
+    float *out = r->buf ? r->buf : y;
+    set(r->src, x);
+    set(r->dst, out);
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_FROM, r->src}, {DNNL_ARG_TO, r->dst}};
+    return run(be, r->prim, 2, a, "reorder") == 0 ? out : NULL;
+}
+
+static void reorder_free(reorder *r)
+{
+    if (r->prim) dnnl_primitive_destroy(r->prim);
+    if (r->src) dnnl_memory_destroy(r->src);
+    if (r->dst) dnnl_memory_destroy(r->dst);
+    dt_free(r->buf);
+}
+
+static dnnl_primitive_t prim_of(dnnl_primitive_desc_t pd)
+{
+    dnnl_primitive_t p = NULL;
+    if (dnnl_primitive_create(&p, pd) != dnnl_success) return NULL;
+    return p;
+}
+
+/* ---- plans: a kind tag, the configuration, entries per row count ---------------------------- */
+
+enum { PLAN_CONV, PLAN_POOL, PLAN_BN, PLAN_LRN, PLAN_REORDER };
+
+typedef struct conv_entry {
+    int rows;
+    dnnl_primitive_t fwd, bwd_data, bwd_w;
+    dnnl_memory_t src, wei, bias, dst;               /* fwd */
+    dnnl_memory_t d_src, d_wei_w, d_dst;             /* bwd data: weights in its format */
+    dnnl_memory_t b_src, d_wei, d_bias, b_d_dst;     /* bwd weights */
+    reorder w_fwd, w_bwd, dw_out;                    /* user weights -> fwd / bwd-data formats; dw -> user */
+    float *dw_buf;                                   /* the weight gradient in the primitive's format */
+    float *tmp;                                      /* dx when adding */
+} conv_entry;
+
+typedef struct pool_entry {
+    int rows;
+    dnnl_primitive_t fwd_train, fwd_infer, bwd;
+    dnnl_memory_t src, dst, ws, d_src, d_dst;
+    float *tmp;
+} pool_entry;
+
+typedef struct bn_entry {
+    int rows;
+    dnnl_primitive_t fwd_train, fwd_infer, bwd;
+    dnnl_memory_t src, dst, scale, shift, mean, var, d_src, d_dst, d_scale, d_shift;
+    float *tmp, *d_ss; /* scratch for dx, and for dscale/dshift of a frozen layer */
+} bn_entry;
+
+typedef struct lrn_entry {
+    int rows;
+    dnnl_primitive_t fwd_train, fwd_infer, bwd;
+    dnnl_memory_t src, dst, ws, d_src, d_dst;
+    float *tmp;
+} lrn_entry;
+
+typedef struct plan {
+    int kind, n;
+    union {
+        dt_conv_cfg conv;
+        dt_pool_cfg pool;
+        dt_bn_cfg bn;
+        dt_lrn_cfg lrn;
+    } cfg;
+    void *e[MAX_ENTRIES];
+} plan;
+
+static plan *plan_new(int kind, const void *cfg, size_t cfg_size)
+{
+    plan *p = calloc(1, sizeof *p);
+    if (!p) {
+        dt_fail("out of memory");
+        return NULL;
+    }
+    p->kind = kind;
+    memcpy(&p->cfg, cfg, cfg_size);
+    return p;
+}
+
+static void *find(plan *p, int rows)
+{
+    for (int i = 0; i < p->n; i++)
+        if (*(int *)p->e[i] == rows) return p->e[i];
+    return NULL;
+}
+
+static int keep(plan *p, void *e)
+{
+    if (p->n == MAX_ENTRIES) return dt_fail("internal: more than %d batch sizes for one layer", MAX_ENTRIES);
+    p->e[p->n++] = e;
+    return 0;
+}
+
+static void add_into(float *restrict y, const float *restrict x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+/* ---- convolution ------------------------------------------------------------------------------- */
+
+static void wei_md(const dt_conv_cfg *c, dnnl_memory_desc_t *md, int any)
+{
+    if (c->groups == 1) {
+        dnnl_dims_t d = {c->o, c->c, c->kh, c->kw};
+        dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, any ? dnnl_format_tag_any : dnnl_oihw);
+    } else {
+        dnnl_dims_t d = {c->groups, c->o / c->groups, c->c / c->groups, c->kh, c->kw};
+        dnnl_memory_desc_init_by_tag(md, 5, d, dnnl_f32, any ? dnnl_format_tag_any : dnnl_goihw);
+    }
+}
+
+static int conv_entry_make(dt_backend *be, const dt_conv_cfg *c, int rows, conv_entry *e)
+{
+    dnnl_memory_desc_t src, dst, wany, wuser, bias;
+    dnnl_convolution_desc_t fd, bd, wd;
+    dnnl_primitive_desc_t fpd = NULL, bpd = NULL, wpd = NULL;
+    dnnl_dims_t st = {c->sh, c->sw}, pl = {c->pt, c->pl}, pr = {c->pb, c->pr}, bdims = {c->o};
+    int rc = -1;
+    e->rows = rows;
+    md4(&src, rows, c->c, c->h, c->w, c->in_layout);
+    md4(&dst, rows, c->o, c->oh, c->ow, c->out_layout);
+    wei_md(c, &wany, 1);
+    wei_md(c, &wuser, 0);
+    dnnl_memory_desc_init_by_tag(&bias, 1, bdims, dnnl_f32, dnnl_a);
+    DN(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &src, &wany,
+                                          c->bias ? &bias : NULL, &dst, st, pl, pr),
+       "convolution forward");
+    DN(dnnl_primitive_desc_create(&fpd, &fd, NULL, eng(be), NULL), "convolution forward");
+    DN(dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &src, &wany, &dst, st, pl, pr),
+       "convolution backward data");
+    if (dnnl_primitive_desc_create(&bpd, &bd, NULL, eng(be), fpd) != dnnl_success) {
+        dt_fail("oneDNN: no backward-data convolution for this layer");
+        goto out;
+    }
+    if (dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &src, &wany, c->bias ? &bias : NULL,
+                                                     &dst, st, pl, pr) != dnnl_success ||
+        dnnl_primitive_desc_create(&wpd, &wd, NULL, eng(be), fpd) != dnnl_success) {
+        dt_fail("oneDNN: no backward-weights convolution for this layer");
+        goto out;
+    }
+    const dnnl_memory_desc_t *fw = dnnl_primitive_desc_query_md(fpd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *bw = dnnl_primitive_desc_query_md(bpd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *dw = dnnl_primitive_desc_query_md(wpd, dnnl_query_diff_weights_md, 0);
+    if (!(e->fwd = prim_of(fpd)) || !(e->bwd_data = prim_of(bpd)) || !(e->bwd_w = prim_of(wpd))) {
+        dt_fail("oneDNN: cannot create the convolution primitives");
+        goto out;
+    }
+    if (mem(be, &e->src, &src) || mem(be, &e->wei, fw) || mem(be, &e->bias, &bias) || mem(be, &e->dst, &dst) ||
+        mem(be, &e->d_src, &src) || mem(be, &e->d_wei_w, bw) || mem(be, &e->d_dst, &dst) || mem(be, &e->b_src, &src) ||
+        mem(be, &e->d_wei, dw) || mem(be, &e->d_bias, &bias) || mem(be, &e->b_d_dst, &dst) ||
+        reorder_make(be, &e->w_fwd, &wuser, fw, 1) || reorder_make(be, &e->w_bwd, &wuser, bw, 1) ||
+        reorder_make(be, &e->dw_out, dw, &wuser, 0))
+        goto out;
+    if (e->dw_out.prim && !(e->dw_buf = dt_alloc(dnnl_memory_desc_get_size(dw)))) goto out;
+    rc = 0;
+out:
+    if (fpd) dnnl_primitive_desc_destroy(fpd);
+    if (bpd) dnnl_primitive_desc_destroy(bpd);
+    if (wpd) dnnl_primitive_desc_destroy(wpd);
+    return rc;
+}
+
+static void *cpu_conv_plan(dt_backend *be, const dt_conv_cfg *cfg)
+{
+    (void)be;
+    return plan_new(PLAN_CONV, cfg, sizeof *cfg);
+}
+
+static conv_entry *conv_get(dt_backend *be, plan *p, int rows)
+{
+    conv_entry *e = find(p, rows);
+    if (e) return e;
+    if (!(e = calloc(1, sizeof *e))) {
+        dt_fail("out of memory");
+        return NULL;
+    }
+    if (conv_entry_make(be, &p->cfg.conv, rows, e) != 0 || keep(p, e) != 0) {
+        free(e);
+        return NULL;
+    }
+    return e;
+}
+
+static int cpu_conv_fwd(dt_backend *be, void *pv, int rows, const float *x, const float *w, const float *b, float *y)
+{
+    if (rows <= 0) return 0;
+    conv_entry *e = conv_get(be, pv, rows);
+    if (!e) return -1;
+    const float *wf = reorder_run(be, &e->w_fwd, w, NULL);
+    if (!wf) return -1;
+    set(e->src, x), set(e->wei, wf), set(e->dst, y);
+    if (b) set(e->bias, b);
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_WEIGHTS, e->wei}, {DNNL_ARG_DST, e->dst},
+                           {DNNL_ARG_BIAS, e->bias}};
+    return run(be, e->fwd, b ? 4 : 3, a, "convolution forward");
+}
+
+static int cpu_conv_bwd(dt_backend *be, void *pv, int rows, const float *x, const float *w, const float *dy, float *dx,
+                        float dx_beta, float *dw, float *db)
+{
+    plan *p = pv;
+    const dt_conv_cfg *c = &p->cfg.conv;
+    if (rows <= 0) return 0;
+    conv_entry *e = conv_get(be, pv, rows);
+    if (!e) return -1;
+    if (dx) {
+        size_t n = be->act_size(be, c->in_layout, rows, c->c, c->h, c->w);
+        float *out = dx;
+        if (dx_beta != 0.0f) {
+            if (!e->tmp && !(e->tmp = dt_alloc(n * sizeof(float)))) return -1;
+            out = e->tmp;
+        }
+        const float *wb = reorder_run(be, &e->w_bwd, w, NULL);
+        if (!wb) return -1;
+        set(e->d_dst, dy), set(e->d_wei_w, wb), set(e->d_src, out);
+        dnnl_exec_arg_t a[] = {{DNNL_ARG_DIFF_DST, e->d_dst}, {DNNL_ARG_WEIGHTS, e->d_wei_w}, {DNNL_ARG_DIFF_SRC, e->d_src}};
+        if (run(be, e->bwd_data, 3, a, "convolution backward data") != 0) return -1;
+        if (dx_beta != 0.0f) add_into(dx, e->tmp, n);
+    }
+    if (dw) {
+        float *out = e->dw_out.prim ? e->dw_buf : dw;
+        set(e->b_src, x), set(e->b_d_dst, dy), set(e->d_wei, out);
+        if (db) set(e->d_bias, db);
+        dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, e->b_src}, {DNNL_ARG_DIFF_DST, e->b_d_dst},
+                               {DNNL_ARG_DIFF_WEIGHTS, e->d_wei}, {DNNL_ARG_DIFF_BIAS, e->d_bias}};
+        if (run(be, e->bwd_w, db && c->bias ? 4 : 3, a, "convolution backward weights") != 0) return -1;
+        if (e->dw_out.prim && !reorder_run(be, &e->dw_out, e->dw_buf, dw)) return -1;
+    }
+    return 0;
+}
+
+static void conv_entry_free(conv_entry *e)
+{
+    dnnl_primitive_t ps[] = {e->fwd, e->bwd_data, e->bwd_w};
+    dnnl_memory_t ms[] = {e->src, e->wei, e->bias, e->dst, e->d_src, e->d_wei_w, e->d_dst, e->b_src, e->d_wei, e->d_bias, e->b_d_dst};
+    for (size_t i = 0; i < DT_ARRAY_LEN(ps); i++)
+        if (ps[i]) dnnl_primitive_destroy(ps[i]);
+    for (size_t i = 0; i < DT_ARRAY_LEN(ms); i++)
+        if (ms[i]) dnnl_memory_destroy(ms[i]);
+    reorder_free(&e->w_fwd);
+    reorder_free(&e->w_bwd);
+    reorder_free(&e->dw_out);
+    dt_free(e->dw_buf);
+    dt_free(e->tmp);
+    free(e);
+}
+
+/* ---- pooling ----------------------------------------------------------------------------------- */
+
+static int pool_entry_make(dt_backend *be, const dt_pool_cfg *c, int rows, pool_entry *e)
+{
+    dnnl_memory_desc_t src, dst;
+    dnnl_pooling_desc_t ft, fi, bd;
+    dnnl_primitive_desc_t tpd = NULL, ipd = NULL, bpd = NULL;
+    dnnl_dims_t st = {c->sh, c->sw}, k = {c->kh, c->kw}, pl = {c->pt, c->pl}, pr = {c->pb, c->pr};
+    dnnl_alg_kind_t alg = c->max ? dnnl_pooling_max : dnnl_pooling_avg_exclude_padding;
+    int rc = -1;
+    e->rows = rows;
+    md4(&src, rows, c->c, c->h, c->w, c->layout);
+    md4(&dst, rows, c->c, c->oh, c->ow, c->layout);
+    DN(dnnl_pooling_forward_desc_init(&ft, dnnl_forward_training, alg, &src, &dst, st, k, pl, pr), "pooling");
+    DN(dnnl_pooling_forward_desc_init(&fi, dnnl_forward_inference, alg, &src, &dst, st, k, pl, pr), "pooling");
+    DN(dnnl_pooling_backward_desc_init(&bd, alg, &src, &dst, st, k, pl, pr), "pooling backward");
+    if (dnnl_primitive_desc_create(&tpd, &ft, NULL, eng(be), NULL) != dnnl_success ||
+        dnnl_primitive_desc_create(&ipd, &fi, NULL, eng(be), NULL) != dnnl_success ||
+        dnnl_primitive_desc_create(&bpd, &bd, NULL, eng(be), tpd) != dnnl_success) {
+        dt_fail("oneDNN: no pooling primitive for this layer");
+        goto out;
+    }
+    if (!(e->fwd_train = prim_of(tpd)) || !(e->fwd_infer = prim_of(ipd)) || !(e->bwd = prim_of(bpd))) {
+        dt_fail("oneDNN: cannot create the pooling primitives");
+        goto out;
+    }
+    if (mem(be, &e->src, &src) || mem(be, &e->dst, &dst) || mem(be, &e->d_src, &src) || mem(be, &e->d_dst, &dst))
+        goto out;
+    if (c->max) {
+        const dnnl_memory_desc_t *ws = dnnl_primitive_desc_query_md(tpd, dnnl_query_workspace_md, 0);
+        if (dnnl_memory_create(&e->ws, ws, eng(be), DNNL_MEMORY_ALLOCATE) != dnnl_success) {
+            dt_fail("oneDNN: pooling workspace");
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    if (tpd) dnnl_primitive_desc_destroy(tpd);
+    if (ipd) dnnl_primitive_desc_destroy(ipd);
+    if (bpd) dnnl_primitive_desc_destroy(bpd);
+    return rc;
+}
+
+#define GET_ENTRY(type, make, cfgfield)                                                                                \
+    type *e = find(p, rows);                                                                                           \
+    if (!e) {                                                                                                          \
+        if (!(e = calloc(1, sizeof *e))) return dt_fail("out of memory");                                             \
+        if (make(be, &p->cfg.cfgfield, rows, e) != 0 || keep(p, e) != 0) {                                            \
+            free(e);                                                                                                   \
+            return -1;                                                                                                 \
+        }                                                                                                              \
+    }
+
+static void *cpu_pool_plan(dt_backend *be, const dt_pool_cfg *cfg)
+{
+    (void)be;
+    return plan_new(PLAN_POOL, cfg, sizeof *cfg);
+}
+
+static int cpu_pool_fwd(dt_backend *be, void *pv, int rows, int train, const float *x, float *y)
+{
+    plan *p = pv;
+    if (rows <= 0) return 0;
+    GET_ENTRY(pool_entry, pool_entry_make, pool)
+    set(e->src, x), set(e->dst, y);
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_DST, e->dst}, {DNNL_ARG_WORKSPACE, e->ws}};
+    return train ? run(be, e->fwd_train, e->ws ? 3 : 2, a, "pooling") : run(be, e->fwd_infer, 2, a, "pooling");
+}
+
+static int cpu_pool_bwd(dt_backend *be, void *pv, int rows, const float *dy, float *dx, float dx_beta)
+{
+    plan *p = pv;
+    const dt_pool_cfg *c = &p->cfg.pool;
+    if (rows <= 0) return 0;
+    GET_ENTRY(pool_entry, pool_entry_make, pool)
+    size_t n = be->act_size(be, c->layout, rows, c->c, c->h, c->w);
+    float *out = dx;
+    if (dx_beta != 0.0f) {
+        if (!e->tmp && !(e->tmp = dt_alloc(n * sizeof(float)))) return -1;
+        out = e->tmp;
+    }
+    set(e->d_dst, dy), set(e->d_src, out);
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_DIFF_DST, e->d_dst}, {DNNL_ARG_DIFF_SRC, e->d_src}, {DNNL_ARG_WORKSPACE, e->ws}};
+    if (run(be, e->bwd, e->ws ? 3 : 2, a, "pooling backward") != 0) return -1;
+    if (dx_beta != 0.0f) add_into(dx, e->tmp, n);
+    return 0;
+}
+
+static void pool_entry_free(pool_entry *e)
+{
+    dnnl_primitive_t ps[] = {e->fwd_train, e->fwd_infer, e->bwd};
+    dnnl_memory_t ms[] = {e->src, e->dst, e->ws, e->d_src, e->d_dst};
+    for (size_t i = 0; i < DT_ARRAY_LEN(ps); i++)
+        if (ps[i]) dnnl_primitive_destroy(ps[i]);
+    for (size_t i = 0; i < DT_ARRAY_LEN(ms); i++)
+        if (ms[i]) dnnl_memory_destroy(ms[i]);
+    dt_free(e->tmp);
+    free(e);
+}
+
+/* ---- batch normalisation ------------------------------------------------------------------------ */
+
+static int bn_entry_make(dt_backend *be, const dt_bn_cfg *c, int rows, bn_entry *e)
+{
+    dnnl_memory_desc_t data, chan;
+    dnnl_batch_normalization_desc_t ft, fi, bd;
+    dnnl_primitive_desc_t tpd = NULL, ipd = NULL, bpd = NULL;
+    dnnl_dims_t cd = {c->c};
+    unsigned ss = dnnl_use_scale | dnnl_use_shift;
+    int rc = -1;
+    e->rows = rows;
+    md4(&data, rows, c->c, c->h, c->w, c->layout);
+    dnnl_memory_desc_init_by_tag(&chan, 1, cd, dnnl_f32, dnnl_a);
+    DN(dnnl_batch_normalization_forward_desc_init(&ft, dnnl_forward_training, &data, c->eps, ss), "batch norm");
+    DN(dnnl_batch_normalization_forward_desc_init(&fi, dnnl_forward_inference, &data, c->eps, ss | dnnl_use_global_stats),
+       "batch norm");
+    DN(dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &data, &data, c->eps, ss), "batch norm backward");
+    if (dnnl_primitive_desc_create(&tpd, &ft, NULL, eng(be), NULL) != dnnl_success ||
+        dnnl_primitive_desc_create(&ipd, &fi, NULL, eng(be), NULL) != dnnl_success ||
+        dnnl_primitive_desc_create(&bpd, &bd, NULL, eng(be), tpd) != dnnl_success) {
+        dt_fail("oneDNN: no batch-normalisation primitive for this layer");
+        goto out;
+    }
+    if (!(e->fwd_train = prim_of(tpd)) || !(e->fwd_infer = prim_of(ipd)) || !(e->bwd = prim_of(bpd))) {
+        dt_fail("oneDNN: cannot create the batch-normalisation primitives");
+        goto out;
+    }
+    if (mem(be, &e->src, &data) || mem(be, &e->dst, &data) || mem(be, &e->scale, &chan) || mem(be, &e->shift, &chan) ||
+        mem(be, &e->mean, &chan) || mem(be, &e->var, &chan) || mem(be, &e->d_src, &data) || mem(be, &e->d_dst, &data) ||
+        mem(be, &e->d_scale, &chan) || mem(be, &e->d_shift, &chan))
+        goto out;
+    rc = 0;
+out:
+    if (tpd) dnnl_primitive_desc_destroy(tpd);
+    if (ipd) dnnl_primitive_desc_destroy(ipd);
+    if (bpd) dnnl_primitive_desc_destroy(bpd);
+    return rc;
+}
+
+static void *cpu_bn_plan(dt_backend *be, const dt_bn_cfg *cfg)
+{
+    (void)be;
+    return plan_new(PLAN_BN, cfg, sizeof *cfg);
+}
+
+static int cpu_bn_fwd(dt_backend *be, void *pv, int rows, int train, const float *x, const float *scale,
+                      const float *shift, float *mean, float *var, float *y)
+{
+    plan *p = pv;
+    if (rows <= 0) return 0;
+    GET_ENTRY(bn_entry, bn_entry_make, bn)
+    set(e->src, x), set(e->dst, y), set(e->scale, scale), set(e->shift, shift), set(e->mean, mean), set(e->var, var);
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, e->src},   {DNNL_ARG_DST, e->dst},   {DNNL_ARG_SCALE, e->scale},
+                           {DNNL_ARG_SHIFT, e->shift}, {DNNL_ARG_MEAN, e->mean}, {DNNL_ARG_VARIANCE, e->var}};
+    return run(be, train ? e->fwd_train : e->fwd_infer, 6, a, "batch norm");
+}
+
+static int cpu_bn_bwd(dt_backend *be, void *pv, int rows, const float *x, const float *scale, const float *mean,
+                      const float *var, const float *dy, float *dx, float dx_beta, float *dscale, float *dshift)
+{
+    plan *p = pv;
+    const dt_bn_cfg *c = &p->cfg.bn;
+    if (rows <= 0) return 0;
+    GET_ENTRY(bn_entry, bn_entry_make, bn)
+    size_t n = be->act_size(be, c->layout, rows, c->c, c->h, c->w);
+    float *out = dx;
+    if (!dx || dx_beta != 0.0f) { /* dx is always produced; without a consumer it goes to scratch */
+        if (!e->tmp && !(e->tmp = dt_alloc(n * sizeof(float)))) return -1;
+        out = e->tmp;
+    }
+    set(e->src, x), set(e->scale, scale), set(e->mean, mean), set(e->var, var), set(e->d_dst, dy), set(e->d_src, out);
+    if ((!dscale || !dshift) && !e->d_ss && !(e->d_ss = dt_alloc(2 * sizeof(float) * (size_t)c->c))) return -1;
+    set(e->d_scale, dscale ? dscale : e->d_ss), set(e->d_shift, dshift ? dshift : e->d_ss + c->c);
+    set(e->shift, scale); /* oneDNN insists on a shift argument in backward but never reads it */
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, e->src},         {DNNL_ARG_MEAN, e->mean},         {DNNL_ARG_VARIANCE, e->var},
+                           {DNNL_ARG_DIFF_DST, e->d_dst},  {DNNL_ARG_SCALE, e->scale},       {DNNL_ARG_SHIFT, e->shift},
+                           {DNNL_ARG_DIFF_SRC, e->d_src},  {DNNL_ARG_DIFF_SCALE, e->d_scale}, {DNNL_ARG_DIFF_SHIFT, e->d_shift}};
+    if (run(be, e->bwd, 9, a, "batch norm backward") != 0) return -1;
+    if (dx && dx_beta != 0.0f) add_into(dx, e->tmp, n);
+    return 0;
+}
+
+static void bn_entry_free(bn_entry *e)
+{
+    dnnl_primitive_t ps[] = {e->fwd_train, e->fwd_infer, e->bwd};
+    dnnl_memory_t ms[] = {e->src, e->dst, e->scale, e->shift, e->mean, e->var, e->d_src, e->d_dst, e->d_scale, e->d_shift};
+    for (size_t i = 0; i < DT_ARRAY_LEN(ps); i++)
+        if (ps[i]) dnnl_primitive_destroy(ps[i]);
+    for (size_t i = 0; i < DT_ARRAY_LEN(ms); i++)
+        if (ms[i]) dnnl_memory_destroy(ms[i]);
+    dt_free(e->tmp);
+    dt_free(e->d_ss);
+    free(e);
+}
+
+/* ---- local response normalisation --------------------------------------------------------------- */
+
+static int lrn_entry_make(dt_backend *be, const dt_lrn_cfg *c, int rows, lrn_entry *e)
+{
+    dnnl_memory_desc_t data;
+    dnnl_lrn_desc_t ft, fi, bd;
+    dnnl_primitive_desc_t tpd = NULL, ipd = NULL, bpd = NULL;
+    int rc = -1;
+    e->rows = rows;
+    md4(&data, rows, c->c, c->h, c->w, c->layout);
+    DN(dnnl_lrn_forward_desc_init(&ft, dnnl_forward_training, dnnl_lrn_across_channels, &data, c->size, c->alpha,
+                                  c->beta, c->k),
+       "LRN");
+    DN(dnnl_lrn_forward_desc_init(&fi, dnnl_forward_inference, dnnl_lrn_across_channels, &data, c->size, c->alpha,
+                                  c->beta, c->k),
+       "LRN");
+    DN(dnnl_lrn_backward_desc_init(&bd, dnnl_lrn_across_channels, &data, &data, c->size, c->alpha, c->beta, c->k),
+       "LRN backward");
+    if (dnnl_primitive_desc_create(&tpd, &ft, NULL, eng(be), NULL) != dnnl_success ||
+        dnnl_primitive_desc_create(&ipd, &fi, NULL, eng(be), NULL) != dnnl_success ||
+        dnnl_primitive_desc_create(&bpd, &bd, NULL, eng(be), tpd) != dnnl_success) {
+        dt_fail("oneDNN: no LRN primitive for this layer");
+        goto out;
+    }
+    if (!(e->fwd_train = prim_of(tpd)) || !(e->fwd_infer = prim_of(ipd)) || !(e->bwd = prim_of(bpd))) {
+        dt_fail("oneDNN: cannot create the LRN primitives");
+        goto out;
+    }
+    if (mem(be, &e->src, &data) || mem(be, &e->dst, &data) || mem(be, &e->d_src, &data) || mem(be, &e->d_dst, &data))
+        goto out;
+    const dnnl_memory_desc_t *ws = dnnl_primitive_desc_query_md(tpd, dnnl_query_workspace_md, 0);
+    if (ws && ws->ndims > 0 && dnnl_memory_create(&e->ws, ws, eng(be), DNNL_MEMORY_ALLOCATE) != dnnl_success) {
+        dt_fail("oneDNN: LRN workspace");
+        goto out;
+    }
+    rc = 0;
+out:
+    if (tpd) dnnl_primitive_desc_destroy(tpd);
+    if (ipd) dnnl_primitive_desc_destroy(ipd);
+    if (bpd) dnnl_primitive_desc_destroy(bpd);
+    return rc;
+}
+
+static void *cpu_lrn_plan(dt_backend *be, const dt_lrn_cfg *cfg)
+{
+    (void)be;
+    return plan_new(PLAN_LRN, cfg, sizeof *cfg);
+}
+
+static int cpu_lrn_fwd(dt_backend *be, void *pv, int rows, int train, const float *x, float *y)
+{
+    plan *p = pv;
+    if (rows <= 0) return 0;
+    GET_ENTRY(lrn_entry, lrn_entry_make, lrn)
+    set(e->src, x), set(e->dst, y);
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_DST, e->dst}, {DNNL_ARG_WORKSPACE, e->ws}};
+    return train ? run(be, e->fwd_train, e->ws ? 3 : 2, a, "LRN") : run(be, e->fwd_infer, 2, a, "LRN");
+}
+
+static int cpu_lrn_bwd(dt_backend *be, void *pv, int rows, const float *x, const float *dy, float *dx, float dx_beta)
+{
+    plan *p = pv;
+    const dt_lrn_cfg *c = &p->cfg.lrn;
+    if (rows <= 0) return 0;
+    GET_ENTRY(lrn_entry, lrn_entry_make, lrn)
+    size_t n = be->act_size(be, c->layout, rows, c->c, c->h, c->w);
+    float *out = dx;
+    if (dx_beta != 0.0f) {
+        if (!e->tmp && !(e->tmp = dt_alloc(n * sizeof(float)))) return -1;
+        out = e->tmp;
+    }
+    set(e->src, x), set(e->d_dst, dy), set(e->d_src, out);
+    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_DIFF_DST, e->d_dst}, {DNNL_ARG_DIFF_SRC, e->d_src},
+                           {DNNL_ARG_WORKSPACE, e->ws}};
+    if (run(be, e->bwd, e->ws ? 4 : 3, a, "LRN backward") != 0) return -1;
+    if (dx_beta != 0.0f) add_into(dx, e->tmp, n);
+    return 0;
+}
+
+static void lrn_entry_free(lrn_entry *e)
+{
+    dnnl_primitive_t ps[] = {e->fwd_train, e->fwd_infer, e->bwd};
+    dnnl_memory_t ms[] = {e->src, e->dst, e->ws, e->d_src, e->d_dst};
+    for (size_t i = 0; i < DT_ARRAY_LEN(ps); i++)
+        if (ps[i]) dnnl_primitive_destroy(ps[i]);
+    for (size_t i = 0; i < DT_ARRAY_LEN(ms); i++)
+        if (ms[i]) dnnl_memory_destroy(ms[i]);
+    dt_free(e->tmp);
+    free(e);
+}
+
+/* ---- layouts ------------------------------------------------------------------------------------ */
+
+static dt_layout cpu_layout_for(dt_backend *be, int c, int h, int w)
+{
+    (void)be, (void)h, (void)w;
+    return c % 16 == 0 ? DT_LAYOUT_BLOCK16 : DT_LAYOUT_PLAIN;
+}
+
+static size_t cpu_act_size(dt_backend *be, dt_layout l, int rows, int c, int h, int w)
+{
+    (void)be;
+    size_t cp = l == DT_LAYOUT_BLOCK16 ? ((size_t)c + 15) / 16 * 16 : (size_t)c;
+    return (size_t)rows * cp * (size_t)h * (size_t)w;
+}
+
+/* blocked <-> plain without oneDNN objects: a plain index permutation */
+static void relayout(int to_plain, const float *x, float *y, int rows, int c, int h, int w, float beta)
+{
+    size_t hw = (size_t)h * w, cb = (size_t)(c + 15) / 16;
+    for (int n = 0; n < rows; n++)
+        for (int ch = 0; ch < c; ch++) {
+            const size_t plain = ((size_t)n * c + ch) * hw, blk = (((size_t)n * cb + (size_t)ch / 16) * hw) * 16 + (size_t)ch % 16;
+            for (size_t s = 0; s < hw; s++) {
+                size_t pi = plain + s, bi = blk + s * 16;
+                if (to_plain) y[pi] = beta == 0.0f ? x[bi] : y[pi] + x[bi];
+                else y[bi] = beta == 0.0f ? x[pi] : y[bi] + x[pi];
+            }
+        }
+}
+
+static void cpu_to_plain(dt_backend *be, dt_layout from, const float *x, float *y, int rows, int c, int h, int w)
+{
+    if (from == DT_LAYOUT_PLAIN) be->copy(be, y, x, sizeof(float) * (size_t)rows * c * h * w);
+    else relayout(1, x, y, rows, c, h, w, 0.0f);
+}
+
+static void cpu_from_plain(dt_backend *be, dt_layout to, const float *x, float *y, int rows, int c, int h, int w,
+                           float beta)
+{
+    if (to == DT_LAYOUT_PLAIN) be->add(be, y, x, (size_t)rows * c * h * w, beta);
+    else relayout(0, x, y, rows, c, h, w, beta);
+}
+
+static void cpu_plan_free(dt_backend *be, void *pv)
+{
+    plan *p = pv;
+    (void)be;
+    if (!p) return;
+    for (int i = 0; i < p->n; i++) switch (p->kind) {
+        case PLAN_CONV: conv_entry_free(p->e[i]); break;
+        case PLAN_POOL: pool_entry_free(p->e[i]); break;
+        case PLAN_BN: bn_entry_free(p->e[i]); break;
+        case PLAN_LRN: lrn_entry_free(p->e[i]); break;
+        }
+    free(p);
+}
+
+int backend_cpu_dnnl_init(dt_backend *be)
+{
+    cpu_impl *c = be->impl;
+    DN(dnnl_engine_create(&c->eng, dnnl_cpu, 0), "engine");
+    DN(dnnl_stream_create(&c->stream, c->eng, dnnl_stream_default_flags), "stream");
+    be->layout_for = cpu_layout_for;
+    be->act_size = cpu_act_size;
+    be->to_plain = cpu_to_plain;
+    be->from_plain = cpu_from_plain;
+    be->conv_plan = cpu_conv_plan;
+    be->conv_fwd = cpu_conv_fwd;
+    be->conv_bwd = cpu_conv_bwd;
+    be->pool_plan = cpu_pool_plan;
+    be->pool_fwd = cpu_pool_fwd;
+    be->pool_bwd = cpu_pool_bwd;
+    be->bn_plan = cpu_bn_plan;
+    be->bn_fwd = cpu_bn_fwd;
+    be->bn_bwd = cpu_bn_bwd;
+    be->lrn_plan = cpu_lrn_plan;
+    be->lrn_fwd = cpu_lrn_fwd;
+    be->lrn_bwd = cpu_lrn_bwd;
+    be->plan_free = cpu_plan_free;
+    return 0;
+}
+
+void backend_cpu_dnnl_fini(dt_backend *be)
+{
+    cpu_impl *c = be->impl;
+    if (c->stream) dnnl_stream_destroy(c->stream);
+    if (c->eng) dnnl_engine_destroy(c->eng);
+}

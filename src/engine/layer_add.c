@@ -1,0 +1,57 @@
+/* add — the sum of 2 or more inputs of the same shape (residual connections): y = x1 + x2 + ...
+ * backward: every input's gradient gets dy. Inputs by name: in=a,b. No keys. */
+#include <string.h>
+
+#include "../util.h"
+#include "layer.h"
+
+static int add_configure(dt_layer *l, dt_kv *kv, int n_kv, const char *where)
+{
+    (void)l, (void)kv, (void)n_kv, (void)where;
+    return 0;
+}
+
+static int add_infer(dt_layer *l, const char *where)
+{
+    for (int i = 1; i < l->n_in; i++) {
+        const dt_shape *a = &l->in[0]->out, *b = &l->in[i]->out;
+        if (a->n_dims != b->n_dims || memcmp(a->d, b->d, sizeof(int) * (size_t)a->n_dims) != 0) {
+            char x[48], y[48];
+            shape_format(a, x, sizeof x);
+            shape_format(b, y, sizeof y);
+            return dt_fail("%s: add: inputs '%s' (%s) and '%s' (%s) differ in shape (expected the same)", where,
+                           l->in[0]->name, x, l->in[i]->name, y);
+        }
+    }
+    l->out = l->in[0]->out;
+    l->out_size = l->in[0]->out_size;
+    return 0;
+}
+
+static int add_forward(dt_layer *l, dt_backend *be, dt_pass *p)
+{
+    size_t n = layer_act_size(l, be, p->rows);
+    be->copy(be, l->y, l->in[0]->y, n * sizeof(float));
+    for (int i = 1; i < l->n_in; i++) be->add(be, l->y, l->in[i]->y, n, 1.0f);
+    return 0;
+}
+
+static int add_backward(dt_layer *l, dt_backend *be, dt_pass *p)
+{
+    size_t n = layer_act_size(l, be, p->rows);
+    for (int i = 0; i < l->n_in; i++)
+        if (l->in[i]->requires_grad) be->add(be, l->in[i]->dy, l->dy, n, l->in_accum[i] ? 1.0f : 0.0f);
+    return 0;
+}
+
+const dt_layer_ops layer_add_ops = {
+    .type = "add",
+    .help = "sum of its inputs (in=a,b), which must have the same shape",
+    .keys = "",
+    .min_in = 2,
+    .max_in = DT_MAX_INPUTS,
+    .configure = add_configure,
+    .infer = add_infer,
+    .forward = add_forward,
+    .backward = add_backward,
+};

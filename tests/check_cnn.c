@@ -1,0 +1,629 @@
+/* CNN layers: (1) every gradient formula of the double reference (ref_cnn.c) checked by central
+ * finite differences; (2) the backend's fast fp32 kernels (oneDNN on the CPU) equal the reference
+ * on random shapes, in plain and blocked layouts, within TOL_FAST; (3) a residual net built by
+ * the parser (conv, batchnorm, relu, add, shortcut, pooling, flatten, dense) equals the same net
+ * composed from the reference, forward and backward. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "engine/net.h"
+#include "ref.h"
+#include "rng.h"
+#include "testutil.h"
+#include "util.h"
+
+#define FD_EPS 1e-6
+#define FD_ATOL 1e-7
+#define FD_RTOL 1e-6
+/* fp32 kernels against the double reference: inputs U(-1,1), sums of at most a few hundred
+ * products; every case here passes at 5e-6 (and fails at 2e-6): a 4x margin. */
+#define TOL_FAST_ATOL 2e-5
+#define TOL_FAST_RTOL 1e-4
+
+static char msg[1024];
+
+/* ---- (1) finite differences ------------------------------------------------------------------ */
+
+typedef double (*loss_fn)(void *ctx);
+
+/* numeric gradient of loss with respect to p[0..n) */
+static void numgrad(loss_fn f, void *ctx, double *p, size_t n, double *g)
+{
+    for (size_t i = 0; i < n; i++) {
+        double keep = p[i];
+        p[i] = keep + FD_EPS;
+        double lp = f(ctx);
+        p[i] = keep - FD_EPS;
+        double lm = f(ctx);
+        p[i] = keep;
+        g[i] = (lp - lm) / (2 * FD_EPS);
+    }
+}
+
+static double dot(const double *a, const double *b, size_t n)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static double *rnd(size_t n, uint64_t seed)
+{
+    double *x = malloc(sizeof *x * (n ? n : 1));
+    fill_uniform_d(x, n, -1, 1, seed);
+    return x;
+}
+
+#define CHECK_FD(analytic, param, n, f, ctx, what)                                                                     \
+    do {                                                                                                               \
+        double *num_ = malloc(sizeof(double) * (n));                                                                   \
+        numgrad(f, ctx, param, n, num_);                                                                               \
+        ck_assert_msg(close_f64(analytic, num_, n, FD_ATOL, FD_RTOL, what, msg, sizeof msg), "%s", msg);               \
+        free(num_);                                                                                                    \
+    } while (0)
+
+typedef struct {
+    ref_conv g;
+    double *x, *w, *b, *r, *y;
+} conv_ctx;
+
+static double conv_loss(void *p)
+{
+    conv_ctx *c = p;
+    ref_conv_fwd(&c->g, c->x, c->w, c->b, c->y);
+    return dot(c->r, c->y, (size_t)c->g.rows * c->g.o * c->g.oh * c->g.ow);
+}
+
+/* stride 2 x 1, asymmetric padding (top 1, bottom 0, left 0, right 1), 2 groups, a 3 x 2 kernel */
+START_TEST(fd_conv)
+{
+    conv_ctx c = {.g = {.rows = 2, .c = 4, .h = 7, .w = 6, .o = 6, .kh = 3, .kw = 2, .sh = 2, .sw = 1, .pt = 1, .pl = 0,
+                        .groups = 2}};
+    c.g.oh = (7 + 1 + 0 - 3) / 2 + 1, c.g.ow = (6 + 0 + 1 - 2) / 1 + 1;
+    size_t nx = 2 * 4 * 7 * 6, nw = 6 * 2 * 3 * 2, ny = (size_t)2 * 6 * c.g.oh * c.g.ow;
+    c.x = rnd(nx, 1), c.w = rnd(nw, 2), c.b = rnd(6, 3), c.r = rnd(ny, 4), c.y = malloc(sizeof(double) * ny);
+    double *dx = malloc(sizeof(double) * nx), *dw = malloc(sizeof(double) * nw), db[6];
+    ref_conv_bwd(&c.g, c.x, c.w, c.r, dx, dw, db);
+    CHECK_FD(dx, c.x, nx, conv_loss, &c, "conv dx");
+    CHECK_FD(dw, c.w, nw, conv_loss, &c, "conv dW");
+    CHECK_FD(db, c.b, 6, conv_loss, &c, "conv db");
+    free(c.x), free(c.w), free(c.b), free(c.r), free(c.y), free(dx), free(dw);
+}
+END_TEST
+
+typedef struct {
+    ref_pool g;
+    double *x, *r, *y;
+} pool_ctx;
+
+static double pool_loss(void *p)
+{
+    pool_ctx *c = p;
+    ref_pool_fwd(&c->g, c->x, c->y);
+    return dot(c->r, c->y, (size_t)c->g.rows * c->g.c * c->g.oh * c->g.ow);
+}
+
+/* max with padding and ceil mode (a window hanging over the end), average in ceil mode and with
+ * padding, and a global average */
+START_TEST(fd_pool)
+{
+    ref_pool cases[] = {
+        {.max = 1, .rows = 2, .c = 3, .h = 6, .w = 7, .oh = 4, .ow = 4, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .pt = 1, .pl = 1},
+        {.max = 0, .rows = 2, .c = 3, .h = 6, .w = 7, .oh = 3, .ow = 3, .kh = 3, .kw = 3, .sh = 2, .sw = 2},
+        {.max = 0, .rows = 1, .c = 2, .h = 5, .w = 5, .oh = 3, .ow = 3, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .pt = 1, .pl = 1},
+        {.max = 0, .rows = 2, .c = 3, .h = 4, .w = 4, .oh = 1, .ow = 1, .kh = 4, .kw = 4, .sh = 1, .sw = 1},
+    };
+    for (size_t k = 0; k < DT_ARRAY_LEN(cases); k++) {
+        pool_ctx c = {.g = cases[k]};
+        size_t nx = (size_t)c.g.rows * c.g.c * c.g.h * c.g.w, ny = (size_t)c.g.rows * c.g.c * c.g.oh * c.g.ow;
+        c.x = rnd(nx, 10 + k), c.r = rnd(ny, 20 + k), c.y = malloc(sizeof(double) * ny);
+        double *dx = malloc(sizeof(double) * nx);
+        ref_pool_bwd(&c.g, c.x, c.r, dx);
+        CHECK_FD(dx, c.x, nx, pool_loss, &c, c.g.max ? "maxpool dx" : "avgpool dx");
+        free(c.x), free(c.r), free(c.y), free(dx);
+    }
+}
+END_TEST
+
+typedef struct {
+    int rows, c, hw;
+    double *x, *gamma, *beta, *r, *y, *mean, *var;
+} bn_ctx;
+
+static double bn_loss(void *p)
+{
+    bn_ctx *c = p;
+    ref_bn_fwd(c->x, c->gamma, c->beta, c->y, c->mean, c->var, c->rows, c->c, c->hw, 1e-5);
+    return dot(c->r, c->y, (size_t)c->rows * c->c * c->hw);
+}
+
+START_TEST(fd_batchnorm)
+{
+    bn_ctx c = {.rows = 3, .c = 4, .hw = 5};
+    size_t n = 3 * 4 * 5;
+    c.x = rnd(n, 30), c.gamma = rnd(4, 31), c.beta = rnd(4, 32), c.r = rnd(n, 33), c.y = malloc(sizeof(double) * n);
+    c.mean = malloc(sizeof(double) * 4), c.var = malloc(sizeof(double) * 4);
+    double *dx = malloc(sizeof(double) * n), dg[4], dbeta[4];
+    ref_bn_bwd(c.x, c.gamma, c.r, dx, dg, dbeta, c.rows, c.c, c.hw, 1e-5);
+    CHECK_FD(dx, c.x, n, bn_loss, &c, "batchnorm dx");
+    CHECK_FD(dg, c.gamma, 4, bn_loss, &c, "batchnorm dgamma");
+    CHECK_FD(dbeta, c.beta, 4, bn_loss, &c, "batchnorm dbeta");
+    free(c.x), free(c.gamma), free(c.beta), free(c.r), free(c.y), free(c.mean), free(c.var), free(dx);
+}
+END_TEST
+
+typedef struct {
+    int rows, c, hw, size;
+    double alpha, beta, k;
+    double *x, *r, *y;
+} lrn_ctx;
+
+static double lrn_loss(void *p)
+{
+    lrn_ctx *c = p;
+    ref_lrn_fwd(c->x, c->y, c->rows, c->c, c->hw, c->size, c->alpha, c->beta, c->k);
+    return dot(c->r, c->y, (size_t)c->rows * c->c * c->hw);
+}
+
+/* a large alpha so that the normalisation term matters at this scale */
+START_TEST(fd_lrn)
+{
+    lrn_ctx c = {.rows = 2, .c = 7, .hw = 3, .size = 5, .alpha = 0.5, .beta = 0.75, .k = 1.0};
+    size_t n = 2 * 7 * 3;
+    c.x = rnd(n, 40), c.r = rnd(n, 41), c.y = malloc(sizeof(double) * n);
+    double *dx = malloc(sizeof(double) * n);
+    ref_lrn_bwd(c.x, c.r, dx, c.rows, c.c, c.hw, c.size, c.alpha, c.beta, c.k);
+    CHECK_FD(dx, c.x, n, lrn_loss, &c, "lrn dx");
+    free(c.x), free(c.r), free(c.y), free(dx);
+}
+END_TEST
+
+typedef struct {
+    double *a, *b, *r;
+    size_t n;
+} add_ctx;
+
+static double add_loss(void *p)
+{
+    add_ctx *c = p;
+    double s = 0.0;
+    for (size_t i = 0; i < c->n; i++) s += c->r[i] * (c->a[i] + c->b[i]);
+    return s;
+}
+
+/* add's backward (in the engine: every input gets dy) against the numeric gradient */
+START_TEST(fd_add)
+{
+    add_ctx c = {.n = 12};
+    c.a = rnd(12, 50), c.b = rnd(12, 51), c.r = rnd(12, 52);
+    CHECK_FD(c.r, c.a, 12, add_loss, &c, "add d/da");
+    CHECK_FD(c.r, c.b, 12, add_loss, &c, "add d/db");
+    free(c.a), free(c.b), free(c.r);
+}
+END_TEST
+
+/* ---- (2) fast kernels against the reference ----------------------------------------------------- */
+
+static dt_backend *be;
+
+static void be_setup(void) { ck_assert_int_eq(backend_cpu_create(&be, 2), 0); }
+static void be_teardown(void) { backend_destroy(be); }
+
+/* a device activation in layout l from a plain double array */
+static float *dev_act(const double *x, dt_layout l, int rows, int c, int h, int w)
+{
+    size_t n = (size_t)rows * c * h * w;
+    float *plain = malloc(sizeof(float) * n), *d = be->alloc(be, sizeof(float) * be->act_size(be, l, rows, c, h, w));
+    for (size_t i = 0; i < n; i++) plain[i] = (float)x[i];
+    be->from_plain(be, l, plain, d, rows, c, h, w, 0.0f);
+    free(plain);
+    return d;
+}
+
+static float *dev_vec(const double *x, size_t n)
+{
+    float *d = be->alloc(be, sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) d[i] = (float)x[i];
+    return d;
+}
+
+/* compares a device activation in layout l with a plain double reference */
+static int same_act(const float *d, dt_layout l, const double *ref, int rows, int c, int h, int w, const char *what)
+{
+    size_t n = (size_t)rows * c * h * w;
+    float *plain = malloc(sizeof(float) * n);
+    be->to_plain(be, l, d, plain, rows, c, h, w);
+    int ok = close_f32_f64(plain, ref, n, TOL_FAST_ATOL, TOL_FAST_RTOL, what, msg, sizeof msg);
+    free(plain);
+    return ok;
+}
+
+static int pick(dt_rng *r, int lo, int hi) { return lo + (int)(rng_next(r) % (uint64_t)(hi - lo + 1)); }
+
+/* layouts to try for c channels: plain always, blocked where the backend would choose it */
+static int layouts(int c, dt_layout *out)
+{
+    out[0] = DT_LAYOUT_PLAIN;
+    if (be->layout_for(be, c, 1, 1) != DT_LAYOUT_PLAIN) {
+        out[1] = be->layout_for(be, c, 1, 1);
+        return 2;
+    }
+    return 1;
+}
+
+/* random convolutions: channels 3/8/16/32, groups, strides, asymmetric padding, 1-5 kernels;
+ * dx written (beta 0) and accumulated (beta 1) */
+START_TEST(fast_conv_matches_reference)
+{
+    dt_rng r;
+    rng_seed(&r, 7, 1);
+    const int chans[] = {3, 8, 16, 32};
+    for (int t = 0; t < 24; t++) {
+        ref_conv g;
+        g.rows = pick(&r, 1, 3);
+        g.groups = t % 4 == 3 ? 2 : 1;
+        g.c = chans[pick(&r, g.groups == 2 ? 1 : 0, 3)];
+        g.o = chans[pick(&r, 1, 3)];
+        g.h = pick(&r, 5, 11), g.w = pick(&r, 5, 11);
+        g.kh = pick(&r, 1, 5), g.kw = t % 5 == 0 ? pick(&r, 1, 5) : g.kh;
+        g.sh = pick(&r, 1, 3), g.sw = t % 6 == 0 ? pick(&r, 1, 3) : g.sh;
+        g.pt = pick(&r, 0, g.kh - 1), g.pl = pick(&r, 0, g.kw - 1);
+        int pb = t % 3 == 0 ? pick(&r, 0, g.kh - 1) : g.pt, pr = t % 3 == 0 ? pick(&r, 0, g.kw - 1) : g.pl;
+        g.oh = (g.h + g.pt + pb - g.kh) / g.sh + 1, g.ow = (g.w + g.pl + pr - g.kw) / g.sw + 1;
+        int bias = t % 2;
+        size_t nx = (size_t)g.rows * g.c * g.h * g.w, nw = (size_t)g.o * (g.c / g.groups) * g.kh * g.kw,
+               ny = (size_t)g.rows * g.o * g.oh * g.ow;
+        double *x = rnd(nx, 100 + t), *w = rnd(nw, 200 + t), *b = rnd(g.o, 300 + t), *dy = rnd(ny, 400 + t);
+        double *y = malloc(sizeof(double) * ny), *dx = malloc(sizeof(double) * nx), *dx2 = malloc(sizeof(double) * nx),
+               *dw = malloc(sizeof(double) * nw), *db = malloc(sizeof(double) * g.o), *x0 = rnd(nx, 500 + t);
+        ref_conv_fwd(&g, x, w, bias ? b : NULL, y);
+        ref_conv_bwd(&g, x, w, dy, dx, dw, db);
+        for (size_t i = 0; i < nx; i++) dx2[i] = x0[i] + dx[i];
+        dt_layout li[2], lo[2];
+        int nli = layouts(g.c, li), nlo = layouts(g.o, lo);
+        for (int a = 0; a < nli; a++)
+            for (int c = 0; c < nlo; c++) {
+                dt_conv_cfg cfg = {g.c, g.h, g.w, g.o, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pt, pb, g.pl, pr, g.groups,
+                                   bias, li[a], lo[c]};
+                void *plan = be->conv_plan(be, &cfg);
+                ck_assert_msg(plan != NULL, "%s", dt_errmsg());
+                float *fx = dev_act(x, li[a], g.rows, g.c, g.h, g.w), *fw = dev_vec(w, nw), *fb = dev_vec(b, g.o);
+                float *fdy = dev_act(dy, lo[c], g.rows, g.o, g.oh, g.ow), *fdx = dev_act(x0, li[a], g.rows, g.c, g.h, g.w);
+                float *fy = be->alloc(be, sizeof(float) * be->act_size(be, lo[c], g.rows, g.o, g.oh, g.ow));
+                float *fdw = be->alloc(be, sizeof(float) * nw), *fdb = be->alloc(be, sizeof(float) * g.o);
+                char what[160];
+                snprintf(what, sizeof what, "case %d (%dx%dx%d -> %dx%dx%d, k %dx%d, s %dx%d, pad %d,%d,%d,%d, g %d, %s->%s)",
+                         t, g.c, g.h, g.w, g.o, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pt, pb, g.pl, pr, g.groups,
+                         li[a] ? "blocked" : "plain", lo[c] ? "blocked" : "plain");
+                ck_assert_msg(be->conv_fwd(be, plan, g.rows, fx, fw, bias ? fb : NULL, fy) == 0, "%s", dt_errmsg());
+                ck_assert_msg(same_act(fy, lo[c], y, g.rows, g.o, g.oh, g.ow, "y"), "%s: %s", what, msg);
+                /* accumulate into x0, then overwrite */
+                ck_assert_int_eq(be->conv_bwd(be, plan, g.rows, fx, fw, fdy, fdx, 1.0f, fdw, bias ? fdb : NULL), 0);
+                ck_assert_msg(same_act(fdx, li[a], dx2, g.rows, g.c, g.h, g.w, "dx (accumulated)"), "%s: %s", what, msg);
+                ck_assert_msg(close_f32_f64(fdw, dw, nw, TOL_FAST_ATOL, TOL_FAST_RTOL, "dW", msg, sizeof msg), "%s: %s",
+                              what, msg);
+                if (bias)
+                    ck_assert_msg(close_f32_f64(fdb, db, g.o, TOL_FAST_ATOL, TOL_FAST_RTOL, "db", msg, sizeof msg),
+                                  "%s: %s", what, msg);
+                ck_assert_int_eq(be->conv_bwd(be, plan, g.rows, fx, fw, fdy, fdx, 0.0f, NULL, NULL), 0);
+                ck_assert_msg(same_act(fdx, li[a], dx, g.rows, g.c, g.h, g.w, "dx"), "%s: %s", what, msg);
+                be->plan_free(be, plan);
+                be->free(be, fx), be->free(be, fw), be->free(be, fb), be->free(be, fdy), be->free(be, fdx);
+                be->free(be, fy), be->free(be, fdw), be->free(be, fdb);
+            }
+        free(x), free(w), free(b), free(dy), free(y), free(dx), free(dx2), free(dw), free(db), free(x0);
+    }
+}
+END_TEST
+
+/* random max and average pools, with padding and ceil mode, geometry from the layers' own rule */
+START_TEST(fast_pool_matches_reference)
+{
+    dt_rng r;
+    rng_seed(&r, 8, 1);
+    const int chans[] = {3, 16, 32};
+    for (int t = 0; t < 24; t++) {
+        ref_pool g = {.max = t % 2, .rows = pick(&r, 1, 3), .c = chans[pick(&r, 0, 2)], .h = pick(&r, 4, 12),
+                      .w = pick(&r, 4, 12)};
+        g.kh = g.kw = pick(&r, 1, 4);
+        g.sh = g.sw = pick(&r, 1, 3);
+        int pad = pick(&r, 0, (g.kh - 1) / 2), ceil_mode = t % 4 >= 2, ph, pw;
+        ck_assert_int_eq(window_geometry(g.h, g.kh, g.sh, pad, ceil_mode, &g.oh, &g.pt, &ph), 0);
+        ck_assert_int_eq(window_geometry(g.w, g.kw, g.sw, pad, ceil_mode, &g.ow, &g.pl, &pw), 0);
+        size_t nx = (size_t)g.rows * g.c * g.h * g.w, ny = (size_t)g.rows * g.c * g.oh * g.ow;
+        double *x = rnd(nx, 600 + t), *dy = rnd(ny, 700 + t), *y = malloc(sizeof(double) * ny),
+               *dx = malloc(sizeof(double) * nx);
+        ref_pool_fwd(&g, x, y);
+        ref_pool_bwd(&g, x, dy, dx);
+        dt_layout l[2];
+        int nl = layouts(g.c, l);
+        for (int a = 0; a < nl; a++) {
+            dt_pool_cfg cfg = {g.max, g.c, g.h, g.w, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pt, ph, g.pl, pw, l[a]};
+            void *plan = be->pool_plan(be, &cfg);
+            char what[160];
+            snprintf(what, sizeof what, "case %d (%s %dx%dx%d -> %dx%d, k %d, s %d, pad %d%s, %s)", t,
+                     g.max ? "max" : "avg", g.c, g.h, g.w, g.oh, g.ow, g.kh, g.sh, pad, ceil_mode ? ", ceil" : "",
+                     l[a] ? "blocked" : "plain");
+            ck_assert_msg(plan != NULL, "%s: %s", what, dt_errmsg());
+            float *fx = dev_act(x, l[a], g.rows, g.c, g.h, g.w), *fdy = dev_act(dy, l[a], g.rows, g.c, g.oh, g.ow);
+            float *fy = be->alloc(be, sizeof(float) * be->act_size(be, l[a], g.rows, g.c, g.oh, g.ow));
+            float *fdx = be->alloc(be, sizeof(float) * be->act_size(be, l[a], g.rows, g.c, g.h, g.w));
+            ck_assert_msg(be->pool_fwd(be, plan, g.rows, 1, fx, fy) == 0, "%s: %s", what, dt_errmsg());
+            ck_assert_msg(same_act(fy, l[a], y, g.rows, g.c, g.oh, g.ow, "y"), "%s: %s", what, msg);
+            ck_assert_msg(be->pool_bwd(be, plan, g.rows, fdy, fdx, 0.0f) == 0, "%s: %s", what, dt_errmsg());
+            ck_assert_msg(same_act(fdx, l[a], dx, g.rows, g.c, g.h, g.w, "dx"), "%s: %s", what, msg);
+            be->plan_free(be, plan);
+            be->free(be, fx), be->free(be, fdy), be->free(be, fy), be->free(be, fdx);
+        }
+        free(x), free(dy), free(y), free(dx);
+    }
+}
+END_TEST
+
+START_TEST(fast_batchnorm_matches_reference)
+{
+    const int shapes[][4] = {{4, 3, 5, 5}, {2, 16, 4, 3}, {3, 32, 2, 2}, {8, 16, 1, 1}};
+    for (size_t t = 0; t < DT_ARRAY_LEN(shapes); t++) {
+        int rows = shapes[t][0], c = shapes[t][1], h = shapes[t][2], w = shapes[t][3];
+        size_t n = (size_t)rows * c * h * w;
+        double *x = rnd(n, 800 + t), *gm = rnd(c, 810 + t), *bt = rnd(c, 820 + t), *dy = rnd(n, 830 + t);
+        double *y = malloc(sizeof(double) * n), *dx = malloc(sizeof(double) * n), *mean = malloc(sizeof(double) * c),
+               *var = malloc(sizeof(double) * c), *dg = malloc(sizeof(double) * c), *dbt = malloc(sizeof(double) * c);
+        for (size_t i = 0; i < n; i++) x[i] = 2.0 * x[i] + 0.5; /* a mean and variance away from 0 and 1 */
+        ref_bn_fwd(x, gm, bt, y, mean, var, rows, c, h * w, 1e-5);
+        ref_bn_bwd(x, gm, dy, dx, dg, dbt, rows, c, h * w, 1e-5);
+        dt_layout l[2];
+        int nl = layouts(c, l);
+        for (int a = 0; a < nl; a++) {
+            dt_bn_cfg cfg = {c, h, w, 1e-5f, l[a]};
+            void *plan = be->bn_plan(be, &cfg);
+            float *fx = dev_act(x, l[a], rows, c, h, w), *fdy = dev_act(dy, l[a], rows, c, h, w);
+            float *fy = be->alloc(be, sizeof(float) * n), *fdx = be->alloc(be, sizeof(float) * n);
+            float *fg = dev_vec(gm, c), *fb = dev_vec(bt, c), *fm = be->alloc(be, 4 * c), *fv = be->alloc(be, 4 * c);
+            float *fdg = be->alloc(be, 4 * c), *fdb = be->alloc(be, 4 * c);
+            ck_assert_msg(plan && be->bn_fwd(be, plan, rows, 1, fx, fg, fb, fm, fv, fy) == 0, "%s", dt_errmsg());
+            ck_assert_msg(same_act(fy, l[a], y, rows, c, h, w, "y"), "shape %zu %s: %s", t, l[a] ? "blocked" : "plain", msg);
+            ck_assert_msg(close_f32_f64(fm, mean, c, TOL_FAST_ATOL, TOL_FAST_RTOL, "mean", msg, sizeof msg), "%s", msg);
+            ck_assert_msg(close_f32_f64(fv, var, c, TOL_FAST_ATOL, TOL_FAST_RTOL, "var", msg, sizeof msg), "%s", msg);
+            ck_assert_msg(be->bn_bwd(be, plan, rows, fx, fg, fm, fv, fdy, fdx, 0.0f, fdg, fdb) == 0, "%s", dt_errmsg());
+            ck_assert_msg(same_act(fdx, l[a], dx, rows, c, h, w, "dx"), "shape %zu: %s", t, msg);
+            ck_assert_msg(close_f32_f64(fdg, dg, c, TOL_FAST_ATOL, TOL_FAST_RTOL, "dgamma", msg, sizeof msg), "%s", msg);
+            ck_assert_msg(close_f32_f64(fdb, dbt, c, TOL_FAST_ATOL, TOL_FAST_RTOL, "dbeta", msg, sizeof msg), "%s", msg);
+            /* evaluation: the given statistics; a frozen layer: no parameter gradients wanted */
+            ck_assert_int_eq(be->bn_fwd(be, plan, rows, 0, fx, fg, fb, fm, fv, fy), 0);
+            ck_assert_msg(same_act(fy, l[a], y, rows, c, h, w, "y (given statistics)"), "%s", msg);
+            ck_assert_int_eq(be->bn_bwd(be, plan, rows, fx, fg, fm, fv, fdy, fdx, 0.0f, NULL, NULL), 0);
+            ck_assert_msg(same_act(fdx, l[a], dx, rows, c, h, w, "dx (frozen)"), "%s", msg);
+            be->plan_free(be, plan);
+            be->free(be, fx), be->free(be, fdy), be->free(be, fy), be->free(be, fdx), be->free(be, fg);
+            be->free(be, fb), be->free(be, fm), be->free(be, fv), be->free(be, fdg), be->free(be, fdb);
+        }
+        free(x), free(gm), free(bt), free(dy), free(y), free(dx), free(mean), free(var), free(dg), free(dbt);
+    }
+}
+END_TEST
+
+START_TEST(fast_lrn_matches_reference)
+{
+    const int shapes[][4] = {{2, 7, 3, 3}, {2, 16, 4, 4}, {1, 32, 3, 2}};
+    for (size_t t = 0; t < DT_ARRAY_LEN(shapes); t++) {
+        int rows = shapes[t][0], c = shapes[t][1], h = shapes[t][2], w = shapes[t][3];
+        size_t n = (size_t)rows * c * h * w;
+        double *x = rnd(n, 900 + t), *dy = rnd(n, 910 + t), *y = malloc(sizeof(double) * n),
+               *dx = malloc(sizeof(double) * n);
+        for (size_t i = 0; i < n; i++) x[i] *= 3.0;
+        ref_lrn_fwd(x, y, rows, c, h * w, 5, 0.5, 0.75, 2.0);
+        ref_lrn_bwd(x, dy, dx, rows, c, h * w, 5, 0.5, 0.75, 2.0);
+        dt_layout l[2];
+        int nl = layouts(c, l);
+        for (int a = 0; a < nl; a++) {
+            dt_lrn_cfg cfg = {c, h, w, 5, 0.5f, 0.75f, 2.0f, l[a]};
+            void *plan = be->lrn_plan(be, &cfg);
+            float *fx = dev_act(x, l[a], rows, c, h, w), *fdy = dev_act(dy, l[a], rows, c, h, w);
+            float *fy = be->alloc(be, sizeof(float) * n), *fdx = be->alloc(be, sizeof(float) * n);
+            ck_assert_msg(plan && be->lrn_fwd(be, plan, rows, 1, fx, fy) == 0, "%s", dt_errmsg());
+            ck_assert_msg(same_act(fy, l[a], y, rows, c, h, w, "y"), "shape %zu %s: %s", t, l[a] ? "blocked" : "plain", msg);
+            ck_assert_msg(be->lrn_bwd(be, plan, rows, fx, fdy, fdx, 0.0f) == 0, "%s", dt_errmsg());
+            ck_assert_msg(same_act(fdx, l[a], dx, rows, c, h, w, "dx"), "shape %zu %s: %s", t, l[a] ? "blocked" : "plain",
+                          msg);
+            be->plan_free(be, plan);
+            be->free(be, fx), be->free(be, fdy), be->free(be, fy), be->free(be, fdx);
+        }
+        free(x), free(dy), free(y), free(dx);
+    }
+}
+END_TEST
+
+/* ---- (3) a residual net through the parser against the composed reference ----------------------- */
+
+static const char *RES_NET = "input shape=3x6x6\n"
+                             "conv name=c1 out=16 k=3 pad=1 bias=0\n"
+                             "batchnorm name=bn1\n"
+                             "relu name=r1\n"
+                             "conv name=c2 out=16 k=3 pad=1\n"
+                             "batchnorm name=bn2\n"
+                             "add name=sum in=bn2,r1\n"
+                             "relu name=r2\n"
+                             "shortcut name=sc out=32 stride=2\n"
+                             "maxpool name=mp k=2 stride=1\n"
+                             "flatten name=fl\n"
+                             "dense name=fc out=5\n"
+                             "softmax_xent\n";
+
+static void set_tensor(dt_net *net, const char *name, const double *v)
+{
+    dt_param *p = net_find_tensor(net, name);
+    ck_assert_msg(p != NULL, "no tensor %s", name);
+    for (size_t i = 0; i < p->n; i++) p->w[i] = (float)v[i];
+}
+
+/* y[n][o][i][j] = x[n][o - front][2i][2j] where that channel exists */
+static void ref_shortcut(const double *x, double *y, int rows, int c, int h, int o, int front, int back_prop)
+{
+    int oh = (h + 1) / 2;
+    for (int n = 0; n < rows; n++)
+        for (int k = 0; k < o; k++)
+            for (int i = 0; i < oh; i++)
+                for (int j = 0; j < oh; j++) {
+                    int ck = k - front;
+                    size_t yo = (((size_t)n * o + k) * oh + i) * oh + j;
+                    if (ck < 0 || ck >= c) {
+                        if (!back_prop) y[yo] = 0.0;
+                        continue;
+                    }
+                    size_t xo = (((size_t)n * c + ck) * h + 2 * i) * h + 2 * j;
+                    if (back_prop) ((double *)x)[xo] += y[yo];
+                    else y[yo] = x[xo];
+                }
+}
+
+START_TEST(residual_net_matches_reference)
+{
+    enum { R = 3, C = 3, H = 6, F = 16, O = 32, HS = 3, HP = 2, NC = 5 };
+    dt_net *net;
+    ck_assert_msg(net_parse(RES_NET, "res.net", "res", &net) == 0, "%s", dt_errmsg());
+    ck_assert_int_eq(net_alloc(net, be, R), 0);
+    ck_assert_int_eq(net_init_params(net, 5), 0); /* running statistics start at (0, 1) */
+    double *x = rnd(R * C * H * H, 1000), *w1 = rnd(F * C * 9, 1001), *w2 = rnd(F * F * 9, 1002), *b2 = rnd(F, 1003);
+    double *g1 = rnd(F, 1004), *be1 = rnd(F, 1005), *g2 = rnd(F, 1006), *be2 = rnd(F, 1007);
+    double *wf = rnd(NC * O * HP * HP, 1008), *bf = rnd(NC, 1009);
+    int32_t labels[R] = {1, 4, 0};
+    set_tensor(net, "c1.weight", w1), set_tensor(net, "c2.weight", w2), set_tensor(net, "c2.bias", b2);
+    set_tensor(net, "bn1.weight", g1), set_tensor(net, "bn1.bias", be1), set_tensor(net, "bn2.weight", g2);
+    set_tensor(net, "bn2.bias", be2), set_tensor(net, "fc.weight", wf), set_tensor(net, "fc.bias", bf);
+    float xf[R * C * H * H];
+    for (int i = 0; i < R * C * H * H; i++) xf[i] = (float)x[i];
+    net_set_input(net, xf, R);
+    net_set_labels(net, labels, R);
+    dt_pass pass = {.rows = R, .train = 1, .labels = net->labels, .rng_key = 1, .grad_scale = 1.0f / R};
+    ck_assert_msg(net_forward(net, &pass) == 0, "%s", dt_errmsg());
+    ck_assert_msg(net_backward(net, &pass, NULL, NULL) == 0, "%s", dt_errmsg());
+
+    /* the same in double */
+    const size_t na = (size_t)R * F * H * H, ns = (size_t)R * O * HS * HS, np = (size_t)R * O * HP * HP;
+    double *a1 = malloc(8 * na), *n1 = malloc(8 * na), *r1 = malloc(8 * na), *a2 = malloc(8 * na), *n2 = malloc(8 * na);
+    double *s = malloc(8 * na), *r2 = malloc(8 * na), *sc = malloc(8 * ns), *mp = malloc(8 * np), z[R * NC], prob[R * NC];
+    double m1[F], v1[F], m2[F], v2[F];
+    ref_conv g1c = {R, C, H, H, F, H, H, 3, 3, 1, 1, 1, 1, 1}, g2c = {R, F, H, H, F, H, H, 3, 3, 1, 1, 1, 1, 1};
+    ref_pool gp = {.max = 1, .rows = R, .c = O, .h = HS, .w = HS, .oh = HP, .ow = HP, .kh = 2, .kw = 2, .sh = 1, .sw = 1};
+    ref_conv_fwd(&g1c, x, w1, NULL, a1);
+    ref_bn_fwd(a1, g1, be1, n1, m1, v1, R, F, H * H, 1e-5);
+    ref_relu_fwd(n1, r1, na);
+    ref_conv_fwd(&g2c, r1, w2, b2, a2);
+    ref_bn_fwd(a2, g2, be2, n2, m2, v2, R, F, H * H, 1e-5);
+    for (size_t i = 0; i < na; i++) s[i] = n2[i] + r1[i];
+    ref_relu_fwd(s, r2, na);
+    ref_shortcut(r2, sc, R, F, H, O, (O - F) / 2, 0);
+    ref_pool_fwd(&gp, sc, mp);
+    ref_dense_fwd(mp, wf, bf, z, R, O * HP * HP, NC);
+    double loss = ref_softmax_xent_fwd(z, labels, prob, R, NC);
+    double dz[R * NC], *dmp = malloc(8 * np), *dsc = malloc(8 * ns), *dr2 = calloc(na, 8), *ds = malloc(8 * na);
+    double *dn2 = malloc(8 * na), *da2 = malloc(8 * na), *dr1 = malloc(8 * na), *dn1 = malloc(8 * na), *da1 = malloc(8 * na);
+    double dwf[NC * O * HP * HP], dbf[NC], dg2[F], dbe2[F], dg1[F], dbe1[F], *dw2 = malloc(8 * F * F * 9), db2[F],
+           *dw1 = malloc(8 * F * C * 9);
+    ref_softmax_xent_bwd(prob, labels, 1.0 / R, dz, R, NC);
+    ref_dense_bwd(mp, wf, dz, dmp, dwf, dbf, R, O * HP * HP, NC);
+    ref_pool_bwd(&gp, sc, dmp, dsc);
+    ref_shortcut(dr2, dsc, R, F, H, O, (O - F) / 2, 1);
+    ref_relu_bwd(s, dr2, ds, na);
+    ref_bn_bwd(a2, g2, ds, dn2, dg2, dbe2, R, F, H * H, 1e-5);
+    ref_conv_bwd(&g2c, r1, w2, dn2, da2, dw2, db2);
+    for (size_t i = 0; i < na; i++) da2[i] += ds[i]; /* r1 feeds conv c2 and the sum */
+    ref_relu_bwd(n1, da2, dr1, na);
+    ref_bn_bwd(a1, g1, dr1, dn1, dg1, dbe1, R, F, H * H, 1e-5);
+    ref_conv_bwd(&g1c, x, w1, dn1, NULL, dw1, NULL);
+    (void)da1;
+
+    ck_assert_msg(fabs(pass.loss_sum - loss) <= 1e-4 * fabs(loss), "loss %g vs %g", pass.loss_sum, loss);
+    struct {
+        const char *name;
+        const double *ref;
+    } grads[] = {{"fc.weight", dwf}, {"fc.bias", dbf}, {"bn2.weight", dg2}, {"bn2.bias", dbe2}, {"c2.weight", dw2},
+                 {"c2.bias", db2},   {"bn1.weight", dg1}, {"bn1.bias", dbe1}, {"c1.weight", dw1}};
+    for (size_t i = 0; i < DT_ARRAY_LEN(grads); i++) {
+        dt_param *p = net_find_tensor(net, grads[i].name);
+        ck_assert_msg(close_f32_f64(p->g, grads[i].ref, p->n, 1e-4, 1e-3, grads[i].name, msg, sizeof msg), "%s", msg);
+    }
+    /* running statistics after one step from (0, 1) with momentum 0.1, variance unbiased */
+    double rm[F], rv[F], cnt = (double)R * H * H;
+    for (int k = 0; k < F; k++) rm[k] = 0.1 * m1[k], rv[k] = 0.9 + 0.1 * v1[k] * cnt / (cnt - 1);
+    ck_assert_msg(close_f32_f64(net_find_tensor(net, "bn1.running_mean")->w, rm, F, 1e-5, 1e-4, "running_mean", msg,
+                                sizeof msg), "%s", msg);
+    ck_assert_msg(close_f32_f64(net_find_tensor(net, "bn1.running_var")->w, rv, F, 1e-5, 1e-4, "running_var", msg,
+                                sizeof msg), "%s", msg);
+    net_destroy(net);
+    free(x), free(w1), free(w2), free(b2), free(g1), free(be1), free(g2), free(be2), free(wf), free(bf);
+    free(a1), free(n1), free(r1), free(a2), free(n2), free(s), free(r2), free(sc), free(mp), free(dmp), free(dsc);
+    free(dr2), free(ds), free(dn2), free(da2), free(dr1), free(dn1), free(da1), free(dw2), free(dw1);
+}
+END_TEST
+
+/* a frozen layer gets no gradient and no arena space, and still passes gradients through */
+START_TEST(frozen_layers_pass_gradients_only)
+{
+    dt_net *net;
+    const char *text = "input shape=3x6x6\n"
+                       "conv name=c1 out=8 k=3\n"
+                       "conv name=c2 out=8 k=3 frozen=1\n"
+                       "batchnorm name=bn frozen=1\n"
+                       "flatten\n"
+                       "dense name=fc out=4\n"
+                       "softmax_xent\n";
+    ck_assert_msg(net_parse(text, "f.net", "f", &net) == 0, "%s", dt_errmsg());
+    ck_assert_uint_eq(net->n_params, (size_t)(8 * 3 * 9 + 8) + (4 * 8 * 2 * 2 + 4));
+    ck_assert_uint_eq(net_n_weights(net), net->n_params + 8 * 8 * 9 + 8 + 8 + 8);
+    ck_assert_uint_eq(net->n_state, (size_t)8 * 8 * 9 + 8 + 4 * 8);
+    ck_assert_ptr_null(net_find_tensor(net, "c2.weight")->g);
+    ck_assert_int_eq(net_alloc(net, be, 2), 0);
+    ck_assert_int_eq(net_init_params(net, 3), 0);
+    float x[2 * 3 * 36];
+    for (int i = 0; i < 2 * 3 * 36; i++) x[i] = (float)((i * 37) % 17) / 17.0f - 0.5f;
+    int32_t y[2] = {1, 3};
+    net_set_input(net, x, 2);
+    net_set_labels(net, y, 2);
+    dt_pass pass = {.rows = 2, .train = 1, .labels = net->labels, .grad_scale = 0.5f};
+    float keep[8 * 8 * 9];
+    memcpy(keep, net_find_tensor(net, "c2.weight")->w, sizeof keep);
+    ck_assert_int_eq(net_forward(net, &pass), 0);
+    ck_assert_int_eq(net_backward(net, &pass, NULL, NULL), 0);
+    double norm = 0.0;
+    const dt_param *g1 = net_find_tensor(net, "c1.weight");
+    for (size_t i = 0; i < g1->n; i++) norm += fabs(g1->g[i]);
+    ck_assert_msg(norm > 0.0, "no gradient reached c1 through the frozen layers");
+    ck_assert_int_eq(memcmp(keep, net_find_tensor(net, "c2.weight")->w, sizeof keep), 0);
+    net_destroy(net);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cnn");
+    TCase *fd = tcase_create("finite differences (double reference)");
+    TCase *fast = tcase_create("fast kernels vs reference");
+    TCase *net = tcase_create("nets");
+    tcase_add_test(fd, fd_conv);
+    tcase_add_test(fd, fd_pool);
+    tcase_add_test(fd, fd_batchnorm);
+    tcase_add_test(fd, fd_lrn);
+    tcase_add_test(fd, fd_add);
+    tcase_add_checked_fixture(fast, be_setup, be_teardown);
+    tcase_set_timeout(fast, 120);
+    tcase_add_test(fast, fast_conv_matches_reference);
+    tcase_add_test(fast, fast_pool_matches_reference);
+    tcase_add_test(fast, fast_batchnorm_matches_reference);
+    tcase_add_test(fast, fast_lrn_matches_reference);
+    tcase_add_checked_fixture(net, be_setup, be_teardown);
+    tcase_add_test(net, residual_net_matches_reference);
+    tcase_add_test(net, frozen_layers_pass_gradients_only);
+    suite_add_tcase(s, fd);
+    suite_add_tcase(s, fast);
+    suite_add_tcase(s, net);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
