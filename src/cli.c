@@ -1,6 +1,7 @@
 /* The option table and everything derived from it. */
 #include "cli.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stddef.h>
@@ -56,6 +57,12 @@ static const optdef table[] = {
      "compute threads per rank (0: the cores of this host divided by its ranks)"},
     {"Run", "device", K_CHOICE, "cpu|auto", OFF(device), 0, 0, "cpu|auto", "auto", 0, 0,
      "compute backend (auto: the best one built)"},
+    {"Run", "augment", K_STRING, "SPEC", OFF(augment), 0, 0, NULL, "default", 0, 0,
+     "training augmentation: default (the dataset's), none, or a list of crop=PAD, resized-crop, flip"},
+    {"Run", "image-size", K_INT, "S", OFF(image_size), 0, 4096, NULL, "0", 0, 0,
+     "imagenet: side of the packed square images (0: the net's input side x 8/7, 256 for 224)"},
+    {"Run", "prefetch", K_INT, "N", OFF(prefetch), 0, 64, NULL, "2", LOCAL, 0,
+     "batches a loader thread prepares ahead of training (0: load in the training loop)"},
     {"Run", "config", K_STRING, "FILE", OFF(config), 0, 0, NULL, NULL, LOCAL | NO_CONFIG, 0,
      "read options from a key = value file first (dtrain.conf(5))"},
 
@@ -177,6 +184,10 @@ static int check_name(const dt_opts *o, const optdef *d, const char *value, cons
     }
     if (strcmp(d->name, "compress") == 0 && !codec_exists(value))
         return dt_fail("%s: unknown codec '%s' (expected one of %s)", origin, value, codec_list());
+    if (strcmp(d->name, "augment") == 0) {
+        dt_augment tmp;
+        if (augment_parse(value, "", &tmp) != 0) return dt_fail_prefix("%s", origin);
+    }
     if (strcmp(d->name, "dataset") == 0 && !dataset_default_dirs(value)[0])
         return dt_fail("%s: unknown dataset '%s' (expected one of %s)", origin, value, dataset_list());
     return 0;
@@ -270,9 +281,23 @@ static int check_combinations(const dt_opts *o)
             return dt_fail("--%s applies to --mode %s, not to --mode %s", name, users, o->mode);
         }
     }
+    if (cli_given(o, "image-size") && !dataset_crops(o->dataset))
+        return dt_fail("--image-size applies to --dataset imagenet, not to --dataset %s", o->dataset);
     if (cli_given(o, "compress-block") && (!o->compress || strcmp(o->compress, "q8") != 0))
         return dt_fail("--compress-block applies to --compress q8, not to --compress %s",
                        o->compress ? o->compress : "none");
+    return 0;
+}
+
+int cli_every_parse(const char *spec, long *n, int *epochs)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(spec, &end, 10);
+    if (end == spec || errno || v < 1 || v > 1000000000L || (*end && strcmp(end, "it") && strcmp(end, "ep")))
+        return dt_fail("expected N, Nit or Nep with N at least 1 (e.g. 500it, 2ep), found '%s'", spec);
+    *n = v;
+    *epochs = strcmp(end, "it") != 0;
     return 0;
 }
 

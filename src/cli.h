@@ -24,8 +24,8 @@ typedef enum {
 typedef struct dt_opts {
     dt_action action;
     /* run */
-    char *net, *dataset, *data_dir, *device, *config;
-    long epochs, iters, batch, seed, threads;
+    char *net, *dataset, *data_dir, *device, *config, *augment;
+    long epochs, iters, batch, seed, threads, image_size, prefetch;
     /* optimizer */
     double lr, momentum, wd, lr_warmup_epochs;
     int nesterov;
@@ -41,7 +41,9 @@ typedef struct dt_opts {
     /* output */
     char *log, *save, *load, *progress;
     long log_every;
-    unsigned char given[64]; /* per option-table entry: set on the command line or in a config */
+    /* checkpoints */
+    char *checkpoint, *checkpoint_every, *resume;
+    unsigned char given[96]; /* per option-table entry: set on the command line or in a config */
 } dt_opts;
 
 /* Parses argv (and the --config file it names) into o, starting from the defaults.
@@ -55,6 +57,9 @@ int cli_given(const dt_opts *o, const char *name);
 int cli_apply(dt_opts *o, const char *name, const char *value, const char *origin, int from_config);
 /* "key = value\n" for every option that changes the computation, in table order (malloc'd). */
 char *cli_canonical(const dt_opts *o);
+
+/* "500it" -> 500 iterations, "2ep" or "2" -> 2 epochs. */
+int cli_every_parse(const char *spec, long *n, int *epochs);
 
 /* config.c: reads a key = value file into o. */
 int config_load(const char *path, dt_opts *o);

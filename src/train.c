@@ -53,34 +53,86 @@ static void comm_opts_from(const dt_opts *o, const dt_mode_desc *m, dt_comm_opts
     c->tern_min_size = o->tern_min_size;
 }
 
-/* Everything that depends only on this rank's inputs. */
+/* Packing progress (ImageNet-style folders), on the ranks that pack. */
+static void pack_progress(void *arg, const char *what, size_t done, size_t total, double seconds)
+{
+    dt_run *r = arg;
+    static double last_line;
+    int tty = isatty(2);
+    double rate = seconds > 0 ? (double)done / seconds : 0.0, left = rate > 0 ? (double)(total - done) / rate : 0.0;
+    if (!tty && done < total && seconds - last_line < 30.0) return;
+    last_line = seconds;
+    fprintf(stderr, "%sdtrain: [rank %d] %s: %zu/%zu images (%.1f%%), %.0f images/s, %d:%02d left%s", tty ? "\r" : "",
+            comm_rank(r->comm), what, done, total, total ? 100.0 * (double)done / (double)total : 100.0, rate,
+            (int)(left / 60), (int)left % 60, tty && done < total ? "" : "\n");
+    fflush(stderr);
+}
+
+/* Opens the dataset: ImageNet-style folders are packed once per host, by its first rank. */
+static int open_data(dt_run *r, int may_pack)
+{
+    const dt_opts *o = r->opts;
+    const dt_shape *in = &r->net->input->out;
+    dt_data_opts d = {.channels = 3, .threads = r->threads, .may_pack = may_pack, .progress = pack_progress,
+                      .progress_arg = r};
+    if (dataset_crops(o->dataset)) {
+        if (in->n_dims != 3 || in->d[1] < 8 || in->d[2] < 8)
+            return dt_fail("%s: --dataset %s needs a net whose input is C x H x W images (at least 8 x 8)",
+                           r->net->origin, o->dataset);
+        d.channels = in->d[0];
+        d.image_size = o->image_size ? (int)o->image_size : (DT_MAX(in->d[1], in->d[2]) * 8 + 6) / 7;
+        if (d.image_size < in->d[1] || d.image_size < in->d[2])
+            return dt_fail("--image-size %d is smaller than the net's %dx%d input (expected at least %d)", d.image_size,
+                           in->d[1], in->d[2], DT_MAX(in->d[1], in->d[2]));
+    }
+    return dataset_open_opts(o->dataset, o->data_dir, &d, &r->ds);
+}
+
+/* What every rank needs before the data: threads, backend, net; the host's first rank opens the
+ * data here (packing it if needed), so the others find it ready. */
+static int setup_net(dt_run *r)
+{
+    const dt_opts *o = r->opts;
+    r->threads = choose_threads(r);
+    if (strcmp(o->device, "cpu") != 0 && strcmp(o->device, "auto") != 0)
+        return dt_fail("--device %s: this build has only the cpu backend", o->device);
+    if (backend_cpu_create(&r->be, r->threads) != 0) return -1;
+    if (net_load(o->net, &r->net) != 0) return -1;
+    if (comm_local_rank(r->comm) == 0) return open_data(r, 1);
+    return 0;
+}
+
+/* Everything else that depends only on this rank's inputs. */
 static int setup_local(dt_run *r)
 {
     const dt_opts *o = r->opts;
     dt_mode_env *env = &r->env;
     char a[48], b[48];
 
-    r->threads = choose_threads(r);
-    if (strcmp(o->device, "cpu") != 0 && strcmp(o->device, "auto") != 0)
-        return dt_fail("--device %s: this build has only the cpu backend", o->device);
-    if (backend_cpu_create(&r->be, r->threads) != 0) return -1;
-    if (net_load(o->net, &r->net) != 0) return -1;
-    if (dataset_open(o->dataset, o->data_dir, &r->ds) != 0) return -1;
-
+    if (!r->ds && open_data(r, 0) != 0) return -1;
     const dt_shape *in = &r->net->input->out;
     dt_shape ds_shape = {3, {r->ds->c, r->ds->h, r->ds->w}};
-    if (shape_size(in) != shape_size(&ds_shape) ||
-        (in->n_dims == 3 && (in->d[0] != ds_shape.d[0] || in->d[1] != ds_shape.d[1] || in->d[2] != ds_shape.d[2]))) {
-        shape_format(in, a, sizeof a);
-        shape_format(&ds_shape, b, sizeof b);
-        return dt_fail("%s: the input layer expects %s samples, but %s has %s (expected matching shapes)",
-                       r->net->origin, a, o->dataset, b);
+    shape_format(in, a, sizeof a);
+    shape_format(&ds_shape, b, sizeof b);
+    if (r->ds->crop) {
+        if (in->d[0] != r->ds->c || in->d[1] > r->ds->h || in->d[2] > r->ds->w)
+            return dt_fail("%s: the input layer expects %s samples, but %s has %s (expected as many channels and no "
+                           "larger sides)",
+                           r->net->origin, a, o->dataset, b);
+        r->view_h = in->d[1], r->view_w = in->d[2];
+    } else {
+        if (shape_size(in) != shape_size(&ds_shape) ||
+            (in->n_dims == 3 && (in->d[0] != ds_shape.d[0] || in->d[1] != ds_shape.d[1] || in->d[2] != ds_shape.d[2])))
+            return dt_fail("%s: the input layer expects %s samples, but %s has %s (expected matching shapes)",
+                           r->net->origin, a, o->dataset, b);
+        r->view_h = r->ds->h, r->view_w = r->ds->w;
     }
     if (net_n_classes(r->net) != r->ds->n_classes)
         return dt_fail("%s: the net ends in %d classes, but %s has %d (expected the last dense layer to have out=%d)",
                        r->net->origin, net_n_classes(r->net), o->dataset, r->ds->n_classes, r->ds->n_classes);
     if ((size_t)o->batch > r->ds->train.n)
         return dt_fail("--batch %ld is larger than the training set (%zu samples)", o->batch, r->ds->train.n);
+    if (augment_parse(o->augment, o->dataset, &r->aug) != 0) return dt_fail_prefix("--augment");
 
     /* the mode decides which ranks compute; the batch is split over those */
     if (!(r->mode = mode_find(o->mode))) return dt_fail("--mode: unknown mode '%s' (expected one of %s)", o->mode, mode_list());
@@ -98,21 +150,27 @@ static int setup_local(dt_run *r)
 
     r->local_batch = (int)((o->batch + env->n_workers - 1) / env->n_workers);
     if (net_alloc(r->net, r->be, r->local_batch) != 0) return -1;
-    size_t d = (size_t)r->ds->c * r->ds->h * r->ds->w;
+    size_t d = (size_t)r->ds->c * r->view_h * r->view_w;
     if (!(r->x_host = dt_alloc(sizeof(float) * d * (size_t)r->local_batch)) ||
         !(r->y_host = dt_alloc(sizeof(int32_t) * (size_t)r->local_batch)) ||
         !(r->eval_idx = dt_alloc(sizeof(uint32_t) * (size_t)r->local_batch)))
         return -1;
     if (optim_create(&r->optim, r->be, r->net->n_params, (float)o->momentum, (float)o->wd, o->nesterov) != 0) return -1;
     if (lr_schedule_parse(o->lr_schedule, o->lr, o->lr_warmup_epochs, (double)o->epochs, &r->lr) != 0) return -1;
-    if (env->is_worker && sampler_create(&r->sampler, r->ds->train.n, (int)o->batch, env->worker_rank, env->n_workers,
-                                         (uint64_t)o->seed) != 0)
-        return -1;
     env->arena = net_arena(r->net);
     env->optim = r->optim;
     if (log_open(&r->log, comm_rank(r->comm) == 0, o->log, o->progress, (int)o->log_every, r->launched) != 0)
         return -1;
     return 0;
+}
+
+/* The training batches of this worker, from iteration it0 on. */
+static int start_loader(dt_run *r, long it0)
+{
+    const dt_opts *o = r->opts;
+    if (!r->env.is_worker || it0 >= r->env.total_iters) return 0;
+    return loader_create(&r->loader, r->ds, &r->aug, r->view_h, r->view_w, (int)o->batch, r->env.worker_rank,
+                         r->env.n_workers, (uint64_t)o->seed, (int)o->prefetch, it0, r->env.total_iters);
 }
 
 /* What every rank must agree on: the options that change the computation, and what they led to. */
@@ -204,7 +262,7 @@ static void banner(dt_run *r)
     const dt_opts *o = r->opts;
     const dt_mode_env *env = &r->env;
     int p = comm_size(r->comm);
-    char shape[48], mode[160] = "", codec[64];
+    char shape[112], mode[160] = "", codec[64];
     dt_shape s = {3, {r->ds->c, r->ds->h, r->ds->w}};
     shape_format(&s, shape, sizeof shape);
     if (strcmp(r->mode->name, "ps") == 0)
@@ -224,7 +282,11 @@ static void banner(dt_run *r)
     if (!mode_reads(r->mode, "compress")) snprintf(codec, sizeof codec, "(its own)");
     else if (strcmp(env->opts.compress, "q8") == 0) snprintf(codec, sizeof codec, "q8, block %ld", o->compress_block);
     else snprintf(codec, sizeof codec, "%s", env->opts.compress);
-    char trained[48] = "";
+    char trained[48] = "", aug[96], crop[64] = "";
+    augment_describe(&r->aug, aug, sizeof aug);
+    if (r->view_h != r->ds->h || r->view_w != r->ds->w)
+        snprintf(crop, sizeof crop, " cropped to %dx%d", r->view_h, r->view_w);
+    strncat(shape, crop, sizeof shape - strlen(shape) - 1);
     if (net_n_weights(r->net) != r->net->n_params) snprintf(trained, sizeof trained, ", %zu trained", r->net->n_params);
     log_text(r->log, "dtrain %s: net %s (%zu parameters%s) on %s (%zu train / %zu test, %s, %d classes, %s)\n",
              PACKAGE_VERSION, r->net->name, net_n_weights(r->net), trained, o->dataset, r->ds->train.n, r->ds->test.n, shape,
@@ -235,6 +297,7 @@ static void banner(dt_run *r)
                      "wd %g\n",
              o->batch, r->local_batch, env->iters_per_epoch, o->epochs, o->epochs == 1 ? "" : "s", o->lr,
              o->lr_schedule, o->momentum, o->nesterov ? " (Nesterov)" : "", o->wd);
+    log_text(r->log, "augmentation: %s; %ld batch%s prefetched\n", aug, o->prefetch, o->prefetch == 1 ? "" : "es");
     if (env->note[0]) log_text(r->log, "%s: %s\n", r->mode->name, env->note);
     log_text(r->log, "backend %s: %s; %s\n", r->be->name, cpu_blas_describe(), comm_library());
     if (p > 1)
@@ -249,6 +312,7 @@ int run_setup(dt_run *r)
     int rc;
     r->failed_rank = -1;
     r->t_start = dt_now();
+    if (stage(r, setup_net(r)) != 0) return -1;
     if (stage(r, setup_local(r)) != 0) return -1;
     if (!(text = agreement_text(r))) return stage(r, -1);
     rc = comm_check_same(r->comm, text, "configuration");
@@ -259,6 +323,7 @@ int run_setup(dt_run *r)
     rc = r->mode->init(&r->mode_state, &r->env);
     r->mode_ready = rc == 0;
     if (stage(r, rc) != 0) return -1;
+    if (stage(r, start_loader(r, 0)) != 0) return -1;
     banner(r);
     return 0;
 }
@@ -274,7 +339,8 @@ static int evaluate(dt_run *r, double *loss, double *acc)
     for (size_t done = 0; done < count;) {
         int rows = (int)DT_MIN((size_t)r->local_batch, count - done);
         for (int i = 0; i < rows; i++) r->eval_idx[i] = (uint32_t)(first + done + (size_t)i);
-        dataset_fill(r->ds, s, r->eval_idx, rows, r->x_host, r->y_host);
+        dt_view view = {r->view_h, r->view_w, NULL, 0};
+        dataset_fill_view(r->ds, s, &view, r->eval_idx, rows, r->x_host, r->y_host);
         net_set_input(r->net, r->x_host, rows);
         net_set_labels(r->net, r->y_host, rows);
         dt_pass pass = {.rows = rows, .train = 0, .labels = r->net->labels, .grad_scale = 1.0f};
@@ -329,7 +395,7 @@ static double predict(dt_run *r, const dt_times *t, long n)
 }
 
 /* One iteration on this rank; fills t. */
-static void iteration(dt_run *r, long it, int epoch, long i, float lr, dt_times *t, dt_pass *pass)
+static void iteration(dt_run *r, long it, int epoch, float lr, dt_times *t, dt_pass *pass)
 {
     const dt_opts *o = r->opts;
     dt_mode_env *env = &r->env;
@@ -340,21 +406,18 @@ static void iteration(dt_run *r, long it, int epoch, long i, float lr, dt_times 
     if (env->arena.g != r->net->g) net_set_grad_arena(r->net, env->arena.g);
     memset(pass, 0, sizeof *pass);
     if (env->is_worker) {
-        const uint32_t *idx;
-        int rows, global_rows;
-        int64_t row0;
+        dt_batch b;
         double t0 = dt_now(), t1, t2, t3;
-        sampler_slice(r->sampler, i, &idx, &rows, &row0, &global_rows);
-        dataset_fill(r->ds, &r->ds->train, idx, rows, r->x_host, r->y_host);
-        net_set_input(r->net, r->x_host, rows);
-        net_set_labels(r->net, r->y_host, rows);
+        if (loader_next(r->loader, it, &b) != 0) fatal(r);
+        net_set_input(r->net, b.x, b.rows);
+        net_set_labels(r->net, b.y, b.rows);
         t1 = dt_now();
-        pass->rows = rows;
+        pass->rows = b.rows;
         pass->train = 1;
         pass->labels = r->net->labels;
         pass->rng_key = rng_hash((uint64_t)o->seed, (uint64_t)it);
-        pass->row0 = row0;
-        pass->grad_scale = 1.0f / (float)global_rows;
+        pass->row0 = b.row0;
+        pass->grad_scale = 1.0f / (float)b.global_rows;
         if (net_forward(r->net, pass) != 0) fatal(r);
         r->be->sync(r->be);
         t2 = dt_now();
@@ -396,12 +459,11 @@ int run_train(dt_run *r)
         double ep_t0 = dt_now(), win_t0 = ep_t0, ep[3] = {0, 0, 0}, win[3] = {0, 0, 0};
         dt_times win_t = {0}, ep_t = {0};
         long win_n = 0, ep_n = 0;
-        if (env->is_worker) sampler_epoch(r->sampler, e);
         for (long i = 0; i < ipe && it < total; i++, it++) {
             dt_times t = {0};
             dt_pass pass;
             lr = (float)lr_at(&r->lr, it, ipe);
-            iteration(r, it, e, i, lr, &t, &pass);
+            iteration(r, it, e, lr, &t, &pass);
             if (it + 1 == total && r->mode->flush) { /* the last iteration: every computed gradient lands */
                 double f0 = dt_now();
                 if (r->mode->flush(r->mode_state, env, lr, &t) != 0) fatal(r);
@@ -526,7 +588,7 @@ void run_teardown(dt_run *r)
 {
     if (r->mode_ready) r->mode->finalize(r->mode_state, &r->env);
     log_close(r->log);
-    sampler_destroy(r->sampler);
+    loader_destroy(r->loader);
     optim_destroy(r->optim);
     dt_free(r->x_host);
     dt_free(r->y_host);

@@ -25,7 +25,9 @@ typedef struct dt_run {
     dt_backend *be;
     dt_net *net;
     dt_dataset *ds;
-    dt_sampler *sampler;
+    dt_augment aug;
+    int view_h, view_w; /* the samples as the net takes them (cropped for ImageNet-style data) */
+    dt_loader *loader;  /* this worker's training batches */
     dt_optim *optim;
     dt_lr_schedule lr;
     const dt_mode_desc *mode;

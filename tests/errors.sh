@@ -71,6 +71,19 @@ expect_error "bad config" "$T/bad.conf:2: batch size: unknown option 'batch size
 expect_error "unwritable --log" "--log /nonexistent/dir/log.jsonl: cannot create" "$DTRAIN" $D --log /nonexistent/dir/log.jsonl
 expect_error "unwritable --save" "cannot create" "$DTRAIN" $D --iters 2 --save /nonexistent/dir/w.st
 
+# images
+expect_error "bad augmentation" "--augment: unknown item 'twist' (expected default, none, or a comma list" "$DTRAIN" $D --augment crop=4,twist
+expect_error "image size off imagenet" "--image-size applies to --dataset imagenet, not to --dataset mnist" "$DTRAIN" $D --image-size 64
+mkdir -p "$T/c10" && $PYTHON "$top_srcdir/tests/mkimages.py" cifar10 "$T/c10" 50 10 || fail "no CIFAR files"
+expect_error "an ImageNet net on CIFAR" "the input layer expects 3x227x227 samples, but cifar10 has 3x32x32" \
+    "$DTRAIN" --net alexnet --dataset cifar10 --data-dir "$T/c10" --progress none
+truncate -s 30000 "$T/c10/data_batch_2.bin"
+expect_error "truncated CIFAR file" "data_batch_2.bin: 30000 bytes is not a whole number of 3073-byte records" \
+    "$DTRAIN" --net cifar-quick --dataset cifar10 --data-dir "$T/c10" --progress none
+mkdir -p "$T/tree/train/cat" "$T/tree/val/cat" && printf '\xff\xd8\xff\xe0JFIF' > "$T/tree/train/cat/1.jpg"
+expect_error "a JPEG in a PNG tree" "train/cat/1.jpg: a JPEG; dtrain reads PNG only" \
+    "$DTRAIN" --net resnet18 --dataset imagenet --data-dir "$T/tree" --progress none
+
 printf 'input shape=1x28x28\ndense out=500 init=normal:1e5\nrelu\ndense out=500 init=normal:1e5\nrelu\ndense out=10 init=normal:1e5\nsoftmax_xent\n' > "$T/huge.net"
 expect_error "a non-finite loss stops the run" "training diverged: the loss is nan by iteration 2" \
     mpi -np 2 "$DTRAIN" --net "$T/huge.net" $D --lr 1 --log-every 1

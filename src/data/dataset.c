@@ -1,31 +1,43 @@
-/* The dataset table, IDX datasets, the per-epoch sampler. */
+/* The dataset table, finding a dataset's directory, IDX datasets, and filling plain batches. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "../rng.h"
 #include "../util.h"
 #include "dataset.h"
 
 typedef struct {
     const char *name;
     const char *dirs[3]; /* default locations, in order */
+    const char *probe[2]; /* a file (or, ending in '/', a directory) whose presence marks the dataset */
     const char *how;     /* how to get it, for the "not found" message */
-    int (*open)(dt_dataset *ds, const char *dir);
-    float mean, std; /* of the training pixels in [0, 1] (grey datasets) */
+    float mean[3], std[3]; /* of the training pixels in [0, 1] */
+    int crop;
 } dataset_desc;
-
-static int open_idx(dt_dataset *ds, const char *dir);
 
 static const dataset_desc descs[] = {
     {"fashion-mnist",
      {"/usr/share/datasets/fashion-mnist", "data/fashion-mnist", NULL},
+     {"train-images-idx3-ubyte", "train-images-idx3-ubyte.gz"},
      "install it with 'apt-get install dataset-fashion-mnist' or run datasets/fashion-mnist",
-     open_idx, 0.2860f, 0.3530f},
-    {"mnist", {"data/mnist", "/usr/share/datasets/mnist", NULL}, "run datasets/mnist DIR (see datasets/README.md)",
-     open_idx, 0.1307f, 0.3081f},
+     {0.2860f, 0.2860f, 0.2860f}, {0.3530f, 0.3530f, 0.3530f}, 0},
+    {"mnist", {"data/mnist", "/usr/share/datasets/mnist", NULL},
+     {"train-images-idx3-ubyte", "train-images-idx3-ubyte.gz"}, "run datasets/mnist DIR (see datasets/README.md)",
+     {0.1307f, 0.1307f, 0.1307f}, {0.3081f, 0.3081f, 0.3081f}, 0},
+    {"cifar10", {"data/cifar10", "data/cifar-10-batches-bin", "/usr/share/datasets/cifar10"},
+     {"data_batch_1.bin", "cifar-10-batches-bin/data_batch_1.bin"},
+     "download cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and unpack it there",
+     {0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}, 0},
+    {"cifar100", {"data/cifar100", "data/cifar-100-binary", "/usr/share/datasets/cifar100"},
+     {"train.bin", "cifar-100-binary/train.bin"},
+     "download cifar-100-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and unpack it there",
+     {0.5071f, 0.4865f, 0.4409f}, {0.2673f, 0.2564f, 0.2762f}, 0},
+    {"imagenet", {"data/imagenet", "/usr/share/datasets/imagenet", NULL}, {"train/", NULL},
+     "put train/<class>/*.png and val/<class>/*.png there (see datasets/README.md)",
+     {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, 1},
 };
 
 static const dataset_desc *find_desc(const char *name)
@@ -46,6 +58,12 @@ const char *dataset_list(void)
     return buf;
 }
 
+int dataset_crops(const char *name)
+{
+    const dataset_desc *d = find_desc(name);
+    return d && d->crop;
+}
+
 const char *dataset_default_dirs(const char *name)
 {
     static _Thread_local char buf[1024];
@@ -60,19 +78,37 @@ const char *dataset_default_dirs(const char *name)
     return buf;
 }
 
-static int exists(const char *path)
+static int is_file(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* does dir hold the dataset (one of its probe paths)? */
+static int probe(const dataset_desc *d, const char *dir)
+{
+    char p[1024];
+    for (int i = 0; i < 2 && d->probe[i]; i++) {
+        size_t n = strlen(d->probe[i]);
+        snprintf(p, sizeof p, "%s/%s", dir, d->probe[i]);
+        if (d->probe[i][n - 1] == '/' ? is_dir(p) : is_file(p)) return 1;
+    }
+    return 0;
 }
 
 /* DIR/BASE or DIR/BASE.gz, whichever exists (raw preferred). */
 static int find_file(const char *dir, const char *base, char *out, size_t n)
 {
     snprintf(out, n, "%s/%s", dir, base);
-    if (exists(out)) return 0;
+    if (is_file(out)) return 0;
     snprintf(out, n, "%s/%s.gz", dir, base);
-    if (exists(out)) return 0;
+    if (is_file(out)) return 0;
     return -1;
 }
 
@@ -80,29 +116,44 @@ static int load_idx_split(dt_dataset *ds, const char *dir, const char *prefix, d
 {
     char ipath[1024], lpath[1024], ibase[64], lbase[64];
     uint32_t idims[3], ldims[1];
+    uint8_t *labels = NULL;
     snprintf(ibase, sizeof ibase, "%s-images-idx3-ubyte", prefix);
     snprintf(lbase, sizeof lbase, "%s-labels-idx1-ubyte", prefix);
     if (find_file(dir, ibase, ipath, sizeof ipath) != 0)
         return dt_fail("%s: no %s[.gz] (expected the four IDX files of %s in this directory)", dir, ibase, ds->name);
     if (find_file(dir, lbase, lpath, sizeof lpath) != 0)
         return dt_fail("%s: no %s[.gz] (expected the four IDX files of %s in this directory)", dir, lbase, ds->name);
-    if (idx_load(ipath, 3, idims, &s->x) != 0) return -1;
-    if (idx_load(lpath, 1, ldims, &s->y) != 0) return -1;
-    if (idims[0] != ldims[0])
+    if (idx_load(ipath, 3, idims, &s->own) != 0) return -1;
+    s->x = s->own;
+    if (idx_load(lpath, 1, ldims, &labels) != 0) return -1;
+    if (idims[0] != ldims[0]) {
+        free(labels);
         return dt_fail("%s: %u labels for %u images in %s (expected one label per image)", lpath, ldims[0], idims[0],
                        ipath);
+    }
     if (ds->h == 0) {
         ds->c = 1;
         ds->h = (int)idims[1];
         ds->w = (int)idims[2];
     } else if (ds->h != (int)idims[1] || ds->w != (int)idims[2]) {
+        free(labels);
         return dt_fail("%s: images are %ux%u (expected %dx%d like the training images)", ipath, idims[1], idims[2],
                        ds->h, ds->w);
     }
     s->n = idims[0];
-    for (size_t i = 0; i < s->n; i++)
-        if (s->y[i] >= ds->n_classes)
-            return dt_fail("%s: label %d at index %zu (expected 0..%d)", lpath, s->y[i], i, ds->n_classes - 1);
+    if (!(s->y = malloc(sizeof *s->y * s->n))) {
+        free(labels);
+        return dt_fail("out of memory");
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        if (labels[i] >= ds->n_classes) {
+            dt_fail("%s: label %d at index %zu (expected 0..%d)", lpath, labels[i], i, ds->n_classes - 1);
+            free(labels);
+            return -1;
+        }
+        s->y[i] = labels[i];
+    }
+    free(labels);
     return 0;
 }
 
@@ -115,9 +166,16 @@ static int open_idx(dt_dataset *ds, const char *dir)
 
 int dataset_open(const char *name, const char *dir, dt_dataset **out)
 {
+    dt_data_opts o = {.image_size = 256, .channels = 3, .threads = 1, .may_pack = 1};
+    return dataset_open_opts(name, dir, &o, out);
+}
+
+int dataset_open_opts(const char *name, const char *dir, const dt_data_opts *o, dt_dataset **out)
+{
     const dataset_desc *d = find_desc(name);
     dt_dataset *ds;
     char chosen[512] = "", envdir[512];
+    int rc;
     if (!d) return dt_fail("--dataset: unknown dataset '%s' (expected one of %s)", name, dataset_list());
     if (dir) {
         struct stat st;
@@ -127,7 +185,6 @@ int dataset_open(const char *name, const char *dir, dt_dataset **out)
         snprintf(chosen, sizeof chosen, "%s", dir);
     } else {
         const char *env = getenv("DTRAIN_DATA");
-        char probe[1024];
         const char *cands[4];
         int nc = 0;
         if (env) {
@@ -136,8 +193,7 @@ int dataset_open(const char *name, const char *dir, dt_dataset **out)
         }
         for (int i = 0; i < 3 && d->dirs[i]; i++) cands[nc++] = d->dirs[i];
         for (int i = 0; i < nc && !chosen[0]; i++)
-            if (find_file(cands[i], "train-images-idx3-ubyte", probe, sizeof probe) == 0)
-                snprintf(chosen, sizeof chosen, "%s", cands[i]);
+            if (probe(d, cands[i])) snprintf(chosen, sizeof chosen, "%s", cands[i]);
         if (!chosen[0])
             return dt_fail("--dataset %s: not found in %s (%s, or give --data-dir DIR)", name,
                            dataset_default_dirs(name), d->how);
@@ -145,11 +201,19 @@ int dataset_open(const char *name, const char *dir, dt_dataset **out)
     if (!(ds = calloc(1, sizeof *ds))) return dt_fail("out of memory");
     snprintf(ds->name, sizeof ds->name, "%s", name);
     snprintf(ds->dir, sizeof ds->dir, "%s", chosen);
-    for (int c = 0; c < 3; c++) {
-        ds->mean[c] = d->mean;
-        ds->std[c] = d->std;
+    memcpy(ds->mean, d->mean, sizeof ds->mean);
+    memcpy(ds->std, d->std, sizeof ds->std);
+    ds->crop = d->crop;
+    if (!strcmp(name, "cifar10") || !strcmp(name, "cifar100")) rc = cifar_open(ds, chosen, strcmp(name, "cifar100") == 0);
+    else if (!strcmp(name, "imagenet")) rc = imagenet_open(ds, chosen, o);
+    else rc = open_idx(ds, chosen);
+    if (rc != 0) {
+        dataset_close(ds);
+        return -1;
     }
-    if (d->open(ds, chosen) != 0) {
+    if (ds->train.n == 0 || ds->test.n == 0) {
+        dt_fail("%s: the %s split of %s is empty (expected samples in both)", chosen, ds->train.n ? "test" : "training",
+                name);
         dataset_close(ds);
         return -1;
     }
@@ -157,92 +221,23 @@ int dataset_open(const char *name, const char *dir, dt_dataset **out)
     return 0;
 }
 
+static void split_free(dt_split *s)
+{
+    free(s->own);
+    free(s->y);
+    if (s->map) munmap(s->map, s->map_bytes);
+}
+
 void dataset_close(dt_dataset *ds)
 {
     if (!ds) return;
-    free(ds->train.x);
-    free(ds->train.y);
-    free(ds->test.x);
-    free(ds->test.y);
+    split_free(&ds->train);
+    split_free(&ds->test);
     free(ds);
 }
 
 void dataset_fill(const dt_dataset *ds, const dt_split *s, const uint32_t *idx, int rows, float *x, int32_t *y)
 {
-    size_t plane = (size_t)ds->h * ds->w, d = (size_t)ds->c * plane;
-    for (int r = 0; r < rows; r++) {
-        const uint8_t *src = s->x + (size_t)idx[r] * d;
-        float *dst = x + (size_t)r * d;
-        for (int c = 0; c < ds->c; c++) {
-            const float a = 1.0f / (255.0f * ds->std[c]), b = -ds->mean[c] / ds->std[c];
-            const uint8_t *restrict sp = src + (size_t)c * plane;
-            float *restrict dp = dst + (size_t)c * plane;
-#pragma omp simd
-            for (size_t j = 0; j < plane; j++) dp[j] = (float)sp[j] * a + b;
-        }
-        y[r] = s->y[idx[r]];
-    }
-}
-
-void split_range(size_t n, int r, int p, size_t *first, size_t *count)
-{
-    size_t a = n * (size_t)r / (size_t)p, b = n * (size_t)(r + 1) / (size_t)p;
-    *first = a;
-    *count = b - a;
-}
-
-int sampler_create(dt_sampler **out, size_t n, int batch, int rank, int size, uint64_t seed)
-{
-    dt_sampler *s = calloc(1, sizeof *s);
-    if (!s) return dt_fail("out of memory");
-    if (n > UINT32_MAX) {
-        free(s);
-        return dt_fail("dataset of %zu samples is larger than 2^32", n);
-    }
-    s->perm = malloc(sizeof *s->perm * (n ? n : 1));
-    if (!s->perm) {
-        free(s);
-        return dt_fail("out of memory");
-    }
-    s->n = n;
-    s->batch = batch;
-    s->rank = rank;
-    s->size = size;
-    s->seed = seed;
-    s->iters = (long)((n + (size_t)batch - 1) / (size_t)batch);
-    for (size_t i = 0; i < n; i++) s->perm[i] = (uint32_t)i;
-    *out = s;
-    return 0;
-}
-
-void sampler_epoch(dt_sampler *s, int epoch)
-{
-    dt_rng rng;
-    rng_seed(&rng, s->seed, rng_stream_id("shuffle") + (uint64_t)epoch);
-    for (size_t i = 0; i < s->n; i++) s->perm[i] = (uint32_t)i;
-    for (size_t i = s->n; i > 1; i--) {
-        size_t j = (size_t)rng_below(&rng, i);
-        uint32_t t = s->perm[i - 1];
-        s->perm[i - 1] = s->perm[j];
-        s->perm[j] = t;
-    }
-}
-
-void sampler_slice(const dt_sampler *s, long it, const uint32_t **idx, int *rows, int64_t *row0, int *global_rows)
-{
-    size_t start = (size_t)it * (size_t)s->batch;
-    size_t b = DT_MIN((size_t)s->batch, s->n - start);
-    size_t first, count;
-    split_range(b, s->rank, s->size, &first, &count);
-    *idx = s->perm + start + first;
-    *rows = (int)count;
-    *row0 = (int64_t)first;
-    *global_rows = (int)b;
-}
-
-void sampler_destroy(dt_sampler *s)
-{
-    if (!s) return;
-    free(s->perm);
-    free(s);
+    dt_view v = {ds->h, ds->w, NULL, 0};
+    dataset_fill_view(ds, s, &v, idx, rows, x, y);
 }

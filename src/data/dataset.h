@@ -1,11 +1,14 @@
-/* dataset — labelled images in memory, found by name, and how a global batch is split.
+/* dataset — labelled images, found by name, augmented into float batches, split over ranks.
  *
- * Owns: the decoded samples (uint8, [n][C*H*W]) and labels of the train and test splits.
- * A dataset is found by name (--dataset) in a default directory or in --data-dir; every file is
- * validated on load (idx.c). Batches: one permutation per epoch from (seed, epoch) on every rank,
- * no communication; global batch i is perm[i*B, (i+1)*B) and rank r takes its contiguous slice
- * of it, so P ranks with global batch B see exactly the samples 1 rank sees with batch B.
- * Knows nothing of ranks beyond the (rank, size) integers it is given.
+ * Owns: the samples (uint8, [n][C*H*W], channel-major) and labels of the train and test splits,
+ * in memory (IDX, CIFAR) or memory-mapped from a packed file (ImageNet-style PNG folders,
+ * pack.c). A dataset is found by name (--dataset) in a default directory or in --data-dir;
+ * every file is validated on open. Knows nothing of ranks beyond the integers it is given.
+ *
+ * Files: dataset.c (the table, opening), idx.c (MNIST family), cifar.c (CIFAR-10/100 binary),
+ * pngdir.c (class folders of PNGs, libpng, resizing), pack.c (the packed uint8 file),
+ * augment.c (crops, flips, mean/std into floats), shard.c (per-epoch order, per-rank slices),
+ * prefetch.c (the loader thread).
  */
 #ifndef DT_DATASET_H
 #define DT_DATASET_H
@@ -15,35 +18,81 @@
 
 typedef struct dt_split {
     size_t n;
-    uint8_t *x; /* [n][c*h*w] */
-    uint8_t *y; /* [n] */
+    const uint8_t *x; /* [n][c*h*w] */
+    uint16_t *y;      /* [n] */
+    uint8_t *own;     /* x when it was read into memory (freed on close) */
+    void *map;        /* the mapped pack file x points into (unmapped on close) */
+    size_t map_bytes;
 } dt_split;
 
 typedef struct dt_dataset {
     char name[32];
     char dir[512];
-    int c, h, w;
+    int c, h, w; /* of a stored sample */
     int n_classes;
+    int crop;    /* samples are larger than a net's input and cropped to it (ImageNet-style) */
     float mean[3], std[3]; /* per channel, in [0, 1] pixel units: x = (pixel/255 - mean) / std */
     dt_split train, test;
 } dt_dataset;
 
+/* What opening may need beyond the name and directory. */
+typedef struct dt_data_opts {
+    int image_size; /* ImageNet-style: side of the packed square images */
+    int channels;   /* ImageNet-style: 1 (grey) or 3 (RGB) */
+    int threads;    /* for packing */
+    int may_pack;   /* this process may pack a PNG tree that has no pack yet (else it waits for one) */
+    /* progress while packing: called about once a second and at the end */
+    void (*progress)(void *arg, const char *what, size_t done, size_t total, double seconds);
+    void *progress_arg;
+} dt_data_opts;
+
 /* Opens dataset NAME from DIR (NULL: its default locations). */
 int dataset_open(const char *name, const char *dir, dt_dataset **out);
+int dataset_open_opts(const char *name, const char *dir, const dt_data_opts *o, dt_dataset **out);
 void dataset_close(dt_dataset *ds);
-/* "fashion-mnist, mnist" */
+/* "fashion-mnist, mnist, cifar10, cifar100, imagenet" */
 const char *dataset_list(void);
 /* Where NAME is looked for when --data-dir is not given ("a, b, c"), for messages and --help. */
 const char *dataset_default_dirs(const char *name);
+/* A dataset the name refers to crops its samples to the net's input (ImageNet-style)? */
+int dataset_crops(const char *name);
 
-/* Writes rows samples (indices idx[]) as normalised floats into x [rows][c*h*w], labels into y. */
+/* Writes rows samples (indices idx[]) as normalised floats of the stored size into x
+ * [rows][c*h*w], labels into y: no augmentation. */
 void dataset_fill(const dt_dataset *ds, const dt_split *s, const uint32_t *idx, int rows, float *x, int32_t *y);
 
-/* The per-epoch order and this rank's slice of each global batch. */
+/* ---- augmentation (augment.c) ------------------------------------------------------------------ */
+
+typedef struct dt_augment {
+    int pad_crop;     /* random crop of the stored size from the image padded with this many zeros */
+    int resized_crop; /* random resized crop: area 8-100 %, aspect 3/4-4/3, resized to the output */
+    int flip;         /* horizontal flip with probability 1/2 */
+} dt_augment;
+
+/* "default" (the dataset's, PAPERS.md), "none", or a comma list of crop=PAD, resized-crop, flip. */
+int augment_parse(const char *spec, const char *dataset, dt_augment *out);
+/* "crop=4, flip" for the banner */
+void augment_describe(const dt_augment *a, char *buf, size_t n);
+
+/* What a batch looks like to the net: output size, and the augmentation (NULL: evaluation, which
+ * centre-crops a larger stored sample). key selects the random draws (seed and epoch); each
+ * sample's draws are a function of (key, its index in the split) alone. */
+typedef struct dt_view {
+    int h, w;
+    const dt_augment *aug;
+    uint64_t key;
+} dt_view;
+
+void dataset_fill_view(const dt_dataset *ds, const dt_split *s, const dt_view *v, const uint32_t *idx, int rows,
+                       float *x, int32_t *y);
+
+/* ---- the per-epoch order and this rank's slice of each global batch (shard.c) -------------------- */
+
 typedef struct dt_sampler {
     uint64_t seed;
     size_t n;      /* samples in the split */
     uint32_t *perm;
+    int epoch;     /* whose order perm holds, -1 none yet */
     int batch;     /* global batch */
     int rank, size;
     long iters;    /* batches per epoch: ceil(n / batch); the last may be short */
@@ -60,7 +109,33 @@ void sampler_destroy(dt_sampler *s);
 /* Rows [first, first+count) of an n-row set assigned to rank r of p, balanced (sizes differ by ≤1). */
 void split_range(size_t n, int r, int p, size_t *first, size_t *count);
 
+/* ---- the loader thread (prefetch.c) -------------------------------------------------------------- */
+
+/* One local batch as the net takes it. */
+typedef struct dt_batch {
+    float *x;     /* [rows][c*h*w of the view] */
+    int32_t *y;
+    int rows, global_rows;
+    int64_t row0;
+} dt_batch;
+
+typedef struct dt_loader dt_loader;
+
+/* A loader of the training batches of this rank: iterations it0.. of `iters_per_epoch` per epoch,
+ * up to `depth` batches ahead on a thread of its own (depth 0: in the caller, on demand). */
+int loader_create(dt_loader **out, const dt_dataset *ds, const dt_augment *aug, int out_h, int out_w, int batch,
+                  int rank, int size, uint64_t seed, int depth, long it0, long total);
+/* The batch of iteration it (they come in order); valid until the next call. */
+int loader_next(dt_loader *l, long it, dt_batch *b);
+void loader_destroy(dt_loader *l);
+
+/* ---- formats ------------------------------------------------------------------------------------ */
+
 /* IDX (MNIST-family) files, raw or gzip. kind: "images" (3 dims) or "labels" (1 dim). */
 int idx_load(const char *path, int want_dims, uint32_t *dims, uint8_t **data);
+/* CIFAR-10 (fine = 0) or CIFAR-100 (fine = 1) binary files of DIR into the splits. */
+int cifar_open(dt_dataset *ds, const char *dir, int hundred);
+/* ImageNet-style: DIR/train/CLASS/IMAGE.png and DIR/val/CLASS/IMAGE.png, packed on first use. */
+int imagenet_open(dt_dataset *ds, const char *dir, const dt_data_opts *o);
 
 #endif

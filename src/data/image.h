@@ -1,0 +1,21 @@
+/* image — resampling planar uint8 images, shared by packing (pngdir.c) and augmentation.
+ *
+ * An antialiased triangle ("bilinear") filter whose support widens with the scale factor when
+ * shrinking, as PIL's BILINEAR and torchvision's resize: every source pixel under an output pixel
+ * contributes, so shrinking a 500-pixel photo to 256 does not alias. Pixels outside the image
+ * repeat the edge. */
+#ifndef DT_IMAGE_H
+#define DT_IMAGE_H
+
+#include <stdint.h>
+
+/* Resamples the region [x0, x0 + rw) x [y0, y0 + rh) (pixels; fractional allowed) of a planar
+ * C x H x W image to C x oh x ow, writing out[c][i][j] = a[c] * value + b[c] as floats (value in
+ * 0..255). Returns -1 (and sets the error) when out of memory. */
+int image_resample_f(const uint8_t *src, int c, int h, int w, double x0, double y0, double rw, double rh, int oh,
+                     int ow, const float *a, const float *b, float *out);
+/* The same into uint8 (rounded, clamped). */
+int image_resample_u8(const uint8_t *src, int c, int h, int w, double x0, double y0, double rw, double rh, int oh,
+                      int ow, uint8_t *out);
+
+#endif

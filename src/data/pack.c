@@ -1,0 +1,384 @@
+/* pack — ImageNet-style PNG trees decoded and resized once into a packed uint8 file that training
+ * memory-maps, and the --dataset imagenet opener.
+ *
+ * File (little-endian), SPLIT-SIDE-CHANNELS.pack, e.g. train-256-3.pack:
+ *   0    "DTRAINPK"            8    u32 version (1)        12   u32 header bytes (4096)
+ *   16   u64 images n          24   u32 channels, side, side, classes
+ *   40   u64 labels offset     48   u64 names offset       56   u64 names bytes
+ *   64   u64 data offset       72   u64 data bytes (n * channels * side * side)
+ *   80   u64 source fingerprint (pngdir_fingerprint of the tree it came from)
+ *   120  u64 FNV-1a checksum of bytes 0..119, the labels and the names
+ *   labels: n u16; names: the class folder names, one per line; data (page aligned): n images,
+ *   planar C x side x side.
+ * Packs live in DIR/.dtrain-pack (or, when DIR is read-only, ~/.cache/dtrain/<DIR with / as _>);
+ * a pack whose fingerprint no longer matches its tree (images added or removed) is rebuilt.
+ * A directory that holds only the .pack files (copied elsewhere) is used as it is. Packs are
+ * written to a temporary file, synced and renamed into place: never half a file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../util.h"
+#include "dataset.h"
+#include "pngdir.h"
+
+#define MAGIC "DTRAINPK"
+#define PACK_VERSION 1
+#define HEADER 4096
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+static uint64_t checksum(const uint8_t *base, uint64_t n, uint64_t labels_off, uint64_t names_off, uint64_t names_bytes)
+{
+    uint64_t h = fnv(1469598103934665603ull, base, 120);
+    h = fnv(h, base + labels_off, n * 2);
+    return fnv(h, base + names_off, names_bytes);
+}
+
+/* ---- reading ------------------------------------------------------------------------------------ */
+
+typedef struct pack_info {
+    char **names; /* class names */
+    int n_classes;
+} pack_info;
+
+static void info_free(pack_info *pi)
+{
+    for (int i = 0; i < pi->n_classes; i++) free(pi->names[i]);
+    free(pi->names);
+    pi->names = NULL;
+    pi->n_classes = 0;
+}
+
+/* 0: opened into s; 1: missing or made from another tree (why in *why); -1: damaged (error set) */
+static int pack_open(const char *path, int channels, int side, int check_fp, uint64_t fp, dt_split *s, pack_info *pi,
+                     char *why, size_t why_n)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
+        snprintf(why, why_n, "no %s", path);
+        return 1;
+    }
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size < HEADER) {
+        close(fd);
+        return dt_fail("%s: %lld bytes, shorter than a pack header (expected a dtrain pack; delete it to rebuild)", path,
+                       (long long)st.st_size);
+    }
+    size_t bytes = (size_t)st.st_size;
+    uint8_t *m = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return dt_fail("%s: cannot map (%s)", path, strerror(errno));
+#define BAD(...)                                                                                                       \
+    do {                                                                                                               \
+        dt_fail(__VA_ARGS__);                                                                                          \
+        goto bad;                                                                                                      \
+    } while (0)
+    if (memcmp(m, MAGIC, 8) != 0) BAD("%s: not a dtrain pack (bad magic; delete it to rebuild)", path);
+    if (get32(m + 8) != PACK_VERSION) BAD("%s: pack version %u (expected %d; delete it to rebuild)", path, get32(m + 8), PACK_VERSION);
+    uint64_t n = get64(m + 16), loff = get64(m + 40), noff = get64(m + 48), nb = get64(m + 56), doff = get64(m + 64),
+             db = get64(m + 72);
+    uint32_t c = get32(m + 24), h = get32(m + 28), w = get32(m + 32), k = get32(m + 36);
+    if (c != (uint32_t)channels || h != (uint32_t)side || w != (uint32_t)side) {
+        munmap(m, bytes);
+        snprintf(why, why_n, "%s holds %ux%ux%u images, not %dx%dx%d", path, c, h, w, channels, side, side);
+        return 1;
+    }
+    if (n == 0 || k == 0 || k > 65535 || loff < HEADER || loff + 2 * n > bytes || noff + nb > bytes || nb > (1u << 24) ||
+        db != n * c * h * w || doff + db != bytes || doff % 4096)
+        BAD("%s: inconsistent pack header or size %zu bytes (truncated or damaged; delete it to rebuild)", path, bytes);
+    if (checksum(m, n, loff, noff, nb) != get64(m + 120))
+        BAD("%s: checksum mismatch in the pack header (damaged; delete it to rebuild)", path);
+    if (check_fp && get64(m + 80) != fp) {
+        munmap(m, bytes);
+        snprintf(why, why_n, "the images changed since %s was made", path);
+        return 1;
+    }
+    if (!(s->y = malloc(sizeof *s->y * n))) BAD("out of memory");
+    for (uint64_t i = 0; i < n; i++) {
+        s->y[i] = (uint16_t)(m[loff + 2 * i] | m[loff + 2 * i + 1] << 8);
+        if (s->y[i] >= k) BAD("%s: image %llu has label %u of %u classes (damaged)", path, (unsigned long long)i, s->y[i], k);
+    }
+    pi->n_classes = (int)k;
+    if (!(pi->names = calloc(k, sizeof *pi->names))) BAD("out of memory");
+    const char *p = (const char *)m + noff, *end = p + nb;
+    for (uint32_t i = 0; i < k; i++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) BAD("%s: %u class names for %u classes (damaged)", path, i, k);
+        if (!(pi->names[i] = strndup(p, (size_t)(nl - p)))) BAD("out of memory");
+        p = nl + 1;
+    }
+    s->n = n;
+    s->map = m;
+    s->map_bytes = bytes;
+    s->x = m + doff;
+    return 0;
+bad:
+    free(s->y);
+    s->y = NULL;
+    info_free(pi);
+    munmap(m, bytes);
+    return -1;
+#undef BAD
+}
+
+/* ---- writing ------------------------------------------------------------------------------------ */
+
+typedef struct pack_job {
+    const pngdir *t;
+    uint8_t *data;
+    size_t d;
+    int channels, side;
+    atomic_size_t next, done;
+    atomic_int failed;
+    pthread_mutex_t mu;
+    char err[1024];
+} pack_job;
+
+static void *pack_worker(void *arg)
+{
+    pack_job *j = arg;
+    for (;;) {
+        size_t i = atomic_fetch_add(&j->next, 1);
+        if (i >= j->t->n || atomic_load(&j->failed)) break;
+        if (png_load_square(j->t->files[i], j->channels, j->side, j->data + i * j->d) != 0) {
+            pthread_mutex_lock(&j->mu);
+            if (!atomic_load(&j->failed)) snprintf(j->err, sizeof j->err, "%s", dt_errmsg());
+            atomic_store(&j->failed, 1);
+            pthread_mutex_unlock(&j->mu);
+            break;
+        }
+        atomic_fetch_add(&j->done, 1);
+    }
+    return NULL;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int pack_write(const char *root, const char *split, char **classes, int n_classes, uint64_t fp, const char *path,
+                      const dt_data_opts *o)
+{
+    pngdir *t = NULL;
+    char tmp[PATH_MAX + 64], what[64];
+    if (pngdir_scan(root, split, classes, n_classes, &t) != 0) {
+        pngdir_free(t);
+        return -1;
+    }
+    size_t d = (size_t)o->channels * o->image_size * o->image_size, names_bytes = 0;
+    for (int i = 0; i < n_classes; i++) names_bytes += strlen(classes[i]) + 1;
+    uint64_t loff = HEADER, noff = loff + 2 * (uint64_t)t->n, doff = (noff + names_bytes + 4095) / 4096 * 4096;
+    uint64_t bytes = doff + (uint64_t)t->n * d;
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        pngdir_free(t);
+        return dt_fail("%s: cannot create (%s)", tmp, strerror(errno));
+    }
+    uint8_t *m = MAP_FAILED;
+    if (ftruncate(fd, (off_t)bytes) != 0 ||
+        (m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+        dt_fail("%s: cannot make a %llu-byte file (%s)", tmp, (unsigned long long)bytes, strerror(errno));
+        goto fail;
+    }
+    memcpy(m, MAGIC, 8);
+    put32(m + 8, PACK_VERSION), put32(m + 12, HEADER), put64(m + 16, t->n);
+    put32(m + 24, (uint32_t)o->channels), put32(m + 28, (uint32_t)o->image_size), put32(m + 32, (uint32_t)o->image_size);
+    put32(m + 36, (uint32_t)n_classes);
+    put64(m + 40, loff), put64(m + 48, noff), put64(m + 56, names_bytes), put64(m + 64, doff);
+    put64(m + 72, (uint64_t)t->n * d), put64(m + 80, fp);
+    for (size_t i = 0; i < t->n; i++) m[loff + 2 * i] = (uint8_t)t->labels[i], m[loff + 2 * i + 1] = (uint8_t)(t->labels[i] >> 8);
+    char *np = (char *)m + noff;
+    for (int i = 0; i < n_classes; i++) np += sprintf(np, "%s\n", classes[i]);
+    put64(m + 120, checksum(m, t->n, loff, noff, names_bytes));
+
+    pack_job j = {.t = t, .data = m + doff, .d = d, .channels = o->channels, .side = o->image_size};
+    pthread_mutex_init(&j.mu, NULL);
+    int nt = o->threads > 0 ? o->threads : 1;
+    pthread_t th[64];
+    nt = nt > 64 ? 64 : nt;
+    int started = 0;
+    for (; started < nt; started++)
+        if (pthread_create(&th[started], NULL, pack_worker, &j) != 0) break;
+    double t0 = now(), last = t0;
+    snprintf(what, sizeof what, "packing %s", split);
+    if (started == 0) pack_worker(&j);
+    while (started > 0 && atomic_load(&j.done) < t->n && !atomic_load(&j.failed)) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        if (o->progress && now() - last >= 1.0) {
+            last = now();
+            o->progress(o->progress_arg, what, atomic_load(&j.done), t->n, last - t0);
+        }
+    }
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&j.mu);
+    if (atomic_load(&j.failed)) {
+        dt_fail("%s", j.err);
+        goto fail;
+    }
+    if (o->progress) o->progress(o->progress_arg, what, t->n, t->n, now() - t0);
+    if (msync(m, bytes, MS_SYNC) != 0 || fsync(fd) != 0) {
+        dt_fail("%s: cannot write (%s)", tmp, strerror(errno));
+        goto fail;
+    }
+    munmap(m, bytes);
+    close(fd);
+    pngdir_free(t);
+    if (rename(tmp, path) != 0) {
+        unlink(tmp);
+        return dt_fail("%s: cannot rename into place (%s)", path, strerror(errno));
+    }
+    return 0;
+fail:
+    if (m != MAP_FAILED) munmap(m, bytes);
+    close(fd);
+    unlink(tmp);
+    pngdir_free(t);
+    return -1;
+}
+
+/* ---- the dataset -------------------------------------------------------------------------------- */
+
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* mkdir -p */
+static int mkdirs(const char *path)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *c = p + 1; *c; c++)
+        if (*c == '/') {
+            *c = 0;
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
+            *c = '/';
+        }
+    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* where DIR's packs go: DIR/.dtrain-pack if it exists or can be made, else the user's cache */
+static int pack_dir(const char *root, int create, char *out, size_t n)
+{
+    snprintf(out, n, "%s/.dtrain-pack", root);
+    if (is_dir(out)) return 0;
+    if (access(root, W_OK) == 0 && (!create || mkdir(out, 0755) == 0 || errno == EEXIST)) return 0;
+    char real[PATH_MAX], *p;
+    const char *base = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (!realpath(root, real)) snprintf(real, sizeof real, "%s", root);
+    for (p = real; *p; p++)
+        if (*p == '/') *p = '_';
+    int k = base && *base ? snprintf(out, n, "%s/dtrain/%s", base, real)
+                          : snprintf(out, n, "%s/.cache/dtrain/%s", home ? home : "/tmp", real);
+    if (k < 0 || (size_t)k >= n) return dt_fail("%s: path too long for a pack directory", root);
+    if (create && mkdirs(out) != 0)
+        return dt_fail("%s is read-only and %s cannot be made (%s)", root, out, strerror(errno));
+    return 0;
+}
+
+static int open_split(dt_dataset *ds, const char *root, const char *dir, const char *split, char **classes,
+                      int n_classes, const dt_data_opts *o, dt_split *s, pack_info *pi)
+{
+    char path[PATH_MAX], why[PATH_MAX + 128], tree[PATH_MAX];
+    uint64_t fp = 0;
+    snprintf(path, sizeof path, "%s/%s-%d-%d.pack", dir, split, o->image_size, o->channels);
+    snprintf(tree, sizeof tree, "%s/%s", root, split);
+    int have_tree = is_dir(tree);
+    if (have_tree && pngdir_fingerprint(root, split, &fp) != 0) return -1;
+    int rc = pack_open(path, o->channels, o->image_size, have_tree, fp, s, pi, why, sizeof why);
+    if (rc <= 0) return rc;
+    if (!have_tree)
+        return dt_fail("%s: %s, and no %s/<class>/*.png to make it from (expected train/ and val/ class folders of PNG "
+                       "images)",
+                       root, why, tree);
+    if (!o->may_pack) return dt_fail("%s (another process was to pack it)", why);
+    if (pack_write(root, split, classes, n_classes, fp, path, o) != 0) return -1;
+    rc = pack_open(path, o->channels, o->image_size, 1, fp, s, pi, why, sizeof why);
+    if (rc > 0) return dt_fail("%s right after packing it", why);
+    (void)ds;
+    return rc;
+}
+
+int imagenet_open(dt_dataset *ds, const char *root, const dt_data_opts *o)
+{
+    char dir[PATH_MAX], train_tree[PATH_MAX];
+    char **classes = NULL;
+    int n_classes = 0, rc = -1;
+    pack_info tr = {0}, va = {0};
+    if (o->channels != 1 && o->channels != 3)
+        return dt_fail("imagenet: images of %d channels (expected a net whose input has 1 or 3)", o->channels);
+    if (o->image_size < 8 || o->image_size > 4096)
+        return dt_fail("imagenet: image size %d (expected 8 to 4096)", o->image_size);
+    ds->c = o->channels, ds->h = ds->w = o->image_size;
+    if (o->channels == 1) /* grey: the mean of the RGB statistics */
+        ds->mean[0] = (0.485f + 0.456f + 0.406f) / 3, ds->std[0] = (0.229f + 0.224f + 0.225f) / 3;
+    snprintf(train_tree, sizeof train_tree, "%s/train", root);
+    if (is_dir(train_tree)) {
+        if (pngdir_classes(root, &classes, &n_classes) != 0) goto out;
+        if (pack_dir(root, o->may_pack, dir, sizeof dir) != 0) goto out;
+    } else {
+        snprintf(dir, sizeof dir, "%s", root); /* packs only */
+    }
+    if (open_split(ds, root, dir, "train", classes, n_classes, o, &ds->train, &tr) != 0) goto out;
+    if (open_split(ds, root, dir, "val", classes, n_classes, o, &ds->test, &va) != 0) goto out;
+    if (tr.n_classes != va.n_classes) {
+        dt_fail("%s: the train pack has %d classes, the val pack %d (expected the same)", dir, tr.n_classes, va.n_classes);
+        goto out;
+    }
+    for (int i = 0; i < tr.n_classes; i++)
+        if (strcmp(tr.names[i], va.names[i]) != 0) {
+            dt_fail("%s: class %d is %s in the train pack and %s in val (expected the same classes)", dir, i,
+                    tr.names[i], va.names[i]);
+            goto out;
+        }
+    ds->n_classes = tr.n_classes;
+    rc = 0;
+out:
+    for (int i = 0; i < n_classes; i++) free(classes[i]);
+    free(classes);
+    info_free(&tr);
+    info_free(&va);
+    return rc;
+}

@@ -1,0 +1,436 @@
+/* CIFAR and ImageNet-style data, augmentation, resampling and the loader thread. Files are
+ * generated here in the true formats: CIFAR records byte by byte, PNGs with libpng's writer
+ * (RGB, grey, RGBA, palette), JPEGs as their signature. */
+#include <check.h>
+#include <math.h>
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "data/dataset.h"
+#include "data/image.h"
+#include "testutil.h"
+#include "util.h"
+
+static char root[512];
+
+static void setup(void) { snprintf(root, sizeof root, "%s", tmpdir_create()); }
+static void teardown(void) { tmpdir_remove(); }
+
+static void sh(const char *fmt, const char *a)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, fmt, a, a, a, a);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* ---- CIFAR ------------------------------------------------------------------------------------- */
+
+/* n records; image i has pixel p = (i + p) % 251, label i % classes (and coarse label i % 20) */
+static void write_cifar(const char *path, int n, int hundred, int classes)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < n; i++) {
+        if (hundred) fputc(i % 20, f);
+        fputc(i % classes, f);
+        for (int p = 0; p < 3072; p++) fputc((i + p) % 251, f);
+    }
+    fclose(f);
+}
+
+static void cifar10_tree(const char *dir, int per_batch)
+{
+    char p[1024];
+    mkdir(dir, 0755);
+    for (int b = 1; b <= 5; b++) {
+        snprintf(p, sizeof p, "%s/data_batch_%d.bin", dir, b);
+        write_cifar(p, per_batch, 0, 10);
+    }
+    snprintf(p, sizeof p, "%s/test_batch.bin", dir);
+    write_cifar(p, per_batch, 0, 10);
+}
+
+START_TEST(cifar10_and_100_load)
+{
+    char dir[600], sub[700], p[800];
+    dt_dataset *ds;
+    snprintf(dir, sizeof dir, "%s/c10", root);
+    cifar10_tree(dir, 7);
+    ck_assert_msg(dataset_open("cifar10", dir, &ds) == 0, "%s", dt_errmsg());
+    ck_assert_uint_eq(ds->train.n, 35);
+    ck_assert_uint_eq(ds->test.n, 7);
+    ck_assert(ds->c == 3 && ds->h == 32 && ds->w == 32 && ds->n_classes == 10);
+    ck_assert_int_eq(ds->train.y[8], 1);                       /* batch 2, record 1 */
+    ck_assert_int_eq(ds->train.x[8 * 3072 + 1024 + 5], (1 + 1029) % 251); /* green plane, pixel 5 */
+    /* normalised with the CIFAR-10 channel statistics */
+    uint32_t idx = 8;
+    float x[3072];
+    int32_t y;
+    dataset_fill(ds, &ds->train, &idx, 1, x, &y);
+    float want = ((float)((1 + 2048 + 7) % 251) / 255.0f - 0.4465f) / 0.2616f;
+    ck_assert_msg(fabsf(x[2048 + 7] - want) < 1e-5f, "%g vs %g", x[2048 + 7], want);
+    dataset_close(ds);
+
+    /* the folder the archive unpacks to, inside DIR; CIFAR-100 with its two label bytes */
+    snprintf(dir, sizeof dir, "%s/c100", root);
+    snprintf(sub, sizeof sub, "%s/cifar-100-binary", dir);
+    mkdir(dir, 0755), mkdir(sub, 0755);
+    snprintf(p, sizeof p, "%s/train.bin", sub);
+    write_cifar(p, 150, 1, 100);
+    snprintf(p, sizeof p, "%s/test.bin", sub);
+    write_cifar(p, 20, 1, 100);
+    ck_assert_msg(dataset_open("cifar100", dir, &ds) == 0, "%s", dt_errmsg());
+    ck_assert(ds->train.n == 150 && ds->n_classes == 100 && ds->train.y[123] == 23);
+    dataset_close(ds);
+}
+END_TEST
+
+/* every kind of damage names the file and what was expected */
+START_TEST(cifar_damage_named)
+{
+    char dir[600], p[800];
+    dt_dataset *ds;
+    snprintf(dir, sizeof dir, "%s/bad", root);
+    cifar10_tree(dir, 4);
+    snprintf(p, sizeof p, "%s/data_batch_3.bin", dir);
+    ck_assert_int_eq(truncate(p, 3073 * 4 - 100), 0);
+    ck_assert_int_ne(dataset_open("cifar10", dir, &ds), 0);
+    ck_assert_msg(strstr(dt_errmsg(), "data_batch_3.bin: 12192 bytes is not a whole number of 3073-byte records"),
+                  "%s", dt_errmsg());
+
+    cifar10_tree(dir, 4);
+    write_cifar(p, 12, 0, 12); /* labels up to 11 */
+    ck_assert_int_ne(dataset_open("cifar10", dir, &ds), 0);
+    ck_assert_msg(strstr(dt_errmsg(), "data_batch_3.bin: record 10 has label 10 (expected 0..9"), "%s", dt_errmsg());
+
+    cifar10_tree(dir, 4);
+    unlink(p);
+    ck_assert_int_ne(dataset_open("cifar10", dir, &ds), 0);
+    ck_assert_msg(strstr(dt_errmsg(), "data_batch_3.bin: cannot open"), "%s", dt_errmsg());
+
+    snprintf(p, sizeof p, "%s/train.bin", dir);
+    write_cifar(p, 30, 1, 100);
+    ck_assert_int_eq(truncate(p, 3074 * 30 + 3073), 0); /* one CIFAR-10-sized record too many */
+    snprintf(p, sizeof p, "%s/test.bin", dir);
+    write_cifar(p, 3, 1, 100);
+    ck_assert_int_ne(dataset_open("cifar100", dir, &ds), 0);
+    ck_assert_msg(strstr(dt_errmsg(), "train.bin: 95293 bytes is not a whole number of 3074-byte records"), "%s",
+                  dt_errmsg());
+}
+END_TEST
+
+/* ---- resampling and augmentation ------------------------------------------------------------- */
+
+START_TEST(resample_exact_cases)
+{
+    enum { H = 6, W = 8 };
+    uint8_t img[3 * H * W], out[3 * 12 * 16];
+    for (int i = 0; i < 3 * H * W; i++) img[i] = (uint8_t)(i * 7 % 256);
+    /* the whole image at its own size: every pixel as it was */
+    ck_assert_int_eq(image_resample_u8(img, 3, H, W, 0, 0, W, H, H, W, out), 0);
+    ck_assert_int_eq(memcmp(img, out, sizeof img), 0);
+    /* an integer window at its own size: a plain crop */
+    ck_assert_int_eq(image_resample_u8(img, 3, H, W, 2, 1, 4, 3, 3, 4, out), 0);
+    for (int c = 0; c < 3; c++)
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 4; j++) ck_assert_int_eq(out[(c * 3 + i) * 4 + j], img[(c * H + 1 + i) * W + 2 + j]);
+    /* a constant image stays constant at any scale; a horizontal ramp shrinks to its box means */
+    uint8_t flat[H * W], ramp[4 * 8];
+    memset(flat, 77, sizeof flat);
+    ck_assert_int_eq(image_resample_u8(flat, 1, H, W, 0, 0, W, H, 12, 16, out), 0);
+    for (int i = 0; i < 12 * 16; i++) ck_assert_int_eq(out[i], 77);
+    ck_assert_int_eq(image_resample_u8(flat, 1, H, W, 0.5, 0.25, 5.5, 3.5, 2, 3, out), 0);
+    for (int i = 0; i < 6; i++) ck_assert_int_eq(out[i], 77);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 8; j++) ramp[i * 8 + j] = (uint8_t)(j * 20);
+    ck_assert_int_eq(image_resample_u8(ramp, 1, 4, 8, 0, 0, 8, 4, 4, 4, out), 0);
+    /* 2x shrink: the triangle filter of support 2 over [a b c d] centred between b and c */
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(out[i * 4 + 1], 50); /* columns 2,3 (40, 60) and neighbours */
+}
+END_TEST
+
+static dt_dataset *small_ds(int c, int h, int w, int n)
+{
+    dt_dataset *ds = calloc(1, sizeof *ds);
+    uint8_t *x = malloc((size_t)n * c * h * w);
+    ds->c = c, ds->h = h, ds->w = w, ds->n_classes = 10;
+    for (int k = 0; k < 3; k++) ds->mean[k] = 0.0f, ds->std[k] = 1.0f;
+    for (size_t i = 0; i < (size_t)n * c * h * w; i++) x[i] = (uint8_t)(i % 255);
+    ds->train.own = x, ds->train.x = x, ds->train.n = (size_t)n;
+    ds->train.y = malloc(sizeof(uint16_t) * n);
+    for (int i = 0; i < n; i++) ds->train.y[i] = (uint16_t)(i % 10);
+    ds->test = ds->train;
+    ds->test.own = NULL, ds->test.y = NULL;
+    return ds;
+}
+
+static float px(const dt_dataset *ds, uint32_t i, int c, int y, int x)
+{
+    return (float)ds->train.x[(size_t)i * ds->c * ds->h * ds->w + ((size_t)c * ds->h + y) * ds->w + x] / 255.0f;
+}
+
+/* pad-crop windows lie within the padding, flips mirror, draws depend on (key, index) only */
+START_TEST(augmentation_properties)
+{
+    dt_dataset *ds = small_ds(3, 10, 10, 50);
+    dt_augment aug;
+    ck_assert_int_eq(augment_parse("crop=2,flip", "x", &aug), 0);
+    float *a = malloc(sizeof(float) * 300 * 4), *b = malloc(sizeof(float) * 300 * 4);
+    int32_t y[4];
+    uint32_t idx[4] = {3, 17, 3, 49};
+    dt_view v = {10, 10, &aug, 99};
+    dataset_fill_view(ds, &ds->train, &v, idx, 4, a, y);
+    ck_assert_int_eq(memcmp(a, a + 600, 300 * sizeof(float)), 0); /* sample 3 twice: the same draw */
+    ck_assert_int_eq(y[1], 7);
+    uint32_t one = 17;
+    dataset_fill_view(ds, &ds->train, &v, &one, 1, b, y);
+    ck_assert_int_eq(memcmp(a + 300, b, 300 * sizeof(float)), 0); /* independent of its batch */
+    /* every output is a shifted (and maybe mirrored) copy of the image with zero padding: find it */
+    int shifts[5][5] = {{0}}, flips = 0;
+    for (uint32_t s = 0; s < 50; s++) {
+        dataset_fill_view(ds, &ds->train, &v, &s, 1, b, y);
+        int found = 0;
+        for (int f = 0; f < 2 && !found; f++)
+            for (int dy = -2; dy <= 2 && !found; dy++)
+                for (int dx = -2; dx <= 2 && !found; dx++) {
+                    int ok = 1;
+                    for (int c = 0; c < 3 && ok; c++)
+                        for (int i = 0; i < 10 && ok; i++)
+                            for (int j = 0; j < 10 && ok; j++) {
+                                int sy = i + dy, sx = (f ? 9 - j : j) + dx;
+                                float want = sy < 0 || sy > 9 || sx < 0 || sx > 9 ? 0.0f : px(ds, s, c, sy, sx);
+                                ok = fabsf(b[(c * 10 + i) * 10 + j] - want) < 1e-6f;
+                            }
+                    if (ok) found = 1, shifts[dy + 2][dx + 2]++, flips += f;
+                }
+        ck_assert_msg(found, "sample %u is no padded crop of the image", s);
+    }
+    ck_assert_msg(flips > 10 && flips < 40, "%d flips of 50", flips);
+    int used = 0;
+    for (int i = 0; i < 25; i++) used += shifts[i / 5][i % 5] > 0;
+    ck_assert_msg(used >= 12, "only %d of 25 offsets drawn", used);
+    /* evaluation of a larger stored image: the centre window */
+    dt_view ev = {6, 4, NULL, 0};
+    dataset_fill_view(ds, &ds->train, &ev, &one, 1, b, y);
+    ck_assert(fabsf(b[0] - px(ds, 17, 0, 2, 3)) < 1e-6f && fabsf(b[6 * 4 + 5] - px(ds, 17, 1, 3, 4)) < 1e-6f);
+    /* resized crops: finite, within the pixel range, different for different samples */
+    ck_assert_int_eq(augment_parse("resized-crop", "x", &aug), 0);
+    dt_view rv = {6, 6, &aug, 5};
+    dataset_fill_view(ds, &ds->train, &rv, idx, 2, b, y);
+    for (int i = 0; i < 2 * 108; i++) ck_assert(b[i] >= 0.0f && b[i] <= 1.0f);
+    ck_assert_int_ne(memcmp(b, b + 108, 108 * sizeof(float)), 0);
+    /* parsing */
+    ck_assert_int_ne(augment_parse("crop=2,twist", "x", &aug), 0);
+    ck_assert_msg(strstr(dt_errmsg(), "unknown item 'twist'"), "%s", dt_errmsg());
+    ck_assert_int_ne(augment_parse("crop=2,resized-crop", "x", &aug), 0);
+    ck_assert_int_eq(augment_parse("default", "cifar10", &aug), 0);
+    ck_assert(aug.pad_crop == 4 && aug.flip && !aug.resized_crop);
+    ck_assert_int_eq(augment_parse("default", "imagenet", &aug), 0);
+    ck_assert(aug.resized_crop && aug.flip);
+    free(a), free(b);
+    dataset_close(ds);
+}
+END_TEST
+
+/* the loader thread hands out exactly what filling in the caller gives, across epochs */
+START_TEST(prefetch_changes_nothing)
+{
+    dt_dataset *ds = small_ds(3, 8, 8, 37);
+    dt_augment aug = {.pad_crop = 2, .flip = 1};
+    dt_loader *sync, *ahead;
+    const long total = 3 * 5; /* batch 8 of 37: 5 per epoch, the last short */
+    ck_assert_int_eq(loader_create(&sync, ds, &aug, 8, 8, 8, 1, 3, 7, 0, 2, total), 0);
+    ck_assert_int_eq(loader_create(&ahead, ds, &aug, 8, 8, 8, 1, 3, 7, 3, 2, total), 0);
+    for (long it = 2; it < total; it++) {
+        dt_batch a, b;
+        ck_assert_int_eq(loader_next(sync, it, &a), 0);
+        ck_assert_int_eq(loader_next(ahead, it, &b), 0);
+        ck_assert_int_eq(a.rows, b.rows);
+        ck_assert_int_eq(a.global_rows, it % 5 == 4 ? 5 : 8);
+        ck_assert_int_eq(a.row0, b.row0);
+        ck_assert_int_eq(memcmp(a.y, b.y, sizeof(int32_t) * a.rows), 0);
+        ck_assert_int_eq(memcmp(a.x, b.x, sizeof(float) * 192 * a.rows), 0);
+    }
+    ck_assert_int_ne(loader_next(ahead, total, &(dt_batch){0}), 0);
+    loader_destroy(sync);
+    loader_destroy(ahead);
+    dataset_close(ds);
+}
+END_TEST
+
+/* ---- ImageNet-style PNG folders ---------------------------------------------------------------- */
+
+/* a w x h PNG of the given format filled with one colour */
+static void write_png(const char *path, int w, int h, png_uint_32 format, const uint8_t rgba[4])
+{
+    png_image im;
+    memset(&im, 0, sizeof im);
+    im.version = PNG_IMAGE_VERSION;
+    im.width = (png_uint_32)w, im.height = (png_uint_32)h, im.format = format;
+    size_t ch = PNG_IMAGE_PIXEL_CHANNELS(format), n = (size_t)w * h;
+    uint8_t *buf = malloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < ch; k++) buf[i * ch + k] = format == PNG_FORMAT_GRAY ? rgba[0] : rgba[k];
+    ck_assert_msg(png_image_write_to_file(&im, path, 0, buf, 0, NULL), "%s", im.message);
+    free(buf);
+}
+
+static void png_tree(const char *dir)
+{
+    char p[1024];
+    const uint8_t red[4] = {200, 10, 10, 255}, blue[4] = {0, 0, 250, 255}, grey[4] = {90, 0, 0, 0},
+                  half[4] = {100, 200, 40, 128};
+    const char *classes[] = {"b_blue", "a_red"};
+    for (int s = 0; s < 2; s++) {
+        const char *split = s ? "val" : "train";
+        for (int k = 0; k < 2; k++) {
+            snprintf(p, sizeof p, "mkdir -p %s/%s/%s", dir, split, classes[k]);
+            ck_assert_int_eq(system(p), 0);
+        }
+        for (int i = 0; i < 3 + s; i++) {
+            snprintf(p, sizeof p, "%s/%s/a_red/r%d.png", dir, split, i);
+            write_png(p, 20 + 7 * i, 14 + 3 * i, PNG_FORMAT_RGB, red); /* landscape, various sizes */
+            snprintf(p, sizeof p, "%s/%s/b_blue/b%d.png", dir, split, i);
+            write_png(p, 9, 30, PNG_FORMAT_RGB, blue); /* portrait, smaller than the pack side */
+        }
+    }
+    snprintf(p, sizeof p, "%s/train/a_red/grey.png", dir);
+    write_png(p, 16, 16, PNG_FORMAT_GRAY, grey);
+    snprintf(p, sizeof p, "%s/train/b_blue/alpha.png", dir);
+    write_png(p, 16, 16, PNG_FORMAT_RGBA, half);
+}
+
+static int open_tree(const char *dir, dt_dataset **ds)
+{
+    dt_data_opts o = {.image_size = 12, .channels = 3, .threads = 2, .may_pack = 1};
+    return dataset_open_opts("imagenet", dir, &o, ds);
+}
+
+START_TEST(png_tree_packs_and_maps)
+{
+    char dir[600], pack[800];
+    dt_dataset *ds;
+    snprintf(dir, sizeof dir, "%s/img", root);
+    png_tree(dir);
+    ck_assert_msg(open_tree(dir, &ds) == 0, "%s", dt_errmsg());
+    ck_assert(ds->n_classes == 2 && ds->train.n == 8 && ds->test.n == 8 && ds->c == 3 && ds->h == 12);
+    /* classes in name order: a_red 0, b_blue 1; files sorted within: grey.png, r0, r1, r2 */
+    ck_assert(ds->train.y[0] == 0 && ds->train.y[3] == 0 && ds->train.y[4] == 1);
+    const uint8_t *g = ds->train.x, *r1 = ds->train.x + 2 * 432, *alpha = ds->train.x + 4 * 432;
+    for (int i = 0; i < 144; i++) {
+        ck_assert(g[i] == 90 && g[144 + i] == 90 && g[288 + i] == 90); /* grey to RGB */
+        ck_assert(r1[i] == 200 && r1[144 + i] == 10 && r1[288 + i] == 10);
+        /* half-transparent (100, 200, 40) on black, composited in linear light as libpng does */
+        ck_assert_msg(abs(alpha[i] - 73) <= 1 && abs(alpha[144 + i] - 148) <= 1 && abs(alpha[288 + i] - 22) <= 1,
+                      "%d %d %d", alpha[i], alpha[144 + i], alpha[288 + i]);
+    }
+    dataset_close(ds);
+    /* opened again: the pack is reused, not rebuilt */
+    snprintf(pack, sizeof pack, "%s/.dtrain-pack/train-12-3.pack", dir);
+    struct stat a, b;
+    ck_assert_int_eq(stat(pack, &a), 0);
+    sleep(1);
+    ck_assert_msg(open_tree(dir, &ds) == 0, "%s", dt_errmsg());
+    dataset_close(ds);
+    ck_assert_int_eq(stat(pack, &b), 0);
+    ck_assert(a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_ino == b.st_ino);
+    /* an added image changes its folder: the pack is rebuilt */
+    char p[800];
+    snprintf(p, sizeof p, "%s/train/a_red/new.png", dir);
+    write_png(p, 12, 12, PNG_FORMAT_RGB, (const uint8_t[4]){1, 2, 3, 4});
+    ck_assert_msg(open_tree(dir, &ds) == 0, "%s", dt_errmsg());
+    ck_assert_uint_eq(ds->train.n, 9);
+    dataset_close(ds);
+    /* the packs alone, elsewhere, open as they are */
+    sh("mkdir %s/copied && cp %s/img/.dtrain-pack/*.pack %s/copied/", root);
+    snprintf(dir, sizeof dir, "%s/copied", root);
+    ck_assert_msg(open_tree(dir, &ds) == 0, "%s", dt_errmsg());
+    ck_assert_uint_eq(ds->train.n, 9);
+    dataset_close(ds);
+    /* ... and a damaged one is refused */
+    snprintf(p, sizeof p, "%s/train-12-3.pack", dir);
+    FILE *f = fopen(p, "r+b");
+    fseek(f, 4096, SEEK_SET);
+    fputc(7, f); /* a label */
+    fclose(f);
+    ck_assert_int_ne(open_tree(dir, &ds), 0);
+    ck_assert_msg(strstr(dt_errmsg(), "train-12-3.pack: checksum mismatch"), "%s", dt_errmsg());
+    ck_assert_int_eq(truncate(p, 5000), 0);
+    ck_assert_int_ne(open_tree(dir, &ds), 0);
+    ck_assert_msg(strstr(dt_errmsg(), "inconsistent pack header or size 5000 bytes"), "%s", dt_errmsg());
+}
+END_TEST
+
+static void expect_tree_error(const char *dir, const char *want)
+{
+    dt_dataset *ds;
+    ck_assert_int_ne(open_tree(dir, &ds), 0);
+    ck_assert_msg(strstr(dt_errmsg(), want), "message '%s' lacks '%s'", dt_errmsg(), want);
+}
+
+START_TEST(png_tree_damage_named)
+{
+    char dir[600], p[4000];
+    snprintf(dir, sizeof dir, "%s/t", root);
+    png_tree(dir);
+    snprintf(p, sizeof p, "%s/train/a_red/r1.png", dir);
+    ck_assert_int_eq(truncate(p, 60), 0);
+    expect_tree_error(dir, "train/a_red/r1.png: libpng: ");
+
+    sh("rm -rf %s/t", root);
+    png_tree(dir);
+    snprintf(p, sizeof p, "%s/train/a_red/photo.JPEG", dir);
+    FILE *f = fopen(p, "wb");
+    fwrite("\xff\xd8\xff\xe0", 1, 4, f);
+    fclose(f);
+    expect_tree_error(dir, "train/a_red/photo.JPEG: a JPEG; dtrain reads PNG only (convert the tree once");
+    char q[900];
+    snprintf(q, sizeof q, "%s/train/a_red/photo.png", dir);
+    rename(p, q);
+    expect_tree_error(dir, "train/a_red/photo.png: a JPEG named .png");
+    unlink(q);
+    snprintf(p, sizeof p, "%s/train/a_red/notes.txt", dir);
+    f = fopen(p, "w");
+    fclose(f);
+    expect_tree_error(dir, "train/a_red/notes.txt: not a .png file");
+    unlink(p);
+
+    snprintf(p, sizeof p, "mkdir %s/train/c_empty", dir);
+    ck_assert_int_eq(system(p), 0);
+    expect_tree_error(dir, "train/c_empty: no images in this class folder");
+    snprintf(p, sizeof p, "rmdir %s/train/c_empty && mkdir %s/val/z_extra && cp %s/val/a_red/r0.png %s/val/z_extra/", dir,
+             dir, dir, dir);
+    ck_assert_int_eq(system(p), 0);
+    expect_tree_error(dir, "val/z_extra: a class folder that train/ does not have");
+
+    sh("rm -rf %s/t && mkdir -p %s/t/train", root);
+    expect_tree_error(dir, "t/train: no class folders (expected train/<class>/*.png)");
+    sh("rm -rf %s/t && mkdir -p %s/t/x", root);
+    expect_tree_error(dir, "t/train/<class>/*.png to make it from");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("data");
+    TCase *tc = tcase_create("cifar, png trees, augmentation");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, cifar10_and_100_load);
+    tcase_add_test(tc, cifar_damage_named);
+    tcase_add_test(tc, resample_exact_cases);
+    tcase_add_test(tc, augmentation_properties);
+    tcase_add_test(tc, prefetch_changes_nothing);
+    tcase_add_test(tc, png_tree_packs_and_maps);
+    tcase_add_test(tc, png_tree_damage_named);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
