@@ -8,6 +8,8 @@
 
 #define WEIGHTS_FORMAT "dtrain-weights"
 #define WEIGHTS_VERSION "1"
+#define CKPT_FORMAT "dtrain-checkpoint"
+#define CKPT_VERSION "1"
 
 /* The i-th named tensor of the net: trainable ones, then state; its host data in w or state. */
 static const dt_param *tensor_at(const dt_net *net, int i, const float *w, const float *state, const float **data)
@@ -39,8 +41,15 @@ int weights_save(const dt_net *net, const float *w, const float *state, const ch
 int weights_read(const dt_net *net, const char *path, float *w, float *state)
 {
     st_file *f;
-    int rc = -1;
     if (st_read(path, &f) != 0) return -1;
+    int rc = weights_from(net, f, path, w, state);
+    st_close(f);
+    return rc;
+}
+
+int weights_from(const dt_net *net, const st_file *f, const char *path, float *w, float *state)
+{
+    int rc = -1;
     for (int i = 0; i < net->n_tensors + net->n_states; i++) {
         const float *dst;
         const dt_param *p = tensor_at(net, i, w, state, &dst);
@@ -68,14 +77,61 @@ int weights_read(const dt_net *net, const char *path, float *w, float *state)
         }
         memcpy((float *)dst, f->data + e->begin, p->n * sizeof(float));
     }
+    const char *format = st_meta(f, "format");
+    int ckpt = format && strcmp(format, CKPT_FORMAT) == 0;
     for (int i = 0; i < f->n; i++)
-        if (!net_find_tensor(net, f->e[i].name)) {
+        if (!net_find_tensor(net, f->e[i].name) && !(ckpt && strchr(f->e[i].name, ':'))) {
             dt_fail("%s: tensor '%s' is not in net %s (is this file from another net?)", path, f->e[i].name,
                     net->name);
             goto out;
         }
     rc = 0;
 out:
-    st_close(f);
     return rc;
+}
+
+int ckpt_write(const char *path, const st_tensor *t, int n, const char *const *mk, const char *const *mv, int n_meta)
+{
+    const char *keys[32], *vals[32];
+    char sum[32];
+    int k = 0;
+    if (n_meta > 28) return dt_fail("internal: too much checkpoint metadata");
+    snprintf(sum, sizeof sum, "%016llx", (unsigned long long)st_checksum_tensors(t, n));
+    keys[k] = "format", vals[k++] = CKPT_FORMAT;
+    keys[k] = "version", vals[k++] = CKPT_VERSION;
+    keys[k] = "producer", vals[k++] = "dtrain " PACKAGE_VERSION;
+    keys[k] = "checksum", vals[k++] = sum;
+    for (int i = 0; i < n_meta; i++) keys[k] = mk[i], vals[k++] = mv[i];
+    return st_write(path, t, n, keys, vals, k);
+}
+
+int ckpt_open(const char *path, st_file **out)
+{
+    st_file *f;
+    char sum[32];
+    if (st_read(path, &f) != 0) return -1;
+    const char *format = st_meta(f, "format"), *version = st_meta(f, "version"), *want = st_meta(f, "checksum");
+    if (!format || strcmp(format, CKPT_FORMAT) != 0) {
+        if (format && strcmp(format, WEIGHTS_FORMAT) == 0)
+            dt_fail("%s: a weight file, not a checkpoint (expected --load for weight files)", path);
+        else
+            dt_fail("%s: no dtrain checkpoint metadata (expected a file written by --checkpoint)", path);
+        st_close(f);
+        return -1;
+    }
+    if (!version || strcmp(version, CKPT_VERSION) != 0) {
+        dt_fail("%s: checkpoint version %s (this dtrain reads version %s)", path, version ? version : "missing",
+                CKPT_VERSION);
+        st_close(f);
+        return -1;
+    }
+    snprintf(sum, sizeof sum, "%016llx", (unsigned long long)st_checksum_data(f));
+    if (!want || strcmp(want, sum) != 0) {
+        dt_fail("%s: checksum %s of the data, the header says %s (the file is damaged)", path, sum,
+                want ? want : "nothing");
+        st_close(f);
+        return -1;
+    }
+    *out = f;
+    return 0;
 }

@@ -129,6 +129,13 @@ static const optdef table[] = {
     {"Output", "load", K_STRING, "FILE", OFF(load), 0, 0, NULL, NULL, LOCAL, 0,
      "start from the weights in FILE (safetensors)"},
 
+    {"Checkpoints", "checkpoint", K_STRING, "FILE", OFF(checkpoint), 0, 0, NULL, NULL, LOCAL, 0,
+     "write a checkpoint to FILE (safetensors) every --checkpoint-every and at the end"},
+    {"Checkpoints", "checkpoint-every", K_STRING, "N[it|ep]", OFF(checkpoint_every), 0, 0, NULL, "1ep", LOCAL, 0,
+     "checkpoint cadence: N iterations (Nit) or N epochs (N or Nep)"},
+    {"Checkpoints", "resume", K_STRING, "FILE", OFF(resume), 0, 0, NULL, NULL, LOCAL, 0,
+     "continue the run a checkpoint FILE stopped, exactly where it stopped"},
+
     {"Information", "help", K_ACTION, NULL, 0, 0, 0, NULL, NULL, LOCAL | NO_CONFIG, DT_ACT_HELP,
      "print this help and exit"},
     {"Information", "version", K_ACTION, NULL, 0, 0, 0, NULL, NULL, LOCAL | NO_CONFIG, DT_ACT_VERSION,
@@ -188,6 +195,8 @@ static int check_name(const dt_opts *o, const optdef *d, const char *value, cons
         dt_augment tmp;
         if (augment_parse(value, "", &tmp) != 0) return dt_fail_prefix("%s", origin);
     }
+    if (strcmp(d->name, "checkpoint-every") == 0 && cli_every_parse(value, &(long){0}, &(int){0}) != 0)
+        return dt_fail_prefix("%s", origin);
     if (strcmp(d->name, "dataset") == 0 && !dataset_default_dirs(value)[0])
         return dt_fail("%s: unknown dataset '%s' (expected one of %s)", origin, value, dataset_list());
     return 0;
@@ -281,6 +290,10 @@ static int check_combinations(const dt_opts *o)
             return dt_fail("--%s applies to --mode %s, not to --mode %s", name, users, o->mode);
         }
     }
+    if (cli_given(o, "checkpoint-every") && !o->checkpoint)
+        return dt_fail("--checkpoint-every needs --checkpoint FILE (where to write them)");
+    if (o->resume && o->load)
+        return dt_fail("--resume and --load exclude each other (a checkpoint holds the weights; --load starts a new run)");
     if (cli_given(o, "image-size") && !dataset_crops(o->dataset))
         return dt_fail("--image-size applies to --dataset imagenet, not to --dataset %s", o->dataset);
     if (cli_given(o, "compress-block") && (!o->compress || strcmp(o->compress, "q8") != 0))

@@ -133,12 +133,17 @@ static int setup_local(dt_run *r)
     if ((size_t)o->batch > r->ds->train.n)
         return dt_fail("--batch %ld is larger than the training set (%zu samples)", o->batch, r->ds->train.n);
     if (augment_parse(o->augment, o->dataset, &r->aug) != 0) return dt_fail_prefix("--augment");
+    if (o->checkpoint && cli_every_parse(o->checkpoint_every, &r->ckpt_every, &r->ckpt_in_epochs) != 0)
+        return dt_fail_prefix("--checkpoint-every");
 
     /* the mode decides which ranks compute; the batch is split over those */
     if (!(r->mode = mode_find(o->mode))) return dt_fail("--mode: unknown mode '%s' (expected one of %s)", o->mode, mode_list());
     env->comm = r->comm;
     comm_opts_from(o, r->mode, &env->opts);
     env->seed = (uint64_t)o->seed;
+    if ((o->checkpoint || o->resume) && r->mode->no_checkpoint)
+        return dt_fail("--%s: not available with --mode %s yet: its %s", o->checkpoint ? "checkpoint" : "resume",
+                       r->mode->name, r->mode->no_checkpoint);
     if (codec_create(env->opts.compress, (int)o->compress_block, &env->codec) != 0) return -1;
     if (mode_roles(r->mode, env) != 0) return -1;
     if (o->batch < env->n_workers)
@@ -323,7 +328,11 @@ int run_setup(dt_run *r)
     rc = r->mode->init(&r->mode_state, &r->env);
     r->mode_ready = rc == 0;
     if (stage(r, rc) != 0) return -1;
-    if (stage(r, start_loader(r, 0)) != 0) return -1;
+    if (r->opts->resume && run_resume(r, r->opts->resume, &r->it0) != 0) {
+        dt_fail_prefix("--resume");
+        return -1;
+    }
+    if (stage(r, start_loader(r, r->it0)) != 0) return -1;
     banner(r);
     return 0;
 }
@@ -369,6 +378,7 @@ static int save_weights(dt_run *r)
             r->be->to_host(r->be, host, net->w, net->n_params * sizeof(float));
             r->be->to_host(r->be, host + net->n_params, net->state, net->n_state * sizeof(float));
             rc = weights_save(net, host, host + net->n_params, r->opts->save, r->opts->dataset);
+            if (rc != 0) dt_fail_prefix("--save");
             dt_free(host);
         }
         if (rc == 0) log_text(r->log, "weights saved to %s\n", r->opts->save);
@@ -444,27 +454,59 @@ static void record_common(dt_run *r, dt_record *rec, const char *type, int epoch
     rec->test_loss = rec->test_acc = -1.0;
 }
 
+/* Writes --checkpoint after `done` iterations; collective. Returns the seconds it took. */
+static double checkpoint(dt_run *r, long done)
+{
+    double t0 = dt_now();
+    if (run_checkpoint(r, done, r->opts->checkpoint) != 0) {
+        if (comm_rank(r->comm) == r->failed_rank) fprintf(stderr, "dtrain: [rank %d] --checkpoint: %s\n", r->failed_rank, dt_errmsg());
+        comm_abort(r->comm, 1);
+    }
+    double dt = dt_now() - t0;
+    log_text(r->log, "checkpoint %s: %ld iterations (%.1f s)\n", r->opts->checkpoint, done, dt);
+    return dt;
+}
+
+/* Is a checkpoint due after `done` iterations? (At an epoch's end: after its evaluation.) */
+static int checkpoint_due(const dt_run *r, long done, int epoch_end)
+{
+    long ipe = r->env.iters_per_epoch;
+    if (!r->opts->checkpoint || done >= r->env.total_iters) return 0;
+    if (!epoch_end && done % ipe == 0) return 0; /* taken after the evaluation */
+    if (r->ckpt_in_epochs) return epoch_end && (done / ipe) % r->ckpt_every == 0;
+    return done % r->ckpt_every == 0;
+}
+
 int run_train(dt_run *r)
 {
     const dt_opts *o = r->opts;
     dt_mode_env *env = &r->env;
-    long ipe = env->iters_per_epoch, total = env->total_iters, it = 0;
+    long ipe = env->iters_per_epoch, total = env->total_iters, it = r->it0;
     int epochs = (int)((total + ipe - 1) / ipe);
     double train_time = 0.0, eval_time = 0.0, samples = 0.0, test_loss = -1.0, test_acc = -1.0;
-    float lr = (float)lr_at(&r->lr, 0, ipe);
+    float lr = (float)lr_at(&r->lr, it, ipe);
     dt_times all = {0};
     dt_record rec;
 
-    for (int e = 0; e < epochs; e++) {
+    if (r->it0 > 0)
+        log_text(r->log, "resumed from %s at iteration %ld of %ld (epoch %ld, %ld of its iterations done)\n", o->resume,
+                 r->it0, total, r->it0 / ipe + 1, r->it0 % ipe);
+    for (int e = (int)(it / ipe); e < epochs && it < total; e++) {
         double ep_t0 = dt_now(), win_t0 = ep_t0, ep[3] = {0, 0, 0}, win[3] = {0, 0, 0};
         dt_times win_t = {0}, ep_t = {0};
-        long win_n = 0, ep_n = 0;
-        for (long i = 0; i < ipe && it < total; i++, it++) {
+        long win_n = 0, ep_n = 0, i0 = it % ipe;
+        for (long i = i0; i < ipe && it < total; i++, it++) {
             dt_times t = {0};
             dt_pass pass;
             lr = (float)lr_at(&r->lr, it, ipe);
             iteration(r, it, e, lr, &t, &pass);
-            if (it + 1 == total && r->mode->flush) { /* the last iteration: every computed gradient lands */
+            /* the last iteration: checkpoint before the flush, so a longer run can continue from it as
+             * if it had never stopped (Pipe-SGD's gradients in flight included) */
+            if (it + 1 == total && o->checkpoint) {
+                double dt = checkpoint(r, total);
+                ep_t0 += dt, win_t0 += dt;
+            }
+            if (it + 1 == total && r->mode->flush) { /* every computed gradient lands */
                 double f0 = dt_now();
                 if (r->mode->flush(r->mode_state, env, lr, &t) != 0) fatal(r);
                 t.iter += dt_now() - f0;
@@ -485,7 +527,7 @@ int run_train(dt_run *r)
                 rec.loss = win[2] > 0 ? win[0] / win[2] : 0.0;
                 rec.train_acc = win[2] > 0 ? win[1] / win[2] : 0.0;
                 rec.train_time = dt_now() - ep_t0;
-                rec.samples_per_s = (double)(i + 1) * (double)o->batch / rec.train_time;
+                rec.samples_per_s = (double)(i + 1 - i0) * (double)o->batch / rec.train_time;
                 log_tick(r->log, &rec);
             }
             if ((it + 1) % o->log_every == 0 || i + 1 == ipe || it + 1 == total) {
@@ -512,6 +554,10 @@ int run_train(dt_run *r)
                 win_n = 0;
                 win_t0 = dt_now();
             }
+            if (checkpoint_due(r, it + 1, 0)) { /* not training time */
+                double dt = checkpoint(r, it + 1);
+                ep_t0 += dt, win_t0 += dt;
+            }
         }
         double ep_train = dt_now() - ep_t0, ev_t0 = dt_now();
         train_time += ep_train;
@@ -532,13 +578,14 @@ int run_train(dt_run *r)
         rec.t = ep_t;
         rec.t_model = predict(r, &ep_t, ep_n);
         log_record(r->log, &rec);
+        if (checkpoint_due(r, it, 1)) checkpoint(r, it);
     }
 
-    if (epochs == 0) { /* --epochs 0: evaluate the initial (or loaded) weights */
+    if (r->it0 >= total) { /* nothing to train (--epochs 0, or a finished run resumed): evaluate */
         double ev_t0 = dt_now();
         if (evaluate(r, &test_loss, &test_acc) != 0) fatal(r);
         eval_time = dt_now() - ev_t0;
-        record_common(r, &rec, "epoch", 0, 0, 0);
+        record_common(r, &rec, "epoch", epochs, epochs, it);
         rec.loss = rec.train_acc = -1.0;
         rec.test_loss = test_loss;
         rec.test_acc = test_acc;

@@ -40,6 +40,9 @@ typedef struct dt_run {
     int32_t *y_host;
     uint32_t *eval_idx;
     double t_start;
+    long it0;             /* the first iteration to run (after --resume) */
+    long ckpt_every;      /* --checkpoint-every N ... */
+    int ckpt_in_epochs;   /* ... epochs (else iterations) */
 } dt_run;
 
 /* Collective. 0 on every rank, or -1 on every rank (failed_rank holds the message). */
@@ -47,5 +50,11 @@ int run_setup(dt_run *r);
 /* Collective. Trains, evaluates, saves. */
 int run_train(dt_run *r);
 void run_teardown(dt_run *r);
+
+/* run_state.c — checkpoints of a run. Collective; on failure every rank returns -1 and
+ * failed_rank holds the message. */
+int run_checkpoint(dt_run *r, long done, const char *path);
+/* Restores weights, optimizer, running statistics and comm state; *it0: the next iteration. */
+int run_resume(dt_run *r, const char *path, long *it0);
 
 #endif

@@ -83,6 +83,9 @@ expect_error "truncated CIFAR file" "data_batch_2.bin: 30000 bytes is not a whol
 mkdir -p "$T/tree/train/cat" "$T/tree/val/cat" && printf '\xff\xd8\xff\xe0JFIF' > "$T/tree/train/cat/1.jpg"
 expect_error "a JPEG in a PNG tree" "train/cat/1.jpg: a JPEG; dtrain reads PNG only" \
     "$DTRAIN" --net resnet18 --dataset imagenet --data-dir "$T/tree" --progress none
+expect_error "a checkpoint cadence without a file" "--checkpoint-every needs --checkpoint FILE" "$DTRAIN" $D --checkpoint-every 2ep
+expect_error "a bad checkpoint cadence" "--checkpoint-every: expected N, Nit or Nep" "$DTRAIN" $D --checkpoint c.st --checkpoint-every 5min
+expect_error "resume and load" "--resume and --load exclude each other" "$DTRAIN" $D --resume a.st --load b.st
 
 printf 'input shape=1x28x28\ndense out=500 init=normal:1e5\nrelu\ndense out=500 init=normal:1e5\nrelu\ndense out=10 init=normal:1e5\nsoftmax_xent\n' > "$T/huge.net"
 expect_error "a non-finite loss stops the run" "training diverged: the loss is nan by iteration 2" \

@@ -105,8 +105,15 @@ typedef struct dt_mode_desc {
     /* Predicted seconds per iteration from the timing model, given the measured mean compute
      * phases of an iteration (data, forward, backward, update as this rank saw them). */
     double (*predict)(void *state, const dt_mode_env *env, const dt_times *mean);
-    /* Lists up to max state buffers; returns how many (NULL hook: none). */
+    /* Checkpoints: lists up to max state buffers (host memory) and returns how many, or -1 with
+     * an error; NULL hook: none. Called between iterations, it first lets anything in flight
+     * land (without applying it), so the buffers are complete: a checkpoint reads them, a resume
+     * writes them and then calls restored(it0) — it0 the first iteration to run — so the mode can
+     * rebuild what it derives from them. */
     int (*state)(void *state, const dt_mode_env *env, dt_state_tensor *out, int max);
+    int (*restored)(void *state, dt_mode_env *env, long it0); /* may be NULL */
+    /* Checkpoints cannot capture this mode mid-run (a message for --checkpoint), NULL: they can. */
+    const char *no_checkpoint;
     void (*finalize)(void *state, dt_mode_env *env);
 } dt_mode_desc;
 

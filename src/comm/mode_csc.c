@@ -262,6 +262,16 @@ static int csc_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t
     return 0;
 }
 
+/* the selection for the first resumed iteration, from the checkpoint */
+static int csc_restored(void *state, dt_mode_env *env, long it0)
+{
+    csc_state *s = state;
+    (void)it0;
+    for (size_t c = 0; c < s->n_chunks; c++) s->important[c] = s->important_f[c] != 0.0f;
+    layout(s, env->arena.n);
+    return 0;
+}
+
 static double csc_predict(void *state, const dt_mode_env *env, const dt_times *m)
 {
     csc_state *s = state;
@@ -277,7 +287,7 @@ static int csc_list_state(void *state, const dt_mode_env *env, dt_state_tensor *
 {
     csc_state *s = state;
     int n = 0;
-    if (!s->important_f && !(s->important_f = dt_alloc(sizeof(float) * s->n_chunks))) return 0;
+    if (!s->important_f && !(s->important_f = dt_alloc(sizeof(float) * s->n_chunks))) return -1;
     for (size_t c = 0; c < s->n_chunks; c++) s->important_f[c] = s->important[c];
     if (n < max) {
         snprintf(out[n].name, sizeof out[n].name, env->opts.momentum_correction ? "hg" : "residual");
@@ -328,5 +338,6 @@ const dt_mode_desc mode_csc = {
     .end = csc_end,
     .predict = csc_predict,
     .state = csc_list_state,
+    .restored = csc_restored,
     .finalize = csc_finalize,
 };

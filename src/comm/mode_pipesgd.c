@@ -17,6 +17,7 @@
  * which held gsum[t-K] until begin(t) applied it.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "../util.h"
@@ -29,6 +30,7 @@ typedef struct {
     long start;         /* first pipelined iteration (after warm-up) */
     float **slot;       /* k gradient buffers */
     int *pending;       /* the slot holds a gradient not applied yet */
+    float *pending_f;   /* the same as 0/1 floats, for checkpoints */
     long *job;          /* job id of its allreduce on the communication thread, -1: none (1 rank) */
     long *job_it;       /* the iteration it belongs to */
     dt_comm *cc;
@@ -61,7 +63,8 @@ static int pipe_init(void **state, dt_mode_env *env)
     s->pending = calloc((size_t)s->k, sizeof *s->pending);
     s->job_it = malloc(sizeof *s->job_it * (size_t)s->k);
     s->jobs = calloc((size_t)s->k, sizeof *s->jobs);
-    if (!s->slot || !s->job || !s->pending || !s->job_it || !s->jobs) return dt_fail("out of memory");
+    s->pending_f = calloc((size_t)s->k, sizeof *s->pending_f);
+    if (!s->slot || !s->job || !s->pending || !s->job_it || !s->jobs || !s->pending_f) return dt_fail("out of memory");
     for (int i = 0; i < s->k; i++) {
         s->job[i] = -1;
         if (!(s->slot[i] = dt_zalloc(DT_MAX(env->arena.n, 1) * sizeof(float)))) return -1;
@@ -129,6 +132,43 @@ static int pipe_flush(void *state, dt_mode_env *env, float lr, dt_times *t)
     return 0;
 }
 
+/* the slots (aggregated gradients in flight, their allreduces finished) and which are pending */
+static int pipe_list_state(void *state, const dt_mode_env *env, dt_state_tensor *out, int max)
+{
+    pipe_state *s = state;
+    int n = 0;
+    for (int i = 0; i < s->k; i++) {
+        if (s->pending[i] && s->job[i] >= 0 && worker_wait(s->worker, s->job[i]) != 0) return -1;
+        s->pending_f[i] = (float)s->pending[i];
+    }
+    for (int i = 0; i < s->k && n < max; i++, n++) {
+        snprintf(out[n].name, sizeof out[n].name, "slot%d", i);
+        out[n].data = s->slot[i];
+        out[n].n = env->arena.n;
+    }
+    if (n < max) {
+        snprintf(out[n].name, sizeof out[n].name, "pending");
+        out[n].data = s->pending_f;
+        out[n++].n = (size_t)s->k;
+    }
+    return n;
+}
+
+static int pipe_restored(void *state, dt_mode_env *env, long it0)
+{
+    pipe_state *s = state;
+    (void)env;
+    for (int i = 0; i < s->k; i++) {
+        s->pending[i] = s->pending_f[i] != 0.0f;
+        s->job[i] = -1; /* the sums are complete */
+        /* the iteration slot i last held: the latest t < it0 with t = i (mod K) */
+        long t = it0 - 1 - (((it0 - 1 - i) % s->k) + s->k) % s->k;
+        s->job_it[i] = t;
+        if (s->pending[i] && t < 0) return dt_fail("the checkpoint's Pipe-SGD slots do not fit iteration %ld", it0);
+    }
+    return 0;
+}
+
 static double pipe_predict(void *state, const dt_mode_env *env, const dt_times *m)
 {
     (void)state;
@@ -150,6 +190,7 @@ static void pipe_finalize(void *state, dt_mode_env *env)
     free(s->slot);
     free(s->job);
     free(s->pending);
+    free(s->pending_f);
     free(s->job_it);
     free(s->jobs);
     free(s);
@@ -165,5 +206,7 @@ const dt_mode_desc mode_pipesgd = {
     .end = pipe_end,
     .flush = pipe_flush,
     .predict = pipe_predict,
+    .state = pipe_list_state,
+    .restored = pipe_restored,
     .finalize = pipe_finalize,
 };

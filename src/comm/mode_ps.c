@@ -398,4 +398,5 @@ const dt_mode_desc mode_ps = {
     .flush = ps_flush,
     .predict = ps_predict,
     .finalize = ps_finalize,
+    .no_checkpoint = "servers keep their part of the weights and updates in flight between iterations",
 };

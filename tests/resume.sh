@@ -1,0 +1,94 @@
+#!/bin/bash
+# Checkpoints resume exactly: N iterations straight, against N/2, a checkpoint, a new process that
+# resumes and does the rest. A small CNN with batch norm, dropout, Nesterov momentum, weight decay
+# and CIFAR augmentation, so every kind of state is in play.
+#  - 1 rank: the final weights and running statistics are bit-identical
+#  - 4 ranks D-Sync; 2 ranks Pipe-SGD (K = 3, q8), Top-k and CSC with momentum correction: the
+#    weights are bit-identical, running statistics within 1e-6 (a run stopped by --iters
+#    averages them over the ranks once more than the straight run: the same value, rounded)
+#  - kill -9 between two checkpoints (--checkpoint-every), resume: the same final weights
+#  - a checkpoint of another net, other options, a damaged file, a weight file: clear errors
+. "$(dirname "$0")/lib.sh"
+need_mpirun
+$PYTHON "$top_srcdir/tests/mkimages.py" cifar10 "$T/c10" 1000 200 || fail "could not generate CIFAR files"
+NET="$top_srcdir/tests/nets/small-cifar.net"
+C="--net $NET --dataset cifar10 --data-dir $T/c10 --batch 50 --lr 0.05 --nesterov --wd 5e-4 --progress none"
+
+run() { "$@" > "$T/out" 2>&1 || { cat "$T/out"; fail "failed: $*"; }; }
+
+# straight_vs_resumed P TOL MODE...: 50 iterations straight vs 25 + 25 (epochs of 20)
+straight_vs_resumed() {
+    local p=$1 tol=$2
+    shift 2
+    local L="mpi -np $p"
+    run $L "$DTRAIN" $C "$@" --iters 50 --save "$T/straight.st"
+    run $L "$DTRAIN" $C "$@" --iters 25 --checkpoint "$T/half.st"
+    grep -q "checkpoint $T/half.st: 25 iterations" "$T/out" || { cat "$T/out"; fail "no checkpoint at the end"; }
+    run $L "$DTRAIN" $C "$@" --iters 50 --resume "$T/half.st" --save "$T/resumed.st"
+    grep -q "resumed from $T/half.st at iteration 25 of 50" "$T/out" || { cat "$T/out"; fail "no resume message"; }
+    if [ "$tol" = exact ]; then
+        cmp -s "$T/straight.st" "$T/resumed.st" || fail "$p rank(s) $*: resumed weights are not bit-identical: $("$STDIFF" "$T/straight.st" "$T/resumed.st" 0 0)"
+    else
+        "$STDIFF" "$T/straight.st" "$T/resumed.st" "$tol" 0 > "$T/diff" || { cat "$T/diff"; fail "$p ranks $*: resumed run differs"; }
+        $PYTHON - "$T/straight.st" "$T/resumed.st" <<'PY' || fail "$p ranks $*: resumed weights differ (not running statistics)"
+import json, struct, sys
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    return {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items() if k != "__metadata__"}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+bad = [k for k in a if "running" not in k and a[k] != b[k]]
+assert not bad, bad
+PY
+        note "$p ranks $*: weights bit-identical, $(cat "$T/diff")"
+    fi
+}
+
+straight_vs_resumed 1 exact
+note "1 rank: bit-identical"
+straight_vs_resumed 4 1e-6 --mode dsync
+cp "$T/half.st" "$T/dsync4.st"
+straight_vs_resumed 2 1e-6 --mode pipesgd --pipeline-depth 3 --compress q8
+straight_vs_resumed 2 1e-6 --mode topk --density 0.05 --momentum-correction
+straight_vs_resumed 2 1e-6 --mode csc --chunk 256 --momentum-correction
+
+# kill -9 between checkpoints: one thread, a bigger net, so the run lasts a few seconds
+K="--net resnet20 --dataset cifar10 --data-dir $T/c10 --batch 50 --lr 0.05 --epochs 3 --threads 1 --progress none"
+run mpi -np 2 "$DTRAIN" $K --save "$T/k_straight.st"
+mpi -np 2 "$DTRAIN" $K --checkpoint "$T/kill.st" --checkpoint-every 4it --save "$T/k_never.st" > "$T/k1.txt" 2>&1 &
+for _ in $(seq 600); do
+    grep -qa '"iteration":"\(8\|12\|16\|20\|24\)"' "$T/kill.st" 2>/dev/null && break
+    sleep 0.05
+done
+sleep 0.$((RANDOM % 5))
+pkill -9 -f "dtrain.*$T/kill.st"
+wait
+[ -f "$T/k_never.st" ] && fail "the run finished before it was killed (make it longer)"
+done_at=$(grep -ao '"iteration":"[0-9]*"' "$T/kill.st" | grep -o '[0-9][0-9]*')
+note "killed after the checkpoint of iteration $done_at"
+run mpi -np 2 "$DTRAIN" $K --checkpoint "$T/kill.st" --checkpoint-every 4it --resume "$T/kill.st" --save "$T/k_resumed.st"
+"$STDIFF" "$T/k_straight.st" "$T/k_resumed.st" 1e-6 0 > "$T/diff" || { cat "$T/diff"; fail "killed and resumed run differs"; }
+note "kill -9 at iteration ~$done_at, resumed: $(cat "$T/diff")"
+
+# a checkpoint is also a weight file
+run "$DTRAIN" $C --epochs 0 --load "$T/dsync4.st"
+
+# errors
+expect() { # WHAT SUBSTRING CMD...
+    local what=$1 want=$2; shift 2
+    if [ "$1" = mpi ]; then "$@" > "$T/out" 2>&1; else timeout 120 "$@" > "$T/out" 2>&1; fi && { cat "$T/out"; fail "$what: exit status 0"; }
+    grep -qF -- "$want" "$T/out" || { cat "$T/out"; fail "$what: output lacks '$want'"; }
+}
+expect "another net" "a checkpoint of net small-cifar, not resnet20" \
+    "$DTRAIN" --net resnet20 --dataset cifar10 --data-dir "$T/c10" --batch 50 --resume "$T/dsync4.st"
+expect "other options" "made with other options: the checkpoint has 'lr = 0.05', this run 'lr = 0.1'" \
+    "$DTRAIN" $C --lr 0.1 --resume "$T/dsync4.st"
+expect "a weight file" "a weight file, not a checkpoint (expected --load for weight files)" \
+    "$DTRAIN" $C --resume "$T/straight.st"
+cp "$T/dsync4.st" "$T/bad.st" && printf '\x55' | dd of="$T/bad.st" bs=1 seek=$(( $(stat -c %s "$T/bad.st") - 10 )) conv=notrunc 2>/dev/null
+expect "a damaged checkpoint" "the file is damaged" "$DTRAIN" $C --resume "$T/bad.st"
+run mpi -np 2 "$DTRAIN" $C --mode topk --density 0.05 --iters 5 --checkpoint "$T/topk.st"
+expect "other rank count with per-rank state" "made by 2 ranks, this run has 1" \
+    "$DTRAIN" $C --mode topk --density 0.05 --iters 10 --resume "$T/topk.st"
+expect "ps" "--checkpoint: not available with --mode ps yet" mpi -np 2 "$DTRAIN" $C --mode ps --checkpoint "$T/ps.st"
+run "$DTRAIN" $C --iters 30 --resume "$T/dsync4.st" # D-Sync: another rank count is fine
+echo "PASS: resumed runs equal straight ones (1, 2 and 4 ranks, 5 modes, kill -9)"
