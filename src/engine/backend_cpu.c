@@ -17,7 +17,26 @@
 #include "backend.h"
 #include "backend_cpu.h"
 
-void omp_set_num_threads(int n); /* libgomp, which oneDNN runs on */
+#include <omp.h>
+
+/* Elementwise loops over large arrays run on oneDNN's OpenMP pool (the backend's threads), each
+ * thread on a contiguous range through a kernel compiled for the CPU's vector width. Below
+ * PAR_MIN elements the loop stays on the calling thread: waking the pool costs more. */
+#define PAR_MIN 32768
+
+#define PAR_RANGE(be, n, body)                                                                                         \
+    do {                                                                                                               \
+        int nt_ = (n) >= PAR_MIN ? (be)->n_threads : 1;                                                                \
+        if (nt_ <= 1) {                                                                                                \
+            size_t a = 0, b = (n);                                                                                     \
+            body;                                                                                                      \
+        } else {                                                                                                       \
+            _Pragma("omp parallel for schedule(static) num_threads(nt_)") for (int t_ = 0; t_ < nt_; t_++) {           \
+                size_t a = (n) * (size_t)t_ / (size_t)nt_ / 16 * 16, b = t_ + 1 == nt_ ? (n) : (n) * (size_t)(t_ + 1) / (size_t)nt_ / 16 * 16; \
+                body;                                                                                                  \
+            }                                                                                                          \
+        }                                                                                                              \
+    } while (0)
 
 static void *cpu_alloc(dt_backend *be, size_t bytes)
 {
@@ -75,17 +94,20 @@ DT_CLONES static void cpu_bias_grad(dt_backend *be, float *db, const float *dy, 
     }
 }
 
-DT_CLONES static void cpu_relu_fwd(dt_backend *be, float *restrict y, const float *restrict x, size_t n)
+DT_CLONES static void relu_fwd(float *restrict y, const float *restrict x, size_t n)
 {
-    (void)be;
 #pragma omp simd
     for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-DT_CLONES static void cpu_relu_bwd(dt_backend *be, float *restrict dx, const float *restrict dy,
-                                   const float *restrict y, size_t n, float beta)
+static void cpu_relu_fwd(dt_backend *be, float *y, const float *x, size_t n)
 {
-    (void)be;
+    PAR_RANGE(be, n, relu_fwd(y + a, x + a, b - a));
+}
+
+DT_CLONES static void relu_bwd(float *restrict dx, const float *restrict dy, const float *restrict y, size_t n,
+                               float beta)
+{
     if (beta == 0.0f) {
 #pragma omp simd
         for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
@@ -93,6 +115,11 @@ DT_CLONES static void cpu_relu_bwd(dt_backend *be, float *restrict dx, const flo
 #pragma omp simd
         for (size_t i = 0; i < n; i++) dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
     }
+}
+
+static void cpu_relu_bwd(dt_backend *be, float *dx, const float *dy, const float *y, size_t n, float beta)
+{
+    PAR_RANGE(be, n, relu_bwd(dx + a, dy + a, y + a, b - a, beta));
 }
 
 /* keep element with probability 1-p: compare 24 hash bits with p * 2^24 */
@@ -174,10 +201,9 @@ static void cpu_softmax_xent_bwd(dt_backend *be, float *dx, const float *prob, c
     }
 }
 
-DT_CLONES static void cpu_sgd_step(dt_backend *be, float *restrict w, const float *restrict g, float *restrict v,
-                                   size_t n, float lr, float m, float wd, int nesterov)
+DT_CLONES static void sgd_step(float *restrict w, const float *restrict g, float *restrict v, size_t n, float lr,
+                               float m, float wd, int nesterov)
 {
-    (void)be;
     if (m == 0.0f || !v) {
 #pragma omp simd
         for (size_t i = 0; i < n; i++) w[i] -= lr * (g[i] + wd * w[i]);
@@ -199,23 +225,35 @@ DT_CLONES static void cpu_sgd_step(dt_backend *be, float *restrict w, const floa
     }
 }
 
-DT_CLONES static void cpu_add(dt_backend *be, float *restrict y, const float *restrict x, size_t n, float beta)
+static void cpu_sgd_step(dt_backend *be, float *w, const float *g, float *v, size_t n, float lr, float m, float wd,
+                         int nesterov)
 {
-    (void)be;
+    PAR_RANGE(be, n, sgd_step(w + a, g + a, v ? v + a : NULL, b - a, lr, m, wd, nesterov));
+}
+
+DT_CLONES static void add(float *restrict y, const float *restrict x, size_t n, float beta)
+{
     if (beta == 0.0f) {
-        if (y != x) memcpy(y, x, n * sizeof(float));
+        memcpy(y, x, n * sizeof(float));
         return;
     }
 #pragma omp simd
     for (size_t i = 0; i < n; i++) y[i] = beta * y[i] + x[i];
 }
 
-DT_CLONES static void cpu_scale(dt_backend *be, float *x, float a, size_t n)
+static void cpu_add(dt_backend *be, float *y, const float *x, size_t n, float beta)
 {
-    (void)be;
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) x[i] *= a;
+    if (beta == 0.0f && y == x) return;
+    PAR_RANGE(be, n, add(y + a, x + a, b - a, beta));
 }
+
+DT_CLONES static void scale(float *x, float s, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+static void cpu_scale(dt_backend *be, float *x, float s, size_t n) { PAR_RANGE(be, n, scale(x + a, s, b - a)); }
 
 int backend_cpu_create(dt_backend **out, int n_threads)
 {

@@ -178,10 +178,6 @@ static int keep(plan *p, void *e)
     return 0;
 }
 
-static void add_into(float *restrict y, const float *restrict x, size_t n)
-{
-    for (size_t i = 0; i < n; i++) y[i] += x[i];
-}
 
 /* ---- convolution ------------------------------------------------------------------------------- */
 
@@ -302,7 +298,7 @@ static int cpu_conv_bwd(dt_backend *be, void *pv, int rows, const float *x, cons
         set(e->d_dst, dy), set(e->d_wei_w, wb), set(e->d_src, out);
         dnnl_exec_arg_t a[] = {{DNNL_ARG_DIFF_DST, e->d_dst}, {DNNL_ARG_WEIGHTS, e->d_wei_w}, {DNNL_ARG_DIFF_SRC, e->d_src}};
         if (run(be, e->bwd_data, 3, a, "convolution backward data") != 0) return -1;
-        if (dx_beta != 0.0f) add_into(dx, e->tmp, n);
+        if (dx_beta != 0.0f) be->add(be, dx, e->tmp, n, 1.0f);
     }
     if (dw) {
         float *out = e->dw_out.prim ? e->dw_buf : dw;
@@ -416,7 +412,7 @@ static int cpu_pool_bwd(dt_backend *be, void *pv, int rows, const float *dy, flo
     set(e->d_dst, dy), set(e->d_src, out);
     dnnl_exec_arg_t a[] = {{DNNL_ARG_DIFF_DST, e->d_dst}, {DNNL_ARG_DIFF_SRC, e->d_src}, {DNNL_ARG_WORKSPACE, e->ws}};
     if (run(be, e->bwd, e->ws ? 3 : 2, a, "pooling backward") != 0) return -1;
-    if (dx_beta != 0.0f) add_into(dx, e->tmp, n);
+    if (dx_beta != 0.0f) be->add(be, dx, e->tmp, n, 1.0f);
     return 0;
 }
 
@@ -510,7 +506,7 @@ static int cpu_bn_bwd(dt_backend *be, void *pv, int rows, const float *x, const 
                            {DNNL_ARG_DIFF_DST, e->d_dst},  {DNNL_ARG_SCALE, e->scale},       {DNNL_ARG_SHIFT, e->shift},
                            {DNNL_ARG_DIFF_SRC, e->d_src},  {DNNL_ARG_DIFF_SCALE, e->d_scale}, {DNNL_ARG_DIFF_SHIFT, e->d_shift}};
     if (run(be, e->bwd, 9, a, "batch norm backward") != 0) return -1;
-    if (dx && dx_beta != 0.0f) add_into(dx, e->tmp, n);
+    if (dx && dx_beta != 0.0f) be->add(be, dx, e->tmp, n, 1.0f);
     return 0;
 }
 
@@ -602,7 +598,7 @@ static int cpu_lrn_bwd(dt_backend *be, void *pv, int rows, const float *x, const
     dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_DIFF_DST, e->d_dst}, {DNNL_ARG_DIFF_SRC, e->d_src},
                            {DNNL_ARG_WORKSPACE, e->ws}};
     if (run(be, e->bwd, e->ws ? 4 : 3, a, "LRN backward") != 0) return -1;
-    if (dx_beta != 0.0f) add_into(dx, e->tmp, n);
+    if (dx_beta != 0.0f) be->add(be, dx, e->tmp, n, 1.0f);
     return 0;
 }
 
