@@ -2,18 +2,46 @@
  * with layer widths N0..NL: times exactly the GEMMs dtrain's dense layers issue per iteration
  * (forward y = x W^T, backward dW = dy^T x, and dx = dy W for every layer but the first), with
  * the same OpenBLAS kernel dtrain selects and one thread. Prints JSON: seconds per iteration spent
- * in GEMMs alone, the samples/s that would allow, and GFLOP/s. */
+ * in GEMMs alone, the samples/s that would allow, and GFLOP/s.
+ *
+ * gemm_ceiling --peak THREADS — the best GFLOP/s of a large square sgemm (1536^3) on THREADS
+ * threads: the ceiling tools/bench divides a CNN's training FLOPs by. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cblas.h>
 
 #include "cpu.h"
 #include "util.h"
 
+static int peak(int threads)
+{
+    const int n = 1536;
+    float *a = dt_zalloc(sizeof(float) * n * n), *b = dt_zalloc(sizeof(float) * n * n),
+          *c = dt_zalloc(sizeof(float) * n * n);
+    for (int i = 0; i < n * n; i++) a[i] = b[i] = 0.001f * (float)(i % 13);
+    cpu_set_threads(threads);
+    double best = 1e30;
+    for (int trial = 0; trial < 7; trial++) {
+        double t0 = dt_now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);
+        double t = dt_now() - t0;
+        if (t < best) best = t;
+    }
+    printf("{\"kernel\":\"%s\",\"threads\":%d,\"gflops\":%.4g}\n", cpu_blas_describe(), threads,
+           2.0 * n * n * n / best / 1e9);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int n_args = argc - 1, reps = 300;
+    if (n_args == 2 && !strcmp(argv[1], "--peak")) {
+        cpu_blas_select(argv);
+        cpu_flush_denormals();
+        return peak(atoi(argv[2]));
+    }
     if (n_args < 3) {
         fprintf(stderr, "usage: gemm_ceiling BATCH N0 N1 ... NL [REPEATS]\n");
         return 2;

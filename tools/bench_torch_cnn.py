@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""bench_torch_cnn.py NET CIFAR_DIR BATCH THREADS ITERS [WEIGHTS]
+
+PyTorch's side of tools/bench for the CNNs: cifar-quick and resnet20 built exactly as dtrain's
+nets/*.net (same layers, same tensor names), trained with SGD (momentum 0.9) on the CIFAR-10
+binary files in CIFAR_DIR, normalised as dtrain does, no augmentation, THREADS threads. The
+clock covers ITERS training iterations after 5 warm-up ones. Prints JSON: samples/s, and the
+multiply-add FLOPs of one training sample (forward, backward-data except the first layer,
+backward-weights of every conv and dense layer), from which tools/bench derives the sgemm
+ceiling.
+
+With WEIGHTS (a safetensors file dtrain wrote), it instead loads them by name and prints the
+test loss and accuracy in evaluation mode: tools/bench compares them with dtrain's on the same
+file, which shows the two nets compute the same function."""
+import json, os, struct, sys, time
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+MEAN = np.array([0.4914, 0.4822, 0.4465], dtype=np.float32).reshape(1, 3, 1, 1)
+STD = np.array([0.2470, 0.2435, 0.2616], dtype=np.float32).reshape(1, 3, 1, 1)
+
+def cifar(d, files):
+    raw = b"".join(open(os.path.join(d, f), "rb").read() for f in files)
+    rec = np.frombuffer(raw, dtype=np.uint8).reshape(-1, 3073)
+    x = rec[:, 1:].reshape(-1, 3, 32, 32).astype(np.float32) / 255.0
+    return torch.from_numpy((x - MEAN) / STD), torch.from_numpy(rec[:, 0].astype(np.int64))
+
+class CifarQuick(nn.Module):
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 32, 5, padding=2)
+        self.conv2 = nn.Conv2d(32, 32, 5, padding=2)
+        self.conv3 = nn.Conv2d(32, 64, 5, padding=2)
+        self.ip1 = nn.Linear(1024, 64)
+        self.ip2 = nn.Linear(64, classes)
+
+    def forward(self, x):
+        x = F.relu(F.max_pool2d(self.conv1(x), 3, 2, ceil_mode=True))
+        x = F.avg_pool2d(F.relu(self.conv2(x)), 3, 2, ceil_mode=True)
+        x = F.avg_pool2d(F.relu(self.conv3(x)), 3, 2, ceil_mode=True)
+        return self.ip2(self.ip1(torch.flatten(x, 1)))
+
+class Basic(nn.Module):
+    def __init__(self, cin, planes, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, planes, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.stride, self.pad = stride, (planes - cin) // 2
+
+    def forward(self, x):
+        y = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        s = x if self.stride == 1 else F.pad(x[:, :, ::2, ::2], (0, 0, 0, 0, self.pad, self.pad))  # option A
+        return F.relu(y + s)
+
+class ResNet20(nn.Module):
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        cin = 16
+        for i, planes in enumerate((16, 32, 64)):
+            blocks = []
+            for j in range(3):
+                blocks.append(Basic(cin, planes, 2 if (j == 0 and i > 0) else 1))
+                cin = planes
+            setattr(self, "layer%d" % (i + 1), nn.Sequential(*blocks))
+        self.fc = nn.Linear(64, classes)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.layer3(self.layer2(self.layer1(x)))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+def train_flops(model):
+    """multiply-add FLOPs of one training sample: 2 MACs forward, and backward weights and data"""
+    layers = []
+    def hook(m, inp, out):
+        if isinstance(m, nn.Conv2d):
+            macs = out[0].numel() * (m.in_channels // m.groups) * m.kernel_size[0] * m.kernel_size[1]
+        else:
+            macs = m.in_features * m.out_features
+        layers.append(macs)
+    hs = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    model.eval()
+    with torch.no_grad():
+        model(torch.zeros(1, 3, 32, 32))
+    for h in hs:
+        h.remove()
+    fwd = 2 * sum(layers)
+    return fwd, 3 * fwd - 2 * layers[0]
+
+def load_weights(model, path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    hdr = json.loads(b[8:8 + n])
+    sd = model.state_dict()
+    for k, v in hdr.items():
+        if k == "__metadata__":
+            continue
+        a = np.frombuffer(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], dtype=np.float32)
+        if k not in sd or tuple(sd[k].shape) != tuple(v["shape"]):
+            sys.exit("tensor %s %s has no counterpart in the PyTorch net" % (k, v["shape"]))
+        sd[k].copy_(torch.from_numpy(a.reshape(v["shape"]).copy()))
+    missing = [k for k in sd if k not in hdr and not k.endswith("num_batches_tracked")]
+    if missing:
+        sys.exit("PyTorch tensors missing from the file: %s" % missing)
+
+def main():
+    net, d, batch, threads, iters = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+    torch.set_num_threads(threads)
+    torch.manual_seed(1)
+    model = {"cifar-quick": CifarQuick, "resnet20": ResNet20}[net]()
+    if len(sys.argv) > 6:
+        load_weights(model, sys.argv[6])
+        x, y = cifar(d, ["test_batch.bin"])
+        model.eval()
+        with torch.no_grad():
+            z = model(x)
+            loss = F.cross_entropy(z, y).item()
+            acc = (z.argmax(1) == y).float().mean().item()
+        print(json.dumps({"test_loss": loss, "test_acc": acc}, separators=(",", ":")))
+        return
+    fwd, train = train_flops(model)
+    x, y = cifar(d, ["data_batch_%d.bin" % i for i in range(1, 6)])
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    n = x.shape[0]
+    perm = torch.randperm(n)
+    def step(i):
+        idx = perm[(i * batch) % (n - batch):(i * batch) % (n - batch) + batch]
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x[idx]), y[idx]).backward()
+        opt.step()
+    for i in range(5):
+        step(i)
+    t0 = time.perf_counter()
+    for i in range(iters):
+        step(5 + i)
+    t = time.perf_counter() - t0
+    print(json.dumps({"samples_per_s": iters * batch / t, "fwd_flop": fwd, "train_flop": train,
+                      "torch": torch.__version__}, separators=(",", ":")))
+
+main()
