@@ -486,6 +486,12 @@ START_TEST(residual_net_matches_reference)
     dt_net *net;
     ck_assert_msg(net_parse(RES_NET, "res.net", "res", &net) == 0, "%s", dt_errmsg());
     ck_assert_int_eq(net_alloc(net, be, R), 0);
+    /* gradient buffers are shared (the test below shows the sharing computes the right thing):
+     * at most the input of c2 (r1, read by the add too), the add's input and one more are live */
+    int n_dy = 0;
+    for (int i = 0; i < net->n_layers; i++) n_dy += net->layers[i]->dy != NULL;
+    ck_assert_int_eq(n_dy, 11);
+    ck_assert_int_le(net->n_dy_bufs, 3);
     ck_assert_int_eq(net_init_params(net, 5), 0); /* running statistics start at (0, 1) */
     double *x = rnd(R * C * H * H, 1000), *w1 = rnd(F * C * 9, 1001), *w2 = rnd(F * F * 9, 1002), *b2 = rnd(F, 1003);
     double *g1 = rnd(F, 1004), *be1 = rnd(F, 1005), *g2 = rnd(F, 1006), *be2 = rnd(F, 1007);
@@ -561,6 +567,23 @@ START_TEST(residual_net_matches_reference)
 }
 END_TEST
 
+/* a deep net holds a handful of gradient buffers, not one per layer */
+START_TEST(gradient_buffers_shared)
+{
+    const char *names[] = {"resnet20", "resnet50", "alexnet"};
+    for (size_t i = 0; i < DT_ARRAY_LEN(names); i++) {
+        dt_net *net;
+        ck_assert_int_eq(net_load(names[i], &net), 0);
+        ck_assert_int_eq(net_alloc(net, be, 1), 0);
+        int n_dy = 0;
+        for (int k = 0; k < net->n_layers; k++) n_dy += net->layers[k]->dy != NULL;
+        ck_assert_msg(n_dy >= 20 && net->n_dy_bufs <= 3, "%s: %d gradients in %d buffers", names[i], n_dy,
+                      net->n_dy_bufs);
+        net_destroy(net);
+    }
+}
+END_TEST
+
 /* a frozen layer gets no gradient and no arena space, and still passes gradients through */
 START_TEST(frozen_layers_pass_gradients_only)
 {
@@ -618,6 +641,7 @@ int main(void)
     tcase_add_checked_fixture(net, be_setup, be_teardown);
     tcase_add_test(net, residual_net_matches_reference);
     tcase_add_test(net, frozen_layers_pass_gradients_only);
+    tcase_add_test(net, gradient_buffers_shared);
     suite_add_tcase(s, fd);
     suite_add_tcase(s, fast);
     suite_add_tcase(s, net);

@@ -31,16 +31,17 @@ void net_destroy(dt_net *net)
         dt_layer *l = net->layers[i];
         if (be) {
             be->free(be, l->y);
-            be->free(be, l->dy);
         }
         layer_free(l, be);
     }
     if (be) {
+        for (int s = 0; s < net->n_dy_bufs; s++) be->free(be, net->dy_bufs[s]);
         be->free(be, net->w);
         be->free(be, net->g_own);
         be->free(be, net->state);
         be->free(be, net->labels);
     }
+    free(net->dy_bufs);
     free(net->layers);
     free(net->tensors);
     free(net->states);
@@ -520,6 +521,62 @@ int net_load(const char *name_or_path, dt_net **out)
     return rc;
 }
 
+static int needs_dy(const dt_net *net, const dt_layer *l) { return l->requires_grad && l != net->loss; }
+
+/* A layer's output gradient is live from the backward of its first consumer (backward runs in
+ * reverse) to its own backward. Gradients whose lives do not overlap share a buffer: replaying
+ * the backward order, a gradient takes the smallest free buffer that fits it (or grows the
+ * largest free one) when it is born and gives it back when it dies. A deep net then holds about
+ * as many gradient buffers as a residual block is long, not one per layer. */
+static int alloc_grads(dt_net *net, dt_backend *be)
+{
+    int n = net->n_layers, n_slots = 0, rc = -1;
+    int *slot = malloc(sizeof(int) * (size_t)n), *is_free = calloc((size_t)n, sizeof(int));
+    size_t *need = calloc((size_t)n, sizeof(size_t)), *size = calloc((size_t)n, sizeof(size_t));
+    if (!slot || !is_free || !need || !size) {
+        dt_fail("out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        slot[i] = -1;
+        need[i] = layer_act_size(net->layers[i], be, net->max_batch);
+    }
+    for (int i = n - 1; i >= 1; i--) {
+        dt_layer *l = net->layers[i];
+        for (int k = 0; k < l->n_in; k++) {
+            int src = 0;
+            while (net->layers[src] != l->in[k]) src++;
+            if (!needs_dy(net, l->in[k]) || slot[src] >= 0) continue;
+            int fit = -1, big = -1;
+            for (int s = 0; s < n_slots; s++) {
+                if (!is_free[s]) continue;
+                if (size[s] >= need[src] && (fit < 0 || size[s] < size[fit])) fit = s;
+                if (big < 0 || size[s] > size[big]) big = s;
+            }
+            int s = fit >= 0 ? fit : big >= 0 ? big : n_slots++;
+            if (size[s] < need[src]) size[s] = need[src];
+            is_free[s] = 0;
+            slot[src] = s;
+        }
+        if (slot[i] >= 0) is_free[slot[i]] = 1;
+    }
+    if (!(net->dy_bufs = calloc((size_t)n_slots + 1, sizeof(float *)))) {
+        dt_fail("out of memory");
+        goto out;
+    }
+    net->n_dy_bufs = n_slots;
+    for (int s = 0; s < n_slots; s++)
+        if (!(net->dy_bufs[s] = be->alloc(be, size[s] * sizeof(float)))) goto out;
+    for (int i = 0; i < n; i++) net->layers[i]->dy = slot[i] >= 0 ? net->dy_bufs[slot[i]] : NULL;
+    rc = 0;
+out:
+    free(slot);
+    free(is_free);
+    free(need);
+    free(size);
+    return rc;
+}
+
 int net_alloc(dt_net *net, dt_backend *be, int max_batch)
 {
     net->be = be;
@@ -530,8 +587,8 @@ int net_alloc(dt_net *net, dt_backend *be, int max_batch)
         if (i > 0 && l->out.n_dims == 3) l->layout = be->layout_for(be, l->out.d[0], l->out.d[1], l->out.d[2]);
         size_t n = layer_act_size(l, be, net->max_batch);
         if (!(l->y = be->alloc(be, n * sizeof(float)))) return -1;
-        if (l->requires_grad && l != net->loss && !(l->dy = be->alloc(be, n * sizeof(float)))) return -1;
     }
+    if (alloc_grads(net, be) != 0) return -1;
     if (!(net->w = be->alloc(be, DT_MAX(net->n_params, 1) * sizeof(float)))) return -1;
     if (!(net->g = net->g_own = be->alloc(be, DT_MAX(net->n_params, 1) * sizeof(float)))) return -1;
     if (!(net->state = be->alloc(be, DT_MAX(net->n_state, 1) * sizeof(float)))) return -1;

@@ -35,6 +35,8 @@ typedef struct dt_net {
     float *state; /* the state arena */
     int32_t *labels;
     int max_batch;
+    float **dy_bufs; /* the output-gradient buffers layers share (net_alloc); layers' dy point here */
+    int n_dy_bufs;
 } dt_net;
 
 /* Parses .net text (blocks expanded, man/dtrain-net.5); `origin` names it in messages. */
