@@ -28,7 +28,7 @@ static int launcher_rank(void)
 static void print_version(void)
 {
     printf("dtrain %s\n", PACKAGE_VERSION);
-    printf("backends: cpu (%s)\n", cpu_blas_describe());
+    printf("backends: cpu (%s)\n", backend_cpu_describe());
     printf("cuda toolkit at build time: %s\n", DT_CUDA_SUMMARY);
     printf("modes: %s\n", mode_list());
 }
@@ -90,7 +90,6 @@ int main(int argc, char **argv)
     dt_comm *comm;
     int parse_rc, rc, rank, launched_rank = launcher_rank();
 
-    cpu_blas_select(argv); /* may re-execute this program once, before anything else happens */
     cpu_flush_denormals();
 
     parse_rc = cli_parse(argc, argv, &opts);

@@ -304,7 +304,7 @@ static void banner(dt_run *r)
              o->lr_schedule, o->momentum, o->nesterov ? " (Nesterov)" : "", o->wd);
     log_text(r->log, "augmentation: %s; %ld batch%s prefetched\n", aug, o->prefetch, o->prefetch == 1 ? "" : "es");
     if (env->note[0]) log_text(r->log, "%s: %s\n", r->mode->name, env->note);
-    log_text(r->log, "backend %s: %s; %s\n", r->be->name, cpu_blas_describe(), comm_library());
+    log_text(r->log, "backend %s: %s; %s\n", r->be->name, backend_cpu_describe(), comm_library());
     if (p > 1)
         log_text(r->log, "timing model (%s): alpha %.1f us, beta %.3g s/B (%.0f MB/s), gamma %.2f ns per value\n",
                  env->model.measured ? "measured at start-up" : "from flags", env->model.alpha * 1e6, env->model.beta,

@@ -33,7 +33,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: pipesim NET DATA_DIR P K WARMUP_EPOCHS EPOCHS BATCH LR MOMENTUM SEED OUT\n");
         return 2;
     }
-    cpu_blas_select(argv);
     const char *net_name = argv[1], *dir = argv[2], *out = argv[11];
     int p = atoi(argv[3]), k = atoi(argv[4]), epochs = atoi(argv[6]), batch = atoi(argv[7]);
     double warm = atof(argv[5]);

@@ -80,7 +80,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: sparse_bench encode|ring D [REPS]\n");
         return 2;
     }
-    cpu_blas_select(argv);
     cpu_flush_denormals();
     size_t d = (size_t)atoll(argv[2]);
     int reps = argc > 3 ? atoi(argv[3]) : 3;

@@ -129,8 +129,10 @@ struct dt_backend {
     void (*plan_free)(dt_backend *be, void *plan);
 };
 
-/* The CPU backend: OpenBLAS for GEMM, plain loops the compiler vectorises for the rest. */
+/* The CPU backend: oneDNN for GEMM and the CNN ops, plain loops the compiler vectorises for the rest. */
 int backend_cpu_create(dt_backend **out, int n_threads);
+/* One line for the banner: the library and the instruction set its kernels use. */
+const char *backend_cpu_describe(void);
 void backend_destroy(dt_backend *be);
 
 #endif

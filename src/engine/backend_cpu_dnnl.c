@@ -671,6 +671,26 @@ static void cpu_plan_free(dt_backend *be, void *pv)
     free(p);
 }
 
+const char *backend_cpu_describe(void)
+{
+    static char buf[96];
+    const dnnl_version_t *v = dnnl_version();
+    const char *isa;
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: isa = "SSE4.1"; break;
+    case dnnl_cpu_isa_avx: isa = "AVX"; break;
+    case dnnl_cpu_isa_avx2: isa = "AVX2"; break;
+    case dnnl_cpu_isa_avx2_vnni: isa = "AVX2-VNNI"; break;
+    case dnnl_cpu_isa_avx512_core: isa = "AVX-512"; break;
+    case dnnl_cpu_isa_avx512_core_vnni: isa = "AVX-512 VNNI"; break;
+    case dnnl_cpu_isa_avx512_core_bf16: isa = "AVX-512 BF16"; break;
+    case dnnl_cpu_isa_avx512_core_amx: isa = "AVX-512 AMX"; break;
+    default: isa = "generic"; break;
+    }
+    snprintf(buf, sizeof buf, "oneDNN %d.%d.%d, %s kernels", v->major, v->minor, v->patch, isa);
+    return buf;
+}
+
 int backend_cpu_dnnl_init(dt_backend *be)
 {
     cpu_impl *c = be->impl;
