@@ -114,7 +114,7 @@ static const optdef table[] = {
     {"Communication", "model-alpha", K_DOUBLE, "SECONDS", OFF(model_alpha), 0, 10, NULL, NULL, 0, 0,
      "timing model: latency per message (default: measured at start-up)"},
     {"Communication", "model-beta", K_DOUBLE, "SECONDS", OFF(model_beta), 0, 1, NULL, NULL, 0, 0,
-     "timing model: seconds per byte on the wire (default: measured)"},
+     "timing model: seconds per byte on the wire, in the ring and streamed (default: measured)"},
     {"Communication", "model-gamma", K_DOUBLE, "SECONDS", OFF(model_gamma), 0, 1, NULL, NULL, 0, 0,
      "timing model: seconds per value to decode, add and encode (default: measured)"},
 

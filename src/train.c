@@ -306,9 +306,12 @@ static void banner(dt_run *r)
     if (env->note[0]) log_text(r->log, "%s: %s\n", r->mode->name, env->note);
     log_text(r->log, "backend %s: %s; %s\n", r->be->name, backend_cpu_describe(), comm_library());
     if (p > 1)
-        log_text(r->log, "timing model (%s): alpha %.1f us, beta %.3g s/B (%.0f MB/s), gamma %.2f ns per value\n",
+        log_text(r->log,
+                 "timing model (%s): alpha %.1f us, beta %.3g s/B (%.0f MB/s; %.0f MB/s streamed), gamma %.2f ns per "
+                 "value\n",
                  env->model.measured ? "measured at start-up" : "from flags", env->model.alpha * 1e6, env->model.beta,
-                 env->model.beta > 0 ? 1e-6 / env->model.beta : 0.0, env->model.gamma * 1e9);
+                 env->model.beta > 0 ? 1e-6 / env->model.beta : 0.0,
+                 env->model.beta_stream > 0 ? 1e-6 / env->model.beta_stream : 0.0, env->model.gamma * 1e9);
 }
 
 int run_setup(dt_run *r)
@@ -624,6 +627,8 @@ int run_train(dt_run *r)
         log_summary_field(r->log, "model_alpha", num, 1);
         snprintf(num, sizeof num, "%.6g", env->model.beta);
         log_summary_field(r->log, "model_beta", num, 1);
+        snprintf(num, sizeof num, "%.6g", env->model.beta_stream);
+        log_summary_field(r->log, "model_beta_stream", num, 1);
         snprintf(num, sizeof num, "%.6g", env->model.gamma);
         log_summary_field(r->log, "model_gamma", num, 1);
     }

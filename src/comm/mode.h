@@ -54,6 +54,8 @@ typedef struct dt_comm_opts {
  * gamma seconds per value to decode, add and re-encode in a reduce step (codec included). */
 typedef struct dt_netmodel {
     double alpha, beta, gamma;
+    double beta_stream; /* seconds per byte of one long transfer (a PS push or pull), which runs
+                           faster than the ring's chained steps; = beta when beta is given */
     int measured; /* 1: from the start-up probe, 0: given by flags */
 } dt_netmodel;
 

@@ -339,8 +339,9 @@ static double ps_predict(void *state, const dt_mode_env *env, const dt_times *m)
     ps_state *s = state;
     const dt_netmodel *nm = &env->model;
     double n = (double)env->arena.n / s->n_servers, w = s->n_workers;
-    double push = (double)codec_bytes(&env->codec, (size_t)n) * nm->beta; /* one worker's part to one server */
-    double pull = n * sizeof(float) * nm->beta;
+    /* one worker's part to one server, each a single long transfer */
+    double push = (double)codec_bytes(&env->codec, (size_t)n) * nm->beta_stream;
+    double pull = n * sizeof(float) * nm->beta_stream;
     double serve = w * n * nm->gamma + n * nm->gamma; /* decode-add each push, then the update */
     double comp = m->data + m->forward + m->backward;
     if (s->in_turn) /* pulls one after the other; the last worker's compute and push close the iteration */
