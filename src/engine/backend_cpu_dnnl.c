@@ -32,6 +32,23 @@ static int dn_fail(dnnl_status_t s, const char *what) { return dt_fail("oneDNN: 
 static dnnl_engine_t eng(dt_backend *be) { return ((cpu_impl *)be->impl)->eng; }
 static dnnl_stream_t stream(dt_backend *be) { return ((cpu_impl *)be->impl)->stream; }
 
+/* Where a backward writes dx: dx itself, or (to accumulate into dx, or when there is no dx) a
+ * scratch buffer of n floats kept in *tmp; NULL when out of memory. */
+static float *dx_target(float *dx, float dx_beta, float **tmp, size_t n)
+{
+    if (dx && dx_beta == 0.0f) return dx;
+    if (!*tmp && !(*tmp = dt_alloc(n * sizeof(float)))) return NULL;
+    return *tmp;
+}
+
+static void destroy_all(dnnl_primitive_t *ps, size_t n_ps, dnnl_memory_t *ms, size_t n_ms)
+{
+    for (size_t i = 0; i < n_ps; i++)
+        if (ps[i]) dnnl_primitive_destroy(ps[i]);
+    for (size_t i = 0; i < n_ms; i++)
+        if (ms[i]) dnnl_memory_destroy(ms[i]);
+}
+
 static dnnl_format_tag_t tag_of(dt_layout l) { return l == DT_LAYOUT_BLOCK16 ? dnnl_nChw16c : dnnl_nchw; }
 
 static void md4(dnnl_memory_desc_t *md, int n, int c, int h, int w, dt_layout l)
@@ -288,11 +305,8 @@ static int cpu_conv_bwd(dt_backend *be, void *pv, int rows, const float *x, cons
     if (!e) return -1;
     if (dx) {
         size_t n = be->act_size(be, c->in_layout, rows, c->c, c->h, c->w);
-        float *out = dx;
-        if (dx_beta != 0.0f) {
-            if (!e->tmp && !(e->tmp = dt_alloc(n * sizeof(float)))) return -1;
-            out = e->tmp;
-        }
+        float *out = dx_target(dx, dx_beta, &e->tmp, n);
+        if (!out) return -1;
         const float *wb = reorder_run(be, &e->w_bwd, w, NULL);
         if (!wb) return -1;
         set(e->d_dst, dy), set(e->d_wei_w, wb), set(e->d_src, out);
@@ -316,10 +330,7 @@ static void conv_entry_free(conv_entry *e)
 {
     dnnl_primitive_t ps[] = {e->fwd, e->bwd_data, e->bwd_w};
     dnnl_memory_t ms[] = {e->src, e->wei, e->bias, e->dst, e->d_src, e->d_wei_w, e->d_dst, e->b_src, e->d_wei, e->d_bias, e->b_d_dst};
-    for (size_t i = 0; i < DT_ARRAY_LEN(ps); i++)
-        if (ps[i]) dnnl_primitive_destroy(ps[i]);
-    for (size_t i = 0; i < DT_ARRAY_LEN(ms); i++)
-        if (ms[i]) dnnl_memory_destroy(ms[i]);
+    destroy_all(ps, DT_ARRAY_LEN(ps), ms, DT_ARRAY_LEN(ms));
     reorder_free(&e->w_fwd);
     reorder_free(&e->w_bwd);
     reorder_free(&e->dw_out);
@@ -404,11 +415,8 @@ static int cpu_pool_bwd(dt_backend *be, void *pv, int rows, const float *dy, flo
     if (rows <= 0) return 0;
     GET_ENTRY(pool_entry, pool_entry_make, pool)
     size_t n = be->act_size(be, c->layout, rows, c->c, c->h, c->w);
-    float *out = dx;
-    if (dx_beta != 0.0f) {
-        if (!e->tmp && !(e->tmp = dt_alloc(n * sizeof(float)))) return -1;
-        out = e->tmp;
-    }
+    float *out = dx_target(dx, dx_beta, &e->tmp, n);
+    if (!out) return -1;
     set(e->d_dst, dy), set(e->d_src, out);
     dnnl_exec_arg_t a[] = {{DNNL_ARG_DIFF_DST, e->d_dst}, {DNNL_ARG_DIFF_SRC, e->d_src}, {DNNL_ARG_WORKSPACE, e->ws}};
     if (run(be, e->bwd, e->ws ? 3 : 2, a, "pooling backward") != 0) return -1;
@@ -420,10 +428,7 @@ static void pool_entry_free(pool_entry *e)
 {
     dnnl_primitive_t ps[] = {e->fwd_train, e->fwd_infer, e->bwd};
     dnnl_memory_t ms[] = {e->src, e->dst, e->ws, e->d_src, e->d_dst};
-    for (size_t i = 0; i < DT_ARRAY_LEN(ps); i++)
-        if (ps[i]) dnnl_primitive_destroy(ps[i]);
-    for (size_t i = 0; i < DT_ARRAY_LEN(ms); i++)
-        if (ms[i]) dnnl_memory_destroy(ms[i]);
+    destroy_all(ps, DT_ARRAY_LEN(ps), ms, DT_ARRAY_LEN(ms));
     dt_free(e->tmp);
     free(e);
 }
@@ -493,11 +498,8 @@ static int cpu_bn_bwd(dt_backend *be, void *pv, int rows, const float *x, const 
     if (rows <= 0) return 0;
     GET_ENTRY(bn_entry, bn_entry_make, bn)
     size_t n = be->act_size(be, c->layout, rows, c->c, c->h, c->w);
-    float *out = dx;
-    if (!dx || dx_beta != 0.0f) { /* dx is always produced; without a consumer it goes to scratch */
-        if (!e->tmp && !(e->tmp = dt_alloc(n * sizeof(float)))) return -1;
-        out = e->tmp;
-    }
+    float *out = dx_target(dx, dx_beta, &e->tmp, n); /* dx is always produced; without a consumer, in scratch */
+    if (!out) return -1;
     set(e->src, x), set(e->scale, scale), set(e->mean, mean), set(e->var, var), set(e->d_dst, dy), set(e->d_src, out);
     if ((!dscale || !dshift) && !e->d_ss && !(e->d_ss = dt_alloc(2 * sizeof(float) * (size_t)c->c))) return -1;
     set(e->d_scale, dscale ? dscale : e->d_ss), set(e->d_shift, dshift ? dshift : e->d_ss + c->c);
@@ -514,10 +516,7 @@ static void bn_entry_free(bn_entry *e)
 {
     dnnl_primitive_t ps[] = {e->fwd_train, e->fwd_infer, e->bwd};
     dnnl_memory_t ms[] = {e->src, e->dst, e->scale, e->shift, e->mean, e->var, e->d_src, e->d_dst, e->d_scale, e->d_shift};
-    for (size_t i = 0; i < DT_ARRAY_LEN(ps); i++)
-        if (ps[i]) dnnl_primitive_destroy(ps[i]);
-    for (size_t i = 0; i < DT_ARRAY_LEN(ms); i++)
-        if (ms[i]) dnnl_memory_destroy(ms[i]);
+    destroy_all(ps, DT_ARRAY_LEN(ps), ms, DT_ARRAY_LEN(ms));
     dt_free(e->tmp);
     dt_free(e->d_ss);
     free(e);
@@ -589,11 +588,8 @@ static int cpu_lrn_bwd(dt_backend *be, void *pv, int rows, const float *x, const
     if (rows <= 0) return 0;
     GET_ENTRY(lrn_entry, lrn_entry_make, lrn)
     size_t n = be->act_size(be, c->layout, rows, c->c, c->h, c->w);
-    float *out = dx;
-    if (dx_beta != 0.0f) {
-        if (!e->tmp && !(e->tmp = dt_alloc(n * sizeof(float)))) return -1;
-        out = e->tmp;
-    }
+    float *out = dx_target(dx, dx_beta, &e->tmp, n);
+    if (!out) return -1;
     set(e->src, x), set(e->d_dst, dy), set(e->d_src, out);
     dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_DIFF_DST, e->d_dst}, {DNNL_ARG_DIFF_SRC, e->d_src},
                            {DNNL_ARG_WORKSPACE, e->ws}};
@@ -606,10 +602,7 @@ static void lrn_entry_free(lrn_entry *e)
 {
     dnnl_primitive_t ps[] = {e->fwd_train, e->fwd_infer, e->bwd};
     dnnl_memory_t ms[] = {e->src, e->dst, e->ws, e->d_src, e->d_dst};
-    for (size_t i = 0; i < DT_ARRAY_LEN(ps); i++)
-        if (ps[i]) dnnl_primitive_destroy(ps[i]);
-    for (size_t i = 0; i < DT_ARRAY_LEN(ms); i++)
-        if (ms[i]) dnnl_memory_destroy(ms[i]);
+    destroy_all(ps, DT_ARRAY_LEN(ps), ms, DT_ARRAY_LEN(ms));
     dt_free(e->tmp);
     free(e);
 }
