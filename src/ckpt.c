@@ -1,94 +1,429 @@
+/* ckpt — what a checkpoint holds, how the ranks assemble it and take it back, and the file.
+ *
+ * A checkpoint (safetensors, F32 tensors, written by rank 0 atomically) holds:
+ *   NAME                  the net's trained weights and state tensors (running statistics
+ *                         averaged over the workers, frozen weights): a checkpoint is also a
+ *                         weight file for --load
+ *   optim:momentum:NAME   the optimizer's momentum of each trained tensor (momentum > 0)
+ *   rank:R:NAME           rank R's own running statistics (several workers)
+ *   comm:R:BUF            rank R's communication state: residuals and momentum-correction
+ *                         buffers of the sparse modes, Pipe-SGD's gradients in flight, ...
+ * and metadata: net, dataset, training samples, mode, ranks, iteration (iterations done) and
+ * options (the canonical options, without epochs and iters). The order of the data, dropout
+ * masks and augmentation draws are functions of (seed, epoch, iteration, sample), so the
+ * iteration is all a resume needs of them: it continues with exactly the batch that came next.
+ */
 #include "ckpt.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "safetensors.h"
 #include "util.h"
 
-#define WEIGHTS_FORMAT "dtrain-weights"
-#define WEIGHTS_VERSION "1"
-#define CKPT_FORMAT "dtrain-checkpoint"
+#define CKPT_FORMAT WEIGHTS_CKPT_FORMAT
 #define CKPT_VERSION "1"
 
-/* The i-th named tensor of the net: trainable ones, then state; its host data in w or state. */
-static const dt_param *tensor_at(const dt_net *net, int i, const float *w, const float *state, const float **data)
+/* every rank learns whether any failed; r->failed_rank holds the lowest that did */
+#define AGREE(r, rc) ((r)->failed_rank = comm_agree((r)->comm, (rc) != 0), (r)->failed_rank >= 0)
+
+#define TAG_LIST 7001
+#define TAG_DATA 7002
+#define MAX_MODE_STATE 16
+#define NAME_LEN 256
+
+/* A rank's own tensors: its running statistics and its mode's buffers. */
+typedef struct own {
+    int n;
+    char (*name)[NAME_LEN];
+    float **data; /* host */
+    size_t *len;
+    float *stats; /* host copy of the running statistics (their own storage) */
+    dt_param **stat_param; /* the state tensor behind entry i, NULL for mode buffers */
+} own;
+
+static void own_free(own *o)
 {
-    const dt_param *p = i < net->n_tensors ? net->tensors[i] : net->states[i - net->n_tensors];
-    *data = (i < net->n_tensors ? w : state) + p->offset;
-    return p;
+    free(o->name);
+    free(o->data);
+    free(o->len);
+    free(o->stat_param);
+    dt_free(o->stats);
+    memset(o, 0, sizeof *o);
 }
 
-int weights_save(const dt_net *net, const float *w, const float *state, const char *path, const char *dataset)
+static int has_stats(const dt_ckpt_state *r)
 {
-    int n = net->n_tensors + net->n_states;
-    st_tensor *t = calloc((size_t)n + 1, sizeof *t);
-    const char *mk[] = {"format", "version", "net", "dataset", "producer"};
-    const char *mv[] = {WEIGHTS_FORMAT, WEIGHTS_VERSION, net->name, dataset ? dataset : "", "dtrain " PACKAGE_VERSION};
-    int rc;
-    if (!t) return dt_fail("out of memory");
-    for (int i = 0; i < n; i++) {
-        const dt_param *p = tensor_at(net, i, w, state, &t[i].data);
-        t[i].name = p->name;
-        t[i].n_dims = p->n_dims;
-        for (int d = 0; d < p->n_dims; d++) t[i].shape[d] = p->dims[d];
+    for (int t = 0; t < r->net->n_states; t++)
+        if (r->net->states[t]->average) return 1;
+    return 0;
+}
+
+/* Lists this rank's own tensors; with_stats: include the running statistics (copied to host). */
+static int own_list(dt_ckpt_state *r, int with_stats, own *o)
+{
+    dt_state_tensor ms[MAX_MODE_STATE];
+    int n_mode = 0, me = comm_rank(r->comm);
+    size_t stat_n = 0;
+    memset(o, 0, sizeof *o);
+    if (r->mode->state && (n_mode = r->mode->state(r->mode_state, r->env, ms, MAX_MODE_STATE)) < 0) return -1;
+    int cap = n_mode + r->net->n_states + 1;
+    o->name = calloc((size_t)cap, sizeof *o->name);
+    o->data = calloc((size_t)cap, sizeof *o->data);
+    o->len = calloc((size_t)cap, sizeof *o->len);
+    o->stat_param = calloc((size_t)cap, sizeof *o->stat_param);
+    if (!o->name || !o->data || !o->len || !o->stat_param) return dt_fail("out of memory");
+    if (with_stats) {
+        for (int t = 0; t < r->net->n_states; t++) stat_n += r->net->states[t]->average ? r->net->states[t]->n : 0;
+        if (!(o->stats = dt_alloc((stat_n + 1) * sizeof(float)))) return -1;
+        size_t off = 0;
+        for (int t = 0; t < r->net->n_states; t++) {
+            dt_param *p = r->net->states[t];
+            if (!p->average) continue;
+            snprintf(o->name[o->n], NAME_LEN, "rank:%d:%.200s", me, p->name);
+            o->data[o->n] = o->stats + off;
+            o->len[o->n] = p->n;
+            o->stat_param[o->n++] = p;
+            r->be->to_host(r->be, o->stats + off, p->w, p->n * sizeof(float));
+            off += p->n;
+        }
     }
-    rc = st_write(path, t, n, mk, mv, (int)DT_ARRAY_LEN(mk));
-    free(t);
+    for (int i = 0; i < n_mode; i++) {
+        snprintf(o->name[o->n], NAME_LEN, "comm:%d:%.47s", me, ms[i].name);
+        o->data[o->n] = ms[i].data;
+        o->len[o->n++] = ms[i].n;
+    }
+    return 0;
+}
+
+/* ---- writing ------------------------------------------------------------------------------------ */
+
+typedef struct gathered {
+    int n;
+    char (*name)[NAME_LEN];
+    float **data;
+    size_t *len;
+} gathered;
+
+/* rank r > 0 sends its list (count, names, lengths) and then the data */
+static int send_own(dt_ckpt_state *r, const own *o)
+{
+    uint64_t n = (uint64_t)o->n;
+    if (comm_send(r->comm, &n, sizeof n, 0, TAG_LIST) != 0) return -1;
+    if (n && (comm_send(r->comm, o->name, n * NAME_LEN, 0, TAG_LIST) != 0 ||
+              comm_send(r->comm, o->len, n * sizeof(size_t), 0, TAG_LIST) != 0))
+        return -1;
+    for (int i = 0; i < o->n; i++)
+        if (comm_send(r->comm, o->data[i], o->len[i] * sizeof(float), 0, TAG_DATA) != 0) return -1;
+    return 0;
+}
+
+static int recv_own(dt_ckpt_state *r, int src, gathered *g)
+{
+    uint64_t n;
+    if (comm_recv(r->comm, &n, sizeof n, src, TAG_LIST, NULL, NULL) != 0) return -1;
+    char(*names)[NAME_LEN] = calloc(n + 1, NAME_LEN);
+    size_t *lens = calloc(n + 1, sizeof *lens);
+    int rc = 0;
+    if (!names || !lens) rc = dt_fail("out of memory");
+    if (rc == 0 && n && (comm_recv(r->comm, names, n * NAME_LEN, src, TAG_LIST, NULL, NULL) != 0 ||
+                         comm_recv(r->comm, lens, n * sizeof(size_t), src, TAG_LIST, NULL, NULL) != 0))
+        rc = -1;
+    char(*gn)[NAME_LEN] = rc == 0 ? realloc(g->name, (size_t)(g->n + (int)n + 1) * NAME_LEN) : NULL;
+    if (gn) g->name = gn;
+    float **gd = gn ? realloc(g->data, sizeof *g->data * (size_t)(g->n + (int)n + 1)) : NULL;
+    if (gd) g->data = gd;
+    size_t *gl = gd ? realloc(g->len, sizeof *g->len * (size_t)(g->n + (int)n + 1)) : NULL;
+    if (gl) g->len = gl;
+    if (rc == 0 && !gl) rc = dt_fail("out of memory");
+    for (uint64_t i = 0; rc == 0 && i < n; i++) {
+        float *d = dt_alloc((lens[i] + 1) * sizeof(float));
+        if (!d || comm_recv(r->comm, d, lens[i] * sizeof(float), src, TAG_DATA, NULL, NULL) != 0) {
+            dt_free(d);
+            rc = -1;
+            break;
+        }
+        memcpy(g->name[g->n], names[i], NAME_LEN);
+        g->name[g->n][NAME_LEN - 1] = 0;
+        g->data[g->n] = d;
+        g->len[g->n++] = lens[i];
+    }
+    free(names);
+    free(lens);
     return rc;
 }
 
-int weights_read(const dt_net *net, const char *path, float *w, float *state)
+static char *options_text(const dt_ckpt_state *r)
+{
+    const char *all = r->options;
+    char *out, *o;
+    if (!(out = o = malloc(strlen(all) + 1))) return NULL;
+    for (const char *line = all; *line;) { /* without epochs and iters: a resumed run may run longer */
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) + 1 : strlen(line);
+        if (strncmp(line, "epochs = ", 9) != 0 && strncmp(line, "iters = ", 8) != 0) {
+            memcpy(o, line, len);
+            o += len;
+        }
+        line += len;
+    }
+    *o = 0;
+    return out;
+}
+
+int ckpt_save(dt_ckpt_state *r, long done, const char *path)
+{
+    dt_net *net = r->net;
+    int me = comm_rank(r->comm), p = comm_size(r->comm), rc;
+    int with_stats = has_stats(r) && r->env->n_workers > 1;
+    own mine;
+    gathered g = {0};
+    float *host = NULL, *avg = NULL;
+    size_t n = net->n_params, ns = net->n_state;
+
+    rc = own_list(r, with_stats && r->env->is_worker, &mine);
+    if (AGREE(r, rc)) goto out_fail;
+    /* the running statistics averaged over the workers (left as they are on every rank) */
+    if (!(avg = dt_alloc((ns + 1) * sizeof(float)))) rc = -1;
+    if (AGREE(r, rc)) goto out_fail;
+    r->be->to_host(r->be, avg, net->state, ns * sizeof(float));
+    if (with_stats) {
+        for (int t = 0; t < net->n_states; t++) {
+            const dt_param *q = net->states[t];
+            if (!q->average) continue;
+            if (!r->env->is_worker) memset(avg + q->offset, 0, q->n * sizeof(float));
+            if (comm_allreduce_sum_f32(r->comm, avg + q->offset, q->n) != 0) goto out_fail;
+            for (size_t i = 0; i < q->n; i++) avg[q->offset + i] /= (float)r->env->n_workers;
+        }
+    }
+    if (me != 0) {
+        rc = send_own(r, &mine);
+    } else {
+        for (int src = 1; src < p && rc == 0; src++) rc = recv_own(r, src, &g);
+        int cap = net->n_tensors * 2 + net->n_states + mine.n + g.n + 1, k = 0;
+        st_tensor *t = calloc((size_t)cap, sizeof *t);
+        char (*names)[NAME_LEN] = calloc((size_t)cap, NAME_LEN);
+        if (rc == 0 && (!t || !names || !(host = dt_alloc((2 * n + 1) * sizeof(float))))) rc = dt_fail("out of memory");
+        if (rc == 0) {
+            r->be->to_host(r->be, host, net->w, n * sizeof(float));
+            if (r->momentum) r->be->to_host(r->be, host + n, r->momentum, n * sizeof(float));
+            for (int i = 0; i < net->n_tensors; i++) {
+                const dt_param *q = net->tensors[i];
+                t[k] = (st_tensor){q->name, q->n_dims, {0}, host + q->offset};
+                for (int d = 0; d < q->n_dims; d++) t[k].shape[d] = q->dims[d];
+                k++;
+            }
+            for (int i = 0; i < net->n_states; i++) {
+                const dt_param *q = net->states[i];
+                t[k] = (st_tensor){q->name, q->n_dims, {0}, avg + q->offset};
+                for (int d = 0; d < q->n_dims; d++) t[k].shape[d] = q->dims[d];
+                k++;
+            }
+            for (int i = 0; r->momentum && i < net->n_tensors; i++) {
+                const dt_param *q = net->tensors[i];
+                snprintf(names[k], NAME_LEN, "optim:momentum:%.200s", q->name);
+                t[k] = (st_tensor){names[k], q->n_dims, {0}, host + n + q->offset};
+                for (int d = 0; d < q->n_dims; d++) t[k].shape[d] = q->dims[d];
+                k++;
+            }
+            for (int i = 0; i < mine.n; i++, k++) t[k] = (st_tensor){mine.name[i], 1, {(int64_t)mine.len[i]}, mine.data[i]};
+            for (int i = 0; i < g.n; i++, k++) t[k] = (st_tensor){g.name[i], 1, {(int64_t)g.len[i]}, g.data[i]};
+            char it[32], ranks[16], samples[32], *opts = options_text(r);
+            snprintf(it, sizeof it, "%ld", done);
+            snprintf(ranks, sizeof ranks, "%d", p);
+            snprintf(samples, sizeof samples, "%zu", r->train_samples);
+            const char *mk[] = {"net", "dataset", "train_samples", "mode", "ranks", "iteration", "options"};
+            const char *mv[] = {net->name, r->dataset, samples, r->mode->name, ranks, it, opts ? opts : ""};
+            rc = opts ? ckpt_write(path, t, k, mk, mv, (int)DT_ARRAY_LEN(mk)) : dt_fail("out of memory");
+            free(opts);
+        }
+        free(t);
+        free(names);
+    }
+    if (AGREE(r, rc)) goto out_fail;
+    rc = 0;
+    goto out;
+out_fail:
+    if (rc == 0) dt_fail("checkpoint %s: another rank failed", path);
+    rc = -1;
+out:
+    for (int i = 0; i < g.n; i++) dt_free(g.data[i]);
+    free(g.name);
+    free(g.data);
+    free(g.len);
+    own_free(&mine);
+    dt_free(host);
+    dt_free(avg);
+    return rc;
+}
+
+/* ---- resuming ---------------------------------------------------------------------------------- */
+
+/* the first line where two option texts differ */
+static void first_difference(const char *a, const char *b, char *out, size_t n)
+{
+    while (*a || *b) {
+        size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
+        if (la != lb || strncmp(a, b, la) != 0) {
+            snprintf(out, n, "the checkpoint has '%.*s', this run '%.*s'", (int)la, a, (int)lb, b);
+            return;
+        }
+        a += la + (a[la] == '\n');
+        b += lb + (b[lb] == '\n');
+    }
+    snprintf(out, n, "(no difference found)");
+}
+
+/* rank 0: the file's checks, the shared tensors into host, the iteration */
+static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float *w, float *state, float *v, long *it0,
+                        long *ranks)
 {
     st_file *f;
-    if (st_read(path, &f) != 0) return -1;
-    int rc = weights_from(net, f, path, w, state);
-    st_close(f);
-    return rc;
+    dt_net *net = r->net;
+    char why[1200];
+    if (ckpt_open(path, &f) != 0) return -1;
+    *out = f;
+    const char *m_net = st_meta(f, "net"), *m_ds = st_meta(f, "dataset"), *m_mode = st_meta(f, "mode"),
+               *m_it = st_meta(f, "iteration"), *m_ranks = st_meta(f, "ranks"), *m_opts = st_meta(f, "options"),
+               *m_samples = st_meta(f, "train_samples");
+    if (!m_net || !m_ds || !m_mode || !m_it || !m_ranks || !m_opts || !m_samples)
+        return dt_fail("%s: checkpoint metadata incomplete (expected net, dataset, mode, ranks, iteration, options)", path);
+    if (strcmp(m_net, net->name) != 0)
+        return dt_fail("%s: a checkpoint of net %s, not %s (expected the net it was made with)", path, m_net, net->name);
+    char *opts = options_text(r);
+    if (!opts) return dt_fail("out of memory");
+    if (strcmp(opts, m_opts) != 0) {
+        first_difference(m_opts, opts, why, sizeof why);
+        free(opts);
+        return dt_fail("%s: made with other options: %s (resume with the same options, except --epochs and --iters; "
+                       "or start a new run from its weights with --load)",
+                       path, why);
+    }
+    free(opts);
+    char samples[32];
+    snprintf(samples, sizeof samples, "%zu", r->train_samples);
+    if (strcmp(samples, m_samples) != 0)
+        return dt_fail("%s: made on %s training samples of %s, this run has %s (expected the same data)", path,
+                       m_samples, m_ds, samples);
+    if (dt_parse_long(m_it, 0, 1L << 50, "iteration", it0) != 0 || dt_parse_long(m_ranks, 1, 1 << 24, "ranks", ranks) != 0)
+        return dt_fail_prefix("%s: checkpoint metadata", path);
+    if (weights_from(net, f, path, w, state) != 0) return -1;
+    if (v) {
+        char name[NAME_LEN + 32];
+        for (int i = 0; i < net->n_tensors; i++) {
+            const dt_param *q = net->tensors[i];
+            snprintf(name, sizeof name, "optim:momentum:%.200s", q->name);
+            const st_entry *e = st_find(f, name);
+            if (!e || e->end - e->begin != q->n * sizeof(float))
+                return dt_fail("%s: no momentum for %s (expected '%s' of %zu values: was it made with --momentum 0?)",
+                               path, q->name, name, q->n);
+            memcpy(v + q->offset, f->data + e->begin, q->n * sizeof(float));
+        }
+    }
+    return 0;
 }
 
-int weights_from(const dt_net *net, const st_file *f, const char *path, float *w, float *state)
+/* rank 0 answers rank src's request for its own tensors (status, then the data) */
+static int serve_own(dt_ckpt_state *r, const st_file *f, const char *path, int src)
 {
-    int rc = -1;
-    for (int i = 0; i < net->n_tensors + net->n_states; i++) {
-        const float *dst;
-        const dt_param *p = tensor_at(net, i, w, state, &dst);
-        const st_entry *e = st_find(f, p->name);
-        int64_t want[ST_MAX_DIMS];
-        int same = 1;
-        char a[96], b[96];
-        if (!e) {
-            dt_fail("%s: no tensor '%s' (expected every tensor of net %s; is this file from another net?)", path,
-                    p->name, net->name);
-            goto out;
-        }
-        for (int d = 0; d < p->n_dims; d++) want[d] = p->dims[d];
-        same = e->n_dims == p->n_dims;
-        for (int d = 0; same && d < p->n_dims; d++) same = e->shape[d] == want[d];
-        if (!same) {
-            st_shape_format(e->n_dims, e->shape, a, sizeof a);
-            st_shape_format(p->n_dims, want, b, sizeof b);
-            dt_fail("%s: tensor '%s' has shape %s (expected %s for net %s)", path, p->name, a, b, net->name);
-            goto out;
-        }
-        if (strcmp(e->dtype, "F32") != 0) {
-            dt_fail("%s: tensor '%s' is %s (expected F32)", path, p->name, e->dtype);
-            goto out;
-        }
-        memcpy((float *)dst, f->data + e->begin, p->n * sizeof(float));
+    uint64_t n, status = 0;
+    int rc = 0;
+    if (comm_recv(r->comm, &n, sizeof n, src, TAG_LIST, NULL, NULL) != 0) return -1;
+    char(*names)[NAME_LEN] = calloc(n + 1, NAME_LEN);
+    size_t *lens = calloc(n + 1, sizeof *lens);
+    if (!names || !lens) {
+        free(names), free(lens);
+        return dt_fail("out of memory");
     }
-    const char *format = st_meta(f, "format");
-    int ckpt = format && strcmp(format, CKPT_FORMAT) == 0;
-    for (int i = 0; i < f->n; i++)
-        if (!net_find_tensor(net, f->e[i].name) && !(ckpt && strchr(f->e[i].name, ':'))) {
-            dt_fail("%s: tensor '%s' is not in net %s (is this file from another net?)", path, f->e[i].name,
-                    net->name);
-            goto out;
+    if (n && (comm_recv(r->comm, names, n * NAME_LEN, src, TAG_LIST, NULL, NULL) != 0 ||
+              comm_recv(r->comm, lens, n * sizeof(size_t), src, TAG_LIST, NULL, NULL) != 0))
+        rc = -1;
+    for (uint64_t i = 0; rc == 0 && i < n && !status; i++) {
+        names[i][NAME_LEN - 1] = 0;
+        const st_entry *e = st_find(f, names[i]);
+        if (!e || e->end - e->begin != lens[i] * sizeof(float)) {
+            status = 1;
+            dt_fail("%s: no tensor '%s' of %zu values for rank %d (made with other options or ranks?)", path, names[i],
+                    lens[i], src);
         }
-    rc = 0;
-out:
-    return rc;
+    }
+    if (rc == 0 && comm_send(r->comm, &status, sizeof status, src, TAG_DATA) != 0) rc = -1;
+    for (uint64_t i = 0; rc == 0 && !status && i < n; i++) {
+        const st_entry *e = st_find(f, names[i]);
+        if (comm_send(r->comm, f->data + e->begin, lens[i] * sizeof(float), src, TAG_DATA) != 0) rc = -1;
+    }
+    free(names);
+    free(lens);
+    return rc != 0 ? -1 : status ? -1 : 0;
 }
+
+int ckpt_restore(dt_ckpt_state *r, const char *path, long *it0_out)
+{
+    dt_net *net = r->net;
+    int me = comm_rank(r->comm), p = comm_size(r->comm), rc = 0;
+    size_t n = net->n_params, ns = net->n_state;
+    float *host = dt_alloc((2 * n + ns + 1) * sizeof(float)), *state = host ? host + 2 * n : NULL;
+    float *v = r->momentum && host ? host + n : NULL;
+    long meta[2] = {0, 0}; /* iteration, ranks */
+    st_file *f = NULL;
+    own mine = {0};
+    if (!host) rc = -1;
+    if (rc == 0 && me == 0) rc = open_checked(r, path, &f, host, state, v, &meta[0], &meta[1]);
+    if (AGREE(r, rc)) goto fail;
+    if (comm_bcast(r->comm, meta, sizeof meta, 0) != 0 || comm_bcast(r->comm, host, (2 * n + ns) * sizeof(float), 0) != 0)
+        goto fail;
+    r->be->to_device(r->be, net->w, host, n * sizeof(float));
+    r->be->to_device(r->be, net->state, state, ns * sizeof(float));
+    if (v) r->be->to_device(r->be, r->momentum, v, n * sizeof(float));
+
+    /* this rank's own tensors: its running statistics (same ranks only), its mode's buffers */
+    int same_ranks = meta[1] == p, with_stats = same_ranks && has_stats(r) && r->env->n_workers > 1;
+    rc = own_list(r, with_stats && r->env->is_worker, &mine);
+    if (rc == 0 && !same_ranks && mine.n > 0)
+        rc = dt_fail("%s: made by %ld ranks, this run has %d (resume %s with %ld ranks: it keeps per-rank state)", path,
+                     meta[1], p, r->mode->name, meta[1]);
+    if (AGREE(r, rc)) goto fail;
+    if (me == 0) {
+        for (int i = 0; i < mine.n && rc == 0; i++) {
+            const st_entry *e = st_find(f, mine.name[i]);
+            if (!e || e->end - e->begin != mine.len[i] * sizeof(float))
+                rc = dt_fail("%s: no tensor '%s' of %zu values (made with other options or ranks?)", path, mine.name[i],
+                             mine.len[i]);
+            else
+                memcpy(mine.data[i], f->data + e->begin, mine.len[i] * sizeof(float));
+        }
+        for (int src = 1; src < p; src++)
+            if (serve_own(r, f, path, src) != 0) rc = -1;
+    } else {
+        uint64_t cnt = (uint64_t)mine.n, status = 1;
+        rc = comm_send(r->comm, &cnt, sizeof cnt, 0, TAG_LIST);
+        if (rc == 0 && cnt && (comm_send(r->comm, mine.name, cnt * NAME_LEN, 0, TAG_LIST) != 0 ||
+                               comm_send(r->comm, mine.len, cnt * sizeof(size_t), 0, TAG_LIST) != 0))
+            rc = -1;
+        if (rc == 0) rc = comm_recv(r->comm, &status, sizeof status, 0, TAG_DATA, NULL, NULL);
+        if (rc == 0 && status) rc = dt_fail("%s: rank 0 could not find this rank's state", path);
+        for (int i = 0; rc == 0 && i < mine.n; i++)
+            rc = comm_recv(r->comm, mine.data[i], mine.len[i] * sizeof(float), 0, TAG_DATA, NULL, NULL);
+    }
+    for (int i = 0; rc == 0 && i < mine.n; i++) /* running statistics back to the device */
+        if (mine.stat_param[i]) r->be->to_device(r->be, mine.stat_param[i]->w, mine.data[i], mine.len[i] * sizeof(float));
+    if (rc == 0 && r->mode->restored) rc = r->mode->restored(r->mode_state, r->env, meta[0]);
+    if (AGREE(r, rc)) goto fail;
+    *it0_out = meta[0];
+    own_free(&mine);
+    st_close(f);
+    dt_free(host);
+    return 0;
+fail:
+    if (rc == 0) dt_fail("--resume %s: another rank failed", path);
+    own_free(&mine);
+    st_close(f);
+    dt_free(host);
+    return -1;
+}
+
+/* ---- the file ---------------------------------------------------------------------------------- */
 
 int ckpt_write(const char *path, const st_tensor *t, int n, const char *const *mk, const char *const *mv, int n_meta)
 {

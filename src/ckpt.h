@@ -1,27 +1,45 @@
-/* ckpt — weight files and checkpoint files in the safetensors layout.
+/* ckpt — checkpoints: everything a run needs to continue exactly where it stopped.
  *
- * Tensor names are the net's ("fc1.weight"), shapes PyTorch's, so a file written here loads
- * with safetensors.torch.load_file or a few lines of NumPy, and the other way round.
- * Loading checks every name, dtype and shape against the net before anything is copied.
- * Works on a host copy of the arena; moving it to the device and to other ranks is the caller's.
+ * A checkpoint is a weight file (weights.h) with more tensors and metadata: the optimizer's
+ * momentum, every rank's own state (running statistics, the comm mode's buffers), the
+ * iteration and the options. What goes in is documented in ckpt.c. The order of the data,
+ * dropout masks and augmentation draws are functions of (seed, epoch, iteration, sample), so the
+ * iteration is all a resume needs of the RNG and the data position.
+ *
+ * ckpt knows what it saves through dt_ckpt_state alone, never the train loop's run.
  */
 #ifndef DT_CKPT_H
 #define DT_CKPT_H
 
-#include "engine/net.h"
+#include "comm/comm.h"
+#include "engine/engine.h"
 #include "safetensors.h"
+#include "weights.h"
 
-/* Writes the net's weights and state tensors (running statistics, frozen weights) from host
- * copies of the weight arena `w` and the state arena `state`, with metadata. */
-int weights_save(const dt_net *net, const float *w, const float *state, const char *path, const char *dataset);
-/* Reads a weight file into host arenas w (net->n_params floats) and state (net->n_state). A
- * checkpoint is a weight file too: its other tensors (names with ':') are skipped. */
-int weights_read(const dt_net *net, const char *path, float *w, float *state);
-/* The same from a file already read (path for messages). */
-int weights_from(const dt_net *net, const st_file *f, const char *path, float *w, float *state);
+/* What a checkpoint holds, as views of the run's parts (nothing here is owned). */
+typedef struct dt_ckpt_state {
+    dt_comm *comm;
+    dt_backend *be;
+    dt_net *net;     /* the weight and state arenas and their tensor tables */
+    float *momentum; /* the optimizer's momentum (backend memory, the arena's layout); NULL: none */
+    const dt_mode_desc *mode; /* the comm mode's state: its state/restored hooks */
+    void *mode_state;
+    dt_mode_env *env;
+    const char *dataset; /* what the run trains on: a resume must see the same */
+    size_t train_samples;
+    const char *options; /* the canonical options (cli_canonical); epochs and iters are left out */
+    int failed_rank;     /* out: after a failure, the lowest rank that failed (it holds the message) */
+} dt_ckpt_state;
 
-/* Checkpoints: F32 tensors with metadata, plus format, version and a checksum of the data
- * (what run_state.c puts in them is documented there). Written atomically. */
+/* Collective: writes a checkpoint after `done` iterations to path (rank 0 writes, atomically).
+ * 0 on every rank, or -1 on every rank. */
+int ckpt_save(dt_ckpt_state *s, long done, const char *path);
+/* Collective: restores weights, optimizer, running statistics and comm state from path;
+ * *it0: the next iteration to run. */
+int ckpt_restore(dt_ckpt_state *s, const char *path, long *it0);
+
+/* The file level: F32 tensors with metadata, plus format, version and a checksum of the data.
+ * Written atomically. */
 int ckpt_write(const char *path, const st_tensor *t, int n, const char *const *mk, const char *const *mv, int n_meta);
 /* Reads and checks format, version and checksum. */
 int ckpt_open(const char *path, st_file **out);

@@ -11,8 +11,9 @@
 #include "comm/codec.h"
 #include "comm/mode.h"
 #include "comm/schedule.h"
-#include "data/dataset.h"
+#include "data/data.h"
 #include "engine/optim.h"
+#include "config.h"
 #include "util.h"
 
 typedef enum { K_FLAG, K_INT, K_DOUBLE, K_STRING, K_CHOICE, K_ACTION } opt_kind;
@@ -302,6 +303,12 @@ static int check_combinations(const dt_opts *o)
     return 0;
 }
 
+/* config_load's callback: a setting of a config file is an option, except command-line-only ones */
+static int apply_config(void *arg, const char *key, const char *value, const char *origin)
+{
+    return cli_apply(arg, key, value, origin, 1);
+}
+
 int cli_every_parse(const char *spec, long *n, int *epochs)
 {
     char *end;
@@ -358,7 +365,7 @@ int cli_parse(int argc, char **argv, dt_opts *o)
     }
     if (optind < argc)
         return dt_fail("unexpected argument '%s' (options start with --; see dtrain --help)", argv[optind]);
-    if (config && config_load(config, o) != 0) return -1;
+    if (config && config_load(config, apply_config, o) != 0) return -1;
     for (int i = 0; i < n_given; i++) {
         char origin[64];
         snprintf(origin, sizeof origin, "--%s", table[given[i].idx].name);

@@ -61,7 +61,4 @@ char *cli_canonical(const dt_opts *o);
 /* "500it" -> 500 iterations, "2ep" or "2" -> 2 epochs. */
 int cli_every_parse(const char *spec, long *n, int *epochs);
 
-/* config.c: reads a key = value file into o. */
-int config_load(const char *path, dt_opts *o);
-
 #endif

@@ -1,10 +1,9 @@
-/* Config files: "key = value" per line, '#' comments, keys are the long option names
- * (dtrain.conf(5)). Flags take true/false. Errors name file:line. */
+/* Config files: "key = value" per line, '#' comments (dtrain.conf(5)). Errors name file:line. */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "config.h"
 #include "util.h"
 
 static char *trim(char *s)
@@ -16,7 +15,7 @@ static char *trim(char *s)
     return s;
 }
 
-int config_load(const char *path, dt_opts *o)
+int config_load(const char *path, config_apply_fn apply, void *arg)
 {
     char *text, *line, *save = NULL;
     int lineno = 0, rc = 0;
@@ -42,7 +41,7 @@ int config_load(const char *path, dt_opts *o)
             rc = dt_fail("%s:%d: write '%s' without the dashes", path, lineno, key);
             break;
         }
-        rc = cli_apply(o, key, val, origin, 1);
+        rc = apply(arg, key, val, origin);
     }
     free(text);
     return rc;

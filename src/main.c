@@ -5,11 +5,9 @@
 
 #include "cli.h"
 #include "comm/comm.h"
-#include "comm/mode.h"
 #include "cpu.h"
-#include "data/dataset.h"
-#include "engine/layer.h"
-#include "engine/net.h"
+#include "data/data.h"
+#include "engine/engine.h"
 #include "train.h"
 #include "util.h"
 

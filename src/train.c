@@ -5,7 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ckpt.h"
 #include "cpu.h"
 #include "rng.h"
 #include "util.h"
@@ -179,16 +178,15 @@ static int start_loader(dt_run *r, long it0)
 }
 
 /* What every rank must agree on: the options that change the computation, and what they led to. */
-static char *agreement_text(const dt_run *r)
+static char *agreement_text(dt_run *r)
 {
-    char *opts = cli_canonical(r->opts), *text = NULL;
+    char *opts = r->options = cli_canonical(r->opts), *text = NULL;
     if (!opts) return NULL;
     if (asprintf(&text, "%snet parameters = %zu + %zu state\ntraining samples = %zu\ntest samples = %zu\n", opts,
                  r->net->n_params, r->net->n_state, r->ds->train.n, r->ds->test.n) < 0) {
         dt_fail("out of memory");
         text = NULL;
     }
-    free(opts);
     return text;
 }
 
@@ -331,7 +329,10 @@ int run_setup(dt_run *r)
     rc = r->mode->init(&r->mode_state, &r->env);
     r->mode_ready = rc == 0;
     if (stage(r, rc) != 0) return -1;
-    if (r->opts->resume && run_resume(r, r->opts->resume, &r->it0) != 0) {
+    r->ckpt = (dt_ckpt_state){r->comm, r->be, r->net, r->optim->v, r->mode, r->mode_state, &r->env,
+                              r->opts->dataset, r->ds->train.n, r->options, -1};
+    if (r->opts->resume && ckpt_restore(&r->ckpt, r->opts->resume, &r->it0) != 0) {
+        r->failed_rank = r->ckpt.failed_rank;
         dt_fail_prefix("--resume");
         return -1;
     }
@@ -461,7 +462,8 @@ static void record_common(dt_run *r, dt_record *rec, const char *type, int epoch
 static double checkpoint(dt_run *r, long done)
 {
     double t0 = dt_now();
-    if (run_checkpoint(r, done, r->opts->checkpoint) != 0) {
+    if (ckpt_save(&r->ckpt, done, r->opts->checkpoint) != 0) {
+        r->failed_rank = r->ckpt.failed_rank;
         if (comm_rank(r->comm) == r->failed_rank) fprintf(stderr, "dtrain: [rank %d] --checkpoint: %s\n", r->failed_rank, dt_errmsg());
         comm_abort(r->comm, 1);
     }
@@ -645,6 +647,7 @@ void run_teardown(dt_run *r)
     dt_free(r->x_host);
     dt_free(r->y_host);
     dt_free(r->eval_idx);
+    free(r->options);
     net_destroy(r->net);
     dataset_close(r->ds);
     if (r->be) backend_destroy(r->be);

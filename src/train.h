@@ -8,12 +8,11 @@
 #ifndef DT_TRAIN_H
 #define DT_TRAIN_H
 
+#include "ckpt.h"
 #include "cli.h"
 #include "comm/comm.h"
-#include "comm/mode.h"
-#include "data/dataset.h"
-#include "engine/net.h"
-#include "engine/optim.h"
+#include "data/data.h"
+#include "engine/engine.h"
 #include "log.h"
 
 typedef struct dt_run {
@@ -43,6 +42,8 @@ typedef struct dt_run {
     long it0;             /* the first iteration to run (after --resume) */
     long ckpt_every;      /* --checkpoint-every N ... */
     int ckpt_in_epochs;   /* ... epochs (else iterations) */
+    char *options;        /* the canonical options (cli_canonical) */
+    dt_ckpt_state ckpt;   /* what checkpoints hold: views of the parts above */
 } dt_run;
 
 /* Collective. 0 on every rank, or -1 on every rank (failed_rank holds the message). */
@@ -50,11 +51,5 @@ int run_setup(dt_run *r);
 /* Collective. Trains, evaluates, saves. */
 int run_train(dt_run *r);
 void run_teardown(dt_run *r);
-
-/* run_state.c — checkpoints of a run. Collective; on failure every rank returns -1 and
- * failed_rank holds the message. */
-int run_checkpoint(dt_run *r, long done, const char *path);
-/* Restores weights, optimizer, running statistics and comm state; *it0: the next iteration. */
-int run_resume(dt_run *r, const char *path, long *it0);
 
 #endif

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "data/dataset.h"
+#include "data/formats.h"
 #include "data/image.h"
 #include "testutil.h"
 #include "util.h"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt.h"
+#include "weights.h"
 #include "json.h"
 #include "safetensors.h"
 #include "testutil.h"

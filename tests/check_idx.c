@@ -8,7 +8,8 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "data/dataset.h"
+#include "data/formats.h"
+#include "data/sampler.h"
 #include "testutil.h"
 #include "util.h"
 

@@ -19,7 +19,7 @@
 #include "comm/codec.h"
 #include "comm/comm.h"
 #include "comm/ring.h"
-#include "data/dataset.h"
+#include "split.h"
 #include "rng.h"
 #include "util.h"
 

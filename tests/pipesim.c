@@ -12,9 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt.h"
+#include "weights.h"
 #include "cpu.h"
-#include "data/dataset.h"
+#include "data/data.h"
+#include "data/sampler.h"
 #include "engine/backend.h"
 #include "engine/net.h"
 #include "engine/optim.h"

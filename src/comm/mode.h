@@ -27,7 +27,7 @@
 #include "../engine/tensor.h"
 #include "../stats.h"
 #include "codec.h"
-#include "comm.h"
+#include "transport.h"
 
 /* The communication options (CLI.md), as the train loop hands them over. */
 typedef struct dt_comm_opts {

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../data/dataset.h" /* split_range */
+#include "../split.h"
 #include "../util.h"
 
 static const char *const kinds[] = {"uniform", "round-robin", "greedy"};

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../data/dataset.h" /* split_range */
+#include "../split.h"
 #include "../util.h"
 
 struct dt_ring {

@@ -17,7 +17,7 @@
 
 #include "../stats.h"
 #include "codec.h"
-#include "comm.h"
+#include "transport.h"
 
 typedef struct dt_ring dt_ring;
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "../util.h"
-#include "comm.h"
+#include "transport.h"
 
 struct dt_comm {
     MPI_Comm world, local;

@@ -17,7 +17,7 @@
 
 #include "../rng.h"
 #include "../util.h"
-#include "dataset.h"
+#include "data.h"
 #include "image.h"
 
 int augment_parse(const char *spec, const char *dataset, dt_augment *out)

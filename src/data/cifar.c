@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 #include "../util.h"
-#include "dataset.h"
+#include "formats.h"
 
 #define PIXELS 3072
 

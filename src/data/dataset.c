@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "../util.h"
-#include "dataset.h"
+#include "formats.h"
 
 typedef struct {
     const char *name;

@@ -8,7 +8,7 @@
 #include <zlib.h>
 
 #include "../util.h"
-#include "dataset.h"
+#include "formats.h"
 
 /* Reads the whole (decompressed) stream. */
 static int read_all(const char *path, uint8_t **out, size_t *n_out)

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "../util.h"
-#include "dataset.h"
+#include "formats.h"
 #include "pngdir.h"
 
 #define MAGIC "DTRAINPK"

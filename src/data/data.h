@@ -1,20 +1,23 @@
-/* dataset — labelled images, found by name, augmented into float batches, split over ranks.
+/* data — the data module's public header: labelled images, found by name, augmented into float batches, split over ranks.
  *
  * Owns: the samples (uint8, [n][C*H*W], channel-major) and labels of the train and test splits,
  * in memory (IDX, CIFAR) or memory-mapped from a packed file (ImageNet-style PNG folders,
  * pack.c). A dataset is found by name (--dataset) in a default directory or in --data-dir;
  * every file is validated on open. Knows nothing of ranks beyond the integers it is given.
  *
+ * Internal headers: sampler.h, formats.h, image.h, pngdir.h.
  * Files: dataset.c (the table, opening), idx.c (MNIST family), cifar.c (CIFAR-10/100 binary),
  * pngdir.c (class folders of PNGs, libpng, resizing), pack.c (the packed uint8 file),
- * augment.c (crops, flips, mean/std into floats), shard.c (per-epoch order, per-rank slices),
- * prefetch.c (the loader thread).
+ * augment.c (crops, flips, mean/std into floats), sampler.c (per-epoch order, per-rank slices),
+ * loader.c (the loader thread).
  */
-#ifndef DT_DATASET_H
-#define DT_DATASET_H
+#ifndef DT_DATA_H
+#define DT_DATA_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "../split.h"
 
 typedef struct dt_split {
     size_t n;
@@ -86,30 +89,7 @@ typedef struct dt_view {
 void dataset_fill_view(const dt_dataset *ds, const dt_split *s, const dt_view *v, const uint32_t *idx, int rows,
                        float *x, int32_t *y);
 
-/* ---- the per-epoch order and this rank's slice of each global batch (shard.c) -------------------- */
-
-typedef struct dt_sampler {
-    uint64_t seed;
-    size_t n;      /* samples in the split */
-    uint32_t *perm;
-    int epoch;     /* whose order perm holds, -1 none yet */
-    int batch;     /* global batch */
-    int rank, size;
-    long iters;    /* batches per epoch: ceil(n / batch); the last may be short */
-} dt_sampler;
-
-int sampler_create(dt_sampler **out, size_t n, int batch, int rank, int size, uint64_t seed);
-/* Draws the order of epoch e (0-based); a pure function of (seed, e). */
-void sampler_epoch(dt_sampler *s, int epoch);
-/* This rank's part of global batch it: indices (into the split), how many, the global row of
- * the first one, and the size of the whole global batch (shorter for the last batch). */
-void sampler_slice(const dt_sampler *s, long it, const uint32_t **idx, int *rows, int64_t *row0, int *global_rows);
-void sampler_destroy(dt_sampler *s);
-
-/* Rows [first, first+count) of an n-row set assigned to rank r of p, balanced (sizes differ by ≤1). */
-void split_range(size_t n, int r, int p, size_t *first, size_t *count);
-
-/* ---- the loader thread (prefetch.c) -------------------------------------------------------------- */
+/* ---- the loader thread (loader.c) -------------------------------------------------------------- */
 
 /* One local batch as the net takes it. */
 typedef struct dt_batch {
@@ -128,14 +108,5 @@ int loader_create(dt_loader **out, const dt_dataset *ds, const dt_augment *aug, 
 /* The batch of iteration it (they come in order); valid until the next call. */
 int loader_next(dt_loader *l, long it, dt_batch *b);
 void loader_destroy(dt_loader *l);
-
-/* ---- formats ------------------------------------------------------------------------------------ */
-
-/* IDX (MNIST-family) files, raw or gzip. kind: "images" (3 dims) or "labels" (1 dim). */
-int idx_load(const char *path, int want_dims, uint32_t *dims, uint8_t **data);
-/* CIFAR-10 (fine = 0) or CIFAR-100 (fine = 1) binary files of DIR into the splits. */
-int cifar_open(dt_dataset *ds, const char *dir, int hundred);
-/* ImageNet-style: DIR/train/CLASS/IMAGE.png and DIR/val/CLASS/IMAGE.png, packed on first use. */
-int imagenet_open(dt_dataset *ds, const char *dir, const dt_data_opts *o);
 
 #endif

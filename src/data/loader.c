@@ -1,4 +1,4 @@
-/* prefetch — a thread that fills the next training batches while the current one computes.
+/* loader — a thread that fills the next training batches while the current one computes.
  *
  * The loader owns a sampler of its own and walks the iterations it0, it0+1, ... in order,
  * filling a ring of `depth` batch slots: the trainer takes slot it % depth when it is ready, and
@@ -11,7 +11,8 @@
 
 #include "../rng.h"
 #include "../util.h"
-#include "dataset.h"
+#include "data.h"
+#include "sampler.h"
 
 typedef struct slot {
     dt_batch b;

@@ -1,4 +1,4 @@
-/* shard — the order of each epoch and every rank's slice of each global batch.
+/* sampler — the order of each epoch and every rank's slice of each global batch.
  *
  * One permutation per epoch from (seed, epoch) on every rank, no communication; global batch i
  * is perm[i*B, (i+1)*B) and rank r takes its contiguous, balanced slice of it, so P ranks with
@@ -7,14 +7,7 @@
 
 #include "../rng.h"
 #include "../util.h"
-#include "dataset.h"
-
-void split_range(size_t n, int r, int p, size_t *first, size_t *count)
-{
-    size_t a = n * (size_t)r / (size_t)p, b = n * (size_t)(r + 1) / (size_t)p;
-    *first = a;
-    *count = b - a;
-}
+#include "sampler.h"
 
 int sampler_create(dt_sampler **out, size_t n, int batch, int rank, int size, uint64_t seed)
 {

@@ -1,0 +1,69 @@
+/* transport — the ranks of a job and the transport between them (MPI, host memory).
+ *
+ * Owns the communicators and the rank layout (how many ranks share this host). Gives modes
+ * their collectives with errors returned, never aborting on its own, and gives main the two
+ * start-up safeguards: every rank agrees whether set-up failed (so one bad rank ends the whole
+ * job cleanly instead of leaving the others waiting), and every rank was started with the same
+ * configuration. Knows nothing of layers or files.
+ */
+#ifndef DT_TRANSPORT_H
+#define DT_TRANSPORT_H
+
+#include <stddef.h>
+
+typedef struct dt_comm dt_comm;
+
+/* MPI_Init with MPI_THREAD_MULTIPLE where the library offers it (or a single rank without mpirun). */
+int comm_init(int *argc, char ***argv, dt_comm **out);
+void comm_finalize(dt_comm *c);
+/* Ends every rank of the job at once (an error in the middle of training). */
+void comm_abort(dt_comm *c, int code);
+
+int comm_rank(const dt_comm *c);
+int comm_size(const dt_comm *c);
+/* Ranks on this host, and this rank's index among them. */
+int comm_local_size(const dt_comm *c);
+int comm_local_rank(const dt_comm *c);
+/* "Open MPI v4.1.4" */
+const char *comm_library(void);
+
+/* Collective: each rank says whether it failed; returns the lowest failed rank, or -1. */
+int comm_agree(dt_comm *c, int failed);
+/* Collective: checks that every rank holds the same text (one "key = value" per line). On a
+ * difference, the rank that differs from rank 0 gets an error naming the first differing line
+ * and -1 is returned there; comm_agree afterwards tells everyone. */
+int comm_check_same(dt_comm *c, const char *text, const char *what);
+
+/* In-place sums over all ranks. */
+int comm_allreduce_sum_f32(dt_comm *c, float *buf, size_t n);
+int comm_allreduce_sum_f64(dt_comm *c, double *buf, size_t n);
+int comm_allreduce_max_f64(dt_comm *c, double *buf, size_t n);
+int comm_bcast(dt_comm *c, void *buf, size_t bytes, int root);
+int comm_barrier(dt_comm *c);
+/* Whether several threads may call the transport at once (needed by modes with a comm thread). */
+int comm_thread_multiple(const dt_comm *c);
+
+/* A duplicate of c: the same ranks, a separate message space, its own byte counters; what a
+ * communication thread uses so its messages never meet the compute thread's. */
+int comm_dup(dt_comm *c, dt_comm **out);
+void comm_free(dt_comm *c);
+
+/* Point to point. Requests are small integers (a pool per dt_comm, DT_COMM_MAX_REQ of them). */
+#define DT_COMM_ANY (-1)
+#define DT_COMM_MAX_REQ 256
+int comm_send(dt_comm *c, const void *buf, size_t bytes, int dst, int tag);
+/* Receives up to `bytes` from src (or DT_COMM_ANY); from and got may be NULL. */
+int comm_recv(dt_comm *c, void *buf, size_t bytes, int src, int tag, int *from, size_t *got);
+int comm_sendrecv(dt_comm *c, const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes, int src, int tag);
+int comm_isend(dt_comm *c, const void *buf, size_t bytes, int dst, int tag, int *req);
+int comm_irecv(dt_comm *c, void *buf, size_t bytes, int src, int tag, int *req);
+/* Waits for one request; for a receive, from and got (may be NULL) say from whom and how much. */
+int comm_wait(dt_comm *c, int req, int *from, size_t *got);
+/* 1 if done (and then the request is released), 0 if not yet. */
+int comm_test(dt_comm *c, int req, int *done);
+
+/* Bytes this handle has sent and received (payload), since it was created. */
+double comm_bytes_sent(const dt_comm *c);
+double comm_bytes_recv(const dt_comm *c);
+
+#endif
