@@ -85,7 +85,7 @@ static int own_list(dt_ckpt_state *r, int with_stats, own *o)
             o->data[o->n] = o->stats + off;
             o->len[o->n] = p->n;
             o->stat_param[o->n++] = p;
-            r->be->to_host(r->be, o->stats + off, p->w, p->n * sizeof(float));
+            if (r->be->to_host(r->be, o->stats + off, p->w, p->n * sizeof(float)) != 0) return -1;
             off += p->n;
         }
     }
@@ -187,7 +187,8 @@ int ckpt_save(dt_ckpt_state *r, long done, const char *path)
     /* the running statistics averaged over the workers (left as they are on every rank) */
     if (!(avg = dt_alloc((ns + 1) * sizeof(float)))) rc = -1;
     if (AGREE(r, rc)) goto out_fail;
-    r->be->to_host(r->be, avg, net->state, ns * sizeof(float));
+    rc = r->be->to_host(r->be, avg, net->state, ns * sizeof(float));
+    if (AGREE(r, rc)) goto out_fail;
     if (with_stats) {
         for (int t = 0; t < net->n_states; t++) {
             const dt_param *q = net->states[t];
@@ -206,8 +207,11 @@ int ckpt_save(dt_ckpt_state *r, long done, const char *path)
         char (*names)[NAME_LEN] = calloc((size_t)cap, NAME_LEN);
         if (rc == 0 && (!t || !names || !(host = dt_alloc((2 * n + 1) * sizeof(float))))) rc = dt_fail("out of memory");
         if (rc == 0) {
-            r->be->to_host(r->be, host, net->w, n * sizeof(float));
-            if (r->momentum) r->be->to_host(r->be, host + n, r->momentum, n * sizeof(float));
+            if (r->be->to_host(r->be, host, net->w, n * sizeof(float)) != 0 ||
+                (r->momentum && r->be->to_host(r->be, host + n, r->momentum, n * sizeof(float)) != 0))
+                rc = -1;
+        }
+        if (rc == 0) {
             for (int i = 0; i < net->n_tensors; i++) {
                 const dt_param *q = net->tensors[i];
                 t[k] = (st_tensor){q->name, q->n_dims, {0}, host + q->offset};
@@ -373,9 +377,10 @@ int ckpt_restore(dt_ckpt_state *r, const char *path, long *it0_out)
     if (AGREE(r, rc)) goto fail;
     if (comm_bcast(r->comm, meta, sizeof meta, 0) != 0 || comm_bcast(r->comm, host, (2 * n + ns) * sizeof(float), 0) != 0)
         goto fail;
-    r->be->to_device(r->be, net->w, host, n * sizeof(float));
-    r->be->to_device(r->be, net->state, state, ns * sizeof(float));
-    if (v) r->be->to_device(r->be, r->momentum, v, n * sizeof(float));
+    rc = r->be->to_device(r->be, net->w, host, n * sizeof(float));
+    if (rc == 0) rc = r->be->to_device(r->be, net->state, state, ns * sizeof(float));
+    if (rc == 0 && v) rc = r->be->to_device(r->be, r->momentum, v, n * sizeof(float));
+    if (AGREE(r, rc)) goto fail;
 
     /* this rank's own tensors: its running statistics (same ranks only), its mode's buffers */
     int same_ranks = meta[1] == p, with_stats = same_ranks && has_stats(r) && r->env->n_workers > 1;
@@ -407,7 +412,8 @@ int ckpt_restore(dt_ckpt_state *r, const char *path, long *it0_out)
             rc = comm_recv(r->comm, mine.data[i], mine.len[i] * sizeof(float), 0, TAG_DATA, NULL, NULL);
     }
     for (int i = 0; rc == 0 && i < mine.n; i++) /* running statistics back to the device */
-        if (mine.stat_param[i]) r->be->to_device(r->be, mine.stat_param[i]->w, mine.data[i], mine.len[i] * sizeof(float));
+        if (mine.stat_param[i])
+            rc = r->be->to_device(r->be, mine.stat_param[i]->w, mine.data[i], mine.len[i] * sizeof(float));
     if (rc == 0 && r->mode->restored) rc = r->mode->restored(r->mode_state, r->env, meta[0]);
     if (AGREE(r, rc)) goto fail;
     *it0_out = meta[0];

@@ -12,7 +12,7 @@
 #include "comm/mode.h"
 #include "comm/schedule.h"
 #include "data/data.h"
-#include "engine/optim.h"
+#include "engine/engine.h"
 #include "config.h"
 #include "util.h"
 
@@ -39,6 +39,13 @@ typedef struct optdef {
 
 #define OFF(f) offsetof(dt_opts, f)
 
+/* what --help offers for --device: the backends this build has */
+#if DT_CUDA_BUILT
+#define DEVICE_CHOICES "cpu|cuda|auto"
+#else
+#define DEVICE_CHOICES "cpu|auto"
+#endif
+
 static const optdef table[] = {
     {"Run", "net", K_STRING, "NAME|FILE", OFF(net), 0, 0, NULL, "mlp", 0, 0,
      "network: a built-in name (--list-nets) or a .net file"},
@@ -56,8 +63,8 @@ static const optdef table[] = {
      "one seed for initialisation, shuffling and every random stream"},
     {"Run", "threads", K_INT, "N", OFF(threads), 0, 1024, NULL, "0", LOCAL, 0,
      "compute threads per rank (0: the cores of this host divided by its ranks)"},
-    {"Run", "device", K_CHOICE, "cpu|auto", OFF(device), 0, 0, "cpu|auto", "auto", 0, 0,
-     "compute backend (auto: the best one built)"},
+    {"Run", "device", K_STRING, DEVICE_CHOICES, OFF(device), 0, 0, NULL, "auto", 0, 0,
+     "compute backend (--list-devices; auto: the best one that runs here)"},
     {"Run", "augment", K_STRING, "SPEC", OFF(augment), 0, 0, NULL, "default", 0, 0,
      "training augmentation: default (the dataset's), none, or a list of crop=PAD, resized-crop, flip"},
     {"Run", "image-size", K_INT, "S", OFF(image_size), 0, 4096, NULL, "0", 0, 0,
@@ -147,6 +154,8 @@ static const optdef table[] = {
      "list the built-in nets"},
     {"Information", "list-datasets", K_ACTION, NULL, 0, 0, 0, NULL, NULL, LOCAL | NO_CONFIG, DT_ACT_LIST_DATASETS,
      "list the datasets and where they are looked for"},
+    {"Information", "list-devices", K_ACTION, NULL, 0, 0, 0, NULL, NULL, LOCAL | NO_CONFIG, DT_ACT_LIST_DEVICES,
+     "list the compute backends, whether each runs here (and why not), and their devices"},
     {"Information", "list-layers", K_ACTION, NULL, 0, 0, 0, NULL, NULL, LOCAL | NO_CONFIG, DT_ACT_LIST_LAYERS,
      "list the layer types of the .net format"},
 };
@@ -198,6 +207,8 @@ static int check_name(const dt_opts *o, const optdef *d, const char *value, cons
     }
     if (strcmp(d->name, "checkpoint-every") == 0 && cli_every_parse(value, &(long){0}, &(int){0}) != 0)
         return dt_fail_prefix("%s", origin);
+    if (strcmp(d->name, "device") == 0 && strcmp(value, "auto") != 0 && !backend_known(value))
+        return dt_fail("%s: expected one of %s, found '%s'", origin, DEVICE_CHOICES, value);
     if (strcmp(d->name, "dataset") == 0 && !dataset_default_dirs(value)[0])
         return dt_fail("%s: unknown dataset '%s' (expected one of %s)", origin, value, dataset_list());
     return 0;

@@ -19,6 +19,7 @@ typedef enum {
     DT_ACT_LIST_NETS,
     DT_ACT_LIST_DATASETS,
     DT_ACT_LIST_LAYERS,
+    DT_ACT_LIST_DEVICES,
 } dt_action;
 
 typedef struct dt_opts {

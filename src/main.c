@@ -26,7 +26,7 @@ static int launcher_rank(void)
 static void print_version(void)
 {
     printf("dtrain %s\n", PACKAGE_VERSION);
-    printf("backends: cpu (%s)\n", backend_cpu_describe());
+    printf("backends: %s; cpu: %s\n", backend_list(), backend_cpu_describe());
     printf("cuda toolkit at build time: %s\n", DT_CUDA_SUMMARY);
     printf("modes: %s\n", mode_list());
 }
@@ -73,6 +73,7 @@ static int info(dt_action a)
             printf("%-14s looked for in: %s\n", tok, dataset_default_dirs(tok));
         break;
     }
+    case DT_ACT_LIST_DEVICES: backend_list_devices(stdout); break;
     case DT_ACT_LIST_LAYERS:
         for (int i = 0; i < layer_n_types(); i++) printf("%-13s %s\n", layer_type_at(i)->type, layer_type_at(i)->help);
         break;
@@ -115,7 +116,11 @@ int main(int argc, char **argv)
     run.comm = comm;
     run.launched = launched_rank >= 0;
     rc = run_setup(&run);
-    if (rc == 0) rc = run_train(&run);
+    if (rc == 0) rc = train_run(&run);
+    if (rc != 0 && run.failed_rank < 0) { /* only this rank knows: the others may wait in a collective */
+        fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
+        comm_abort(comm, 1);
+    }
     if (rc != 0 && rank == run.failed_rank) fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
     run_teardown(&run);
     cli_free(&opts);

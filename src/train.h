@@ -1,55 +1,16 @@
-/* train — one run: set-up from the options, epochs of iterations, evaluation, saving.
+/* train — the training driver: epochs of iterations, evaluation, the checkpoint policy, the
+ * log records and the summary, then the weights (train.c).
  *
- * Owns the run context (no global state): the options, the ranks, the backend, the net, the
- * data, the optimizer, the comm mode and the log. Set-up is collective and fails cleanly on
- * every rank together (failed_rank says which rank holds the message); errors in the middle of
- * training end the job through comm_abort.
+ * Errors are returned: when all ranks know of one (a collective step, a diverged loss),
+ * r->failed_rank names the rank holding the message; when only this rank does, it is -1 and
+ * main ends the job (the others may be waiting in a collective).
  */
 #ifndef DT_TRAIN_H
 #define DT_TRAIN_H
 
-#include "ckpt.h"
-#include "cli.h"
-#include "comm/comm.h"
-#include "data/data.h"
-#include "engine/engine.h"
-#include "log.h"
+#include "run.h"
 
-typedef struct dt_run {
-    dt_opts *opts;
-    dt_comm *comm;
-    int launched;    /* started by mpirun (or another launcher) */
-    int failed_rank; /* after a failed collective step: the lowest rank that failed */
-    int threads;
-    dt_backend *be;
-    dt_net *net;
-    dt_dataset *ds;
-    dt_augment aug;
-    int view_h, view_w; /* the samples as the net takes them (cropped for ImageNet-style data) */
-    dt_loader *loader;  /* this worker's training batches */
-    dt_optim *optim;
-    dt_lr_schedule lr;
-    const dt_mode_desc *mode;
-    void *mode_state;
-    int mode_ready; /* init succeeded: finalize on teardown */
-    dt_mode_env env;
-    dt_log *log;
-    int local_batch; /* the largest slice of a global batch this rank gets */
-    float *x_host;
-    int32_t *y_host;
-    uint32_t *eval_idx;
-    double t_start;
-    long it0;             /* the first iteration to run (after --resume) */
-    long ckpt_every;      /* --checkpoint-every N ... */
-    int ckpt_in_epochs;   /* ... epochs (else iterations) */
-    char *options;        /* the canonical options (cli_canonical) */
-    dt_ckpt_state ckpt;   /* what checkpoints hold: views of the parts above */
-} dt_run;
-
-/* Collective. 0 on every rank, or -1 on every rank (failed_rank holds the message). */
-int run_setup(dt_run *r);
-/* Collective. Trains, evaluates, saves. */
-int run_train(dt_run *r);
-void run_teardown(dt_run *r);
+/* Collective: trains from r->it0 on, evaluates after every epoch, checkpoints, saves. */
+int train_run(dt_run *r);
 
 #endif

@@ -48,10 +48,16 @@ DT_CLONES static void accumulate_corrected(float *restrict r, float *restrict u,
     }
 }
 
-void memory_accumulate(dt_memory *mem, const float *g, const float *w)
+int memory_accumulate(dt_memory *mem, const dt_hostbuf *g, const dt_hostbuf *w)
 {
-    if (mem->u) accumulate_corrected(mem->r, mem->u, g, w, mem->n, mem->m, mem->wd);
-    else accumulate_plain(mem->r, g, mem->n);
+    if (hostbuf_pull(g, 0, mem->n) != 0) return -1;
+    if (mem->u) {
+        if (hostbuf_pull(w, 0, mem->n) != 0) return -1;
+        accumulate_corrected(mem->r, mem->u, g->host, w->host, mem->n, mem->m, mem->wd);
+    } else {
+        accumulate_plain(mem->r, g->host, mem->n);
+    }
+    return 0;
 }
 
 void memory_used(dt_memory *mem, const dt_pair *used, size_t k)
@@ -62,15 +68,20 @@ void memory_used(dt_memory *mem, const dt_pair *used, size_t k)
     }
 }
 
-void memory_update(dt_memory *mem, dt_optim *opt, float *w, const dt_pair *agg, size_t k, float *dense, float lr)
+int memory_update(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w, const dt_pair *agg, size_t k,
+                  const dt_hostbuf *dense, float lr)
 {
     if (mem->u) { /* momentum and decay are in the aggregate already: plain SGD, only where it is non-zero */
-        for (size_t j = 0; j < k; j++) w[agg[j].i] -= lr * agg[j].v;
-        return;
+        if (hostbuf_pull(w, 0, mem->n) != 0) return -1;
+        for (size_t j = 0; j < k; j++) w->host[agg[j].i] -= lr * agg[j].v;
+        return hostbuf_push(w, 0, mem->n);
     }
-    for (size_t j = 0; j < k; j++) dense[agg[j].i] = agg[j].v;
-    optim_step(opt, w, dense, lr, 0, mem->n);
-    for (size_t j = 0; j < k; j++) dense[agg[j].i] = 0.0f;
+    float *d = dense->host;
+    for (size_t j = 0; j < k; j++) d[agg[j].i] = agg[j].v;
+    int rc = hostbuf_push(dense, 0, mem->n);
+    if (rc == 0) rc = optim_step(opt, w->dev, dense->dev, lr, 0, mem->n);
+    for (size_t j = 0; j < k; j++) d[agg[j].i] = 0.0f;
+    return rc;
 }
 
 int memory_state(dt_memory *mem, dt_state_tensor *out, int max)

@@ -29,12 +29,15 @@ int memory_create(dt_memory **out, size_t n, int momentum_correction, float mome
 void memory_destroy(dt_memory *mem);
 /* Its buffers as state tensors ("residual", and "velocity" with momentum correction). */
 int memory_state(dt_memory *mem, dt_state_tensor *out, int max);
-/* r += g (or the corrected velocity, from g and the weights w). */
-void memory_accumulate(dt_memory *mem, const float *g, const float *w);
+/* r += g (or the corrected velocity, from g and the weights w): the arena's gradient and weights
+ * through their host views (pulled here). */
+int memory_accumulate(dt_memory *mem, const dt_hostbuf *g, const dt_hostbuf *w);
 /* The entries the aggregate used leave the memory: r[i] = 0 (and u[i] = 0). */
 void memory_used(dt_memory *mem, const dt_pair *used, size_t k);
-/* Applies a sparse aggregate (pairs sorted by index). Without correction the optimizer runs on
- * the dense vector dense (zero except at the pairs, left zero again afterwards). */
-void memory_update(dt_memory *mem, dt_optim *opt, float *w, const dt_pair *agg, size_t k, float *dense, float lr);
+/* Applies a sparse aggregate (pairs sorted by index) to the weights (w: the arena's host view).
+ * Without correction the optimizer runs on the backend with the dense vector `dense` (an
+ * arena-sized buffer whose host view is zero except at the pairs, left zero again afterwards). */
+int memory_update(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w, const dt_pair *agg, size_t k,
+                  const dt_hostbuf *dense, float lr);
 
 #endif

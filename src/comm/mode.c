@@ -44,6 +44,33 @@ int mode_reads(const dt_mode_desc *m, const char *flag)
     return 0;
 }
 
+int mode_env_views(dt_mode_env *env)
+{
+    env->be = env->optim->be;
+    if (hostbuf_view(&env->gh, env->be, env->arena.g, env->arena.n) != 0 ||
+        hostbuf_view(&env->wh, env->be, env->arena.w, env->arena.n) != 0)
+        return -1;
+    return 0;
+}
+
+void mode_env_release(dt_mode_env *env)
+{
+    hostbuf_free(&env->gh);
+    hostbuf_free(&env->wh);
+}
+
+static int staged(const dt_hostbuf *h, size_t off, size_t n, double *seconds, int push)
+{
+    if (h->host == h->dev) return 0;
+    double t0 = dt_now();
+    int rc = push ? hostbuf_push(h, off, n) : hostbuf_pull(h, off, n);
+    *seconds += dt_now() - t0;
+    return rc;
+}
+
+int mode_pull(const dt_hostbuf *h, size_t off, size_t n, double *seconds) { return staged(h, off, n, seconds, 0); }
+int mode_push(const dt_hostbuf *h, size_t off, size_t n, double *seconds) { return staged(h, off, n, seconds, 1); }
+
 int mode_roles(const dt_mode_desc *m, dt_mode_env *env)
 {
     if (m->roles) return m->roles(env);

@@ -23,6 +23,7 @@
 
 #include <stdint.h>
 
+#include "../engine/hostbuf.h"
 #include "../engine/optim.h"
 #include "../engine/tensor.h"
 #include "../stats.h"
@@ -61,7 +62,9 @@ typedef struct dt_netmodel {
 
 typedef struct dt_mode_env {
     dt_comm *comm;
-    dt_arena arena;
+    dt_arena arena; /* backend memory (optim->be's): modes reach it only through the host views */
+    dt_hostbuf gh, wh; /* host views of arena.g and arena.w: made by mode_env_views in a mode's init */
+    dt_backend *be;    /* the arena's backend (= optim->be), set by mode_env_views */
     dt_optim *optim;
     dt_comm_opts opts;
     dt_codec codec;
@@ -124,6 +127,14 @@ int mode_count(void);
 const dt_mode_desc *mode_at(int i);
 /* "dsync, ps, pipesgd" */
 const char *mode_list(void);
+/* Every mode's init starts with this: env->be, and env->gh and env->wh, the host views of the
+ * arena; its finalize ends with mode_env_release. */
+int mode_env_views(dt_mode_env *env);
+void mode_env_release(dt_mode_env *env);
+/* hostbuf_pull / hostbuf_push that add the seconds a real copy took to *seconds (staging time of
+ * a device backend: counted as encode when pulled, decode when pushed); free for the CPU. */
+int mode_pull(const dt_hostbuf *h, size_t off, size_t n, double *seconds);
+int mode_push(const dt_hostbuf *h, size_t off, size_t n, double *seconds);
 /* Fills env's roles with m->roles, or makes every rank a worker. */
 int mode_roles(const dt_mode_desc *m, dt_mode_env *env);
 /* 1 if the mode reads flag NAME (e.g. "staleness"); shared flags (compress, model-*) read by all. */

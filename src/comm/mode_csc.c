@@ -18,6 +18,8 @@
  * Lazy allreduce (--fusion-bytes θ): important chunks are packed as backward finishes them and
  * allreduced on the communication thread whenever θ bytes are packed.
  * Bytes per rank: the ring over the packed chunks (ratio d values, encoded) and over n_c norms.
+ * The gradient and weights are read and written through their host views (env->gh, env->wh):
+ * ranges are pulled as chunks are corrected, the result pushed back before the update.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -90,6 +92,7 @@ static int csc_init(void **state, dt_mode_env *env)
     dt_codec none;
     if (!s) return dt_fail("out of memory");
     *state = s;
+    if (mode_env_views(env) != 0) return -1;
     s->chunk = (size_t)env->opts.chunk;
     s->n_chunks = (n + s->chunk - 1) / s->chunk;
     if (s->n_chunks == 0) s->n_chunks = 1;
@@ -125,10 +128,13 @@ static int csc_init(void **state, dt_mode_env *env)
 }
 
 /* corrects (and packs) chunks [next_chunk, c_end): g += h (and wd w with momentum correction) */
-static void correct_upto(csc_state *s, dt_mode_env *env, size_t c_end)
+static int correct_upto(csc_state *s, dt_mode_env *env, size_t c_end)
 {
-    float *g = env->arena.g, *w = env->arena.w;
+    float *g = env->gh.host, *w = env->wh.host;
     const float wd = env->opts.momentum_correction ? env->optim->wd : 0.0f;
+    size_t a0 = s->next_chunk * s->chunk, a1 = DT_MIN(c_end * s->chunk, env->arena.n);
+    if (a1 > a0 && (hostbuf_pull(&env->gh, a0, a1 - a0) != 0 || (wd != 0.0f && hostbuf_pull(&env->wh, a0, a1 - a0) != 0)))
+        return -1;
     for (size_t c = s->next_chunk; c < c_end; c++) {
         size_t a = c * s->chunk, len = chunk_len(s, env->arena.n, c);
         float *restrict gc = g + a, *restrict hc = s->h + a;
@@ -140,6 +146,7 @@ static void correct_upto(csc_state *s, dt_mode_env *env, size_t c_end)
         if (s->important[c]) memcpy(s->pack + s->packed_at[c], gc, len * sizeof(float));
     }
     s->next_chunk = c_end;
+    return 0;
 }
 
 static int submit(csc_state *s, size_t upto)
@@ -168,8 +175,7 @@ static void csc_ready(void *state, dt_mode_env *env, size_t n_ready)
     csc_state *s = state;
     if (!s->fusion || comm_size(env->comm) == 1) return;
     size_t c_end = n_ready == env->arena.n ? s->n_chunks : n_ready / s->chunk;
-    if (c_end <= s->next_chunk) return;
-    correct_upto(s, env, c_end);
+    if (c_end <= s->next_chunk || correct_upto(s, env, c_end) != 0) return; /* an error surfaces again in end() */
     size_t r = packed_ready(s, env->arena.n);
     if (r - s->sent >= s->fusion) submit(s, r); /* an error surfaces at the wait in end() */
 }
@@ -187,12 +193,12 @@ static int csc_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t
     csc_state *s = state;
     size_t n = env->arena.n;
     int p = comm_size(env->comm);
-    float *g = env->arena.g, *w = env->arena.w;
+    float *g = env->gh.host, *w = env->wh.host;
     const int mc = env->opts.momentum_correction;
     const float m = env->optim->momentum;
     double t0 = dt_now();
 
-    correct_upto(s, env, s->n_chunks);
+    if (correct_upto(s, env, s->n_chunks) != 0) return -1;
     t->encode += dt_now() - t0;
     if (p > 1) {
         if (s->fusion) {
@@ -229,6 +235,7 @@ static int csc_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t
 
     double t2 = dt_now();
     if (mc) { /* Alg. 1: only important chunks move, through their historical update */
+        if (hostbuf_pull(&env->wh, 0, n) != 0) return -1;
         for (size_t c = 0; c < s->n_chunks; c++) {
             if (!s->important[c]) continue;
             size_t a = c * s->chunk, len = chunk_len(s, n, c);
@@ -239,10 +246,12 @@ static int csc_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t
                 wc[i] -= hu[i];
             }
         }
+        if (hostbuf_push(&env->wh, 0, n) != 0) return -1;
     } else {
         for (size_t c = 0; c < s->n_chunks; c++)
             if (!s->important[c]) memset(g + c * s->chunk, 0, chunk_len(s, n, c) * sizeof(float));
-        optim_step(env->optim, w, g, it->lr, 0, n);
+        if (hostbuf_push(&env->gh, 0, n) != 0 || optim_step(env->optim, env->arena.w, env->arena.g, it->lr, 0, n) != 0)
+            return -1;
     }
     t->update += dt_now() - t2;
 
@@ -310,8 +319,8 @@ static int csc_list_state(void *state, const dt_mode_env *env, dt_state_tensor *
 static void csc_finalize(void *state, dt_mode_env *env)
 {
     csc_state *s = state;
-    (void)env;
     if (!s) return;
+    mode_env_release(env);
     worker_destroy(s->worker);
     ring_destroy(s->bg);
     if (s->cc) comm_free(s->cc);

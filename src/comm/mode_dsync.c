@@ -9,6 +9,8 @@
  * allreduced on the communication thread while backward goes on. After backward the rest goes,
  * and the compute thread waits (t_wait) before the update. θ = inf: one allreduce after
  * backward, in the compute thread.
+ * The gradient goes through its host view (env->gh): with a device backend each range is copied
+ * to the host before it is sent and the sum back before the update (counted as encode and decode).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -48,6 +50,7 @@ static int dsync_init(void **state, dt_mode_env *env)
     dsync_state *s = calloc(1, sizeof *s);
     if (!s) return dt_fail("out of memory");
     *state = s;
+    if (mode_env_views(env) != 0) return -1;
     s->last_job = -1;
     if (isfinite(env->opts.fusion_bytes)) {
         s->fusion = (size_t)(env->opts.fusion_bytes / sizeof(float));
@@ -66,8 +69,9 @@ static int submit(dsync_state *s, dt_mode_env *env, size_t upto)
 {
     struct job *j = &s->jobs[s->n_jobs % MAX_JOBS];
     if (s->n_jobs >= MAX_JOBS && worker_wait(s->worker, s->n_jobs - MAX_JOBS) != 0) return -1; /* slot free */
+    if (hostbuf_pull(&env->gh, s->sent, upto - s->sent) != 0) return -1;
     j->ring = s->bg;
-    j->x = env->arena.g + s->sent;
+    j->x = env->gh.host + s->sent;
     j->n = upto - s->sent;
     s->last_job = worker_submit(s->worker, job_run, j);
     s->n_jobs++;
@@ -94,12 +98,13 @@ static int dsync_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times 
             t->wait += dt_now() - t0;
             worker_take_times(s->worker, t);
             s->sent = 0;
-        } else if (ring_allreduce(s->ring, env->arena.g, n, t) != 0) {
+        } else if (mode_pull(&env->gh, 0, n, &t->encode) != 0 || ring_allreduce(s->ring, env->gh.host, n, t) != 0) {
             return -1;
         }
+        if (mode_push(&env->gh, 0, n, &t->decode) != 0) return -1;
     }
     double t1 = dt_now();
-    optim_step(env->optim, env->arena.w, env->arena.g, it->lr, 0, n);
+    if (optim_step(env->optim, env->arena.w, env->arena.g, it->lr, 0, n) != 0) return -1;
     t->update += dt_now() - t1;
     return 0;
 }
@@ -115,8 +120,8 @@ static double dsync_predict(void *state, const dt_mode_env *env, const dt_times 
 static void dsync_finalize(void *state, dt_mode_env *env)
 {
     dsync_state *s = state;
-    (void)env;
     if (!s) return;
+    mode_env_release(env);
     worker_destroy(s->worker);
     ring_destroy(s->bg);
     ring_destroy(s->ring);

@@ -30,7 +30,7 @@ typedef struct {
     dt_density_sched sched;
     size_t kmax;
     dt_pair *mine, *cur, *in, *tmp, *used;
-    float *dense;
+    dt_hostbuf dense; /* the aggregate as a dense arena-sized vector, for the optimizer */
 } gtopk_state;
 
 static int gtopk_init(void **state, dt_mode_env *env)
@@ -39,6 +39,7 @@ static int gtopk_init(void **state, dt_mode_env *env)
     size_t n = env->arena.n;
     if (!s) return dt_fail("out of memory");
     *state = s;
+    if (mode_env_views(env) != 0) return -1;
     if (density_sched_parse(env->opts.density_warmup, env->opts.density, &s->sched) != 0)
         return dt_fail_prefix("--density-warmup");
     s->kmax = density_k(density_max(&s->sched), n);
@@ -50,8 +51,8 @@ static int gtopk_init(void **state, dt_mode_env *env)
     s->in = dt_alloc(sizeof(dt_pair) * s->kmax);
     s->used = dt_alloc(sizeof(dt_pair) * s->kmax);
     s->tmp = dt_alloc(sizeof(dt_pair) * s->kmax * 2);
-    s->dense = dt_zalloc(sizeof(float) * DT_MAX(n, 1));
-    if (!s->mine || !s->cur || !s->in || !s->used || !s->tmp || !s->dense) return -1;
+    if (!s->mine || !s->cur || !s->in || !s->used || !s->tmp) return -1;
+    if (hostbuf_alloc(&s->dense, env->be, n) != 0) return -1;
     return 0;
 }
 
@@ -134,7 +135,7 @@ static int gtopk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times 
     size_t n = env->arena.n, k = density_k(density_at(&s->sched, it->epoch), n), ncur = k, nused = 0;
     double s0 = comm_bytes_sent(env->comm), r0 = comm_bytes_recv(env->comm), t0 = dt_now();
 
-    memory_accumulate(s->mem, env->arena.g, env->arena.w);
+    if (memory_accumulate(s->mem, &env->gh, &env->wh) != 0) return -1;
     if (topk_select(s->sel, s->mem->r, n, k, s->mine) != 0) return -1;
     memcpy(s->cur, s->mine, k * sizeof(dt_pair));
     t->encode += dt_now() - t0;
@@ -151,7 +152,7 @@ static int gtopk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times 
         }
     }
     memory_used(s->mem, s->used, nused);
-    memory_update(s->mem, env->optim, env->arena.w, s->cur, ncur, s->dense, it->lr);
+    if (memory_update(s->mem, env->optim, &env->wh, s->cur, ncur, &s->dense, it->lr) != 0) return -1;
     t->update += dt_now() - t1;
     t->bytes_sent += comm_bytes_sent(env->comm) - s0;
     t->bytes_recv += comm_bytes_recv(env->comm) - r0;
@@ -177,8 +178,8 @@ static int gtopk_list_state(void *state, const dt_mode_env *env, dt_state_tensor
 static void gtopk_finalize(void *state, dt_mode_env *env)
 {
     gtopk_state *s = state;
-    (void)env;
     if (!s) return;
+    mode_env_release(env);
     memory_destroy(s->mem);
     topk_destroy(s->sel);
     dt_free(s->mine);
@@ -186,7 +187,7 @@ static void gtopk_finalize(void *state, dt_mode_env *env)
     dt_free(s->in);
     dt_free(s->used);
     dt_free(s->tmp);
-    dt_free(s->dense);
+    hostbuf_free(&s->dense);
     free(s);
 }
 

@@ -14,7 +14,10 @@
  * the last learning rate, so every computed gradient reaches the final weights.
  *
  * Gradient buffers: K slots of the arena's size; backward of iteration t writes slot t mod K,
- * which held gsum[t-K] until begin(t) applied it.
+ * which held gsum[t-K] until begin(t) applied it. Each slot is backend memory with a host view:
+ * the compute thread copies the gradient to the host before handing it over (a no-op on the
+ * CPU), the communication thread allreduces the host copy, and the sum goes back before the
+ * update.
  */
 #include <math.h>
 #include <stdio.h>
@@ -28,8 +31,9 @@
 typedef struct {
     int k;
     long start;         /* first pipelined iteration (after warm-up) */
-    float **slot;       /* k gradient buffers */
+    dt_hostbuf *slot;   /* k gradient buffers (backend memory) and their host views */
     int *pending;       /* the slot holds a gradient not applied yet */
+    int *on_host;       /* the slot's sum is in its host view (allreduced, or restored), not on the device */
     float *pending_f;   /* the same as 0/1 floats, for checkpoints */
     long *job;          /* job id of its allreduce on the communication thread, -1: none (1 rank) */
     long *job_it;       /* the iteration it belongs to */
@@ -54,6 +58,7 @@ static int pipe_init(void **state, dt_mode_env *env)
     pipe_state *s = calloc(1, sizeof *s);
     if (!s) return dt_fail("out of memory");
     *state = s;
+    if (mode_env_views(env) != 0) return -1;
     env->overlapped = 1;
     s->k = env->opts.pipeline_depth;
     s->start = (long)ceil(env->opts.warmup_epochs * (double)env->iters_per_epoch);
@@ -61,13 +66,15 @@ static int pipe_init(void **state, dt_mode_env *env)
     s->slot = calloc((size_t)s->k, sizeof *s->slot);
     s->job = malloc(sizeof *s->job * (size_t)s->k);
     s->pending = calloc((size_t)s->k, sizeof *s->pending);
+    s->on_host = calloc((size_t)s->k, sizeof *s->on_host);
     s->job_it = malloc(sizeof *s->job_it * (size_t)s->k);
     s->jobs = calloc((size_t)s->k, sizeof *s->jobs);
     s->pending_f = calloc((size_t)s->k, sizeof *s->pending_f);
-    if (!s->slot || !s->job || !s->pending || !s->job_it || !s->jobs || !s->pending_f) return dt_fail("out of memory");
+    if (!s->slot || !s->job || !s->pending || !s->on_host || !s->job_it || !s->jobs || !s->pending_f)
+        return dt_fail("out of memory");
     for (int i = 0; i < s->k; i++) {
         s->job[i] = -1;
-        if (!(s->slot[i] = dt_zalloc(DT_MAX(env->arena.n, 1) * sizeof(float)))) return -1;
+        if (hostbuf_alloc(&s->slot[i], env->be, env->arena.n) != 0) return -1;
     }
     if (comm_dup(env->comm, &s->cc) != 0 || ring_create(&s->ring, s->cc, env->codec, env->arena.n) != 0 ||
         worker_create(&s->worker) != 0)
@@ -83,7 +90,10 @@ static int apply_slot(pipe_state *s, dt_mode_env *env, int i, float lr, dt_times
     if (s->job[i] >= 0 && worker_wait(s->worker, s->job[i]) != 0) return -1;
     double t1 = dt_now();
     t->wait += t1 - t0;
-    optim_step(env->optim, env->arena.w, s->slot[i], lr, 0, env->arena.n);
+    if (s->on_host[i] && mode_push(&s->slot[i], 0, env->arena.n, &t->decode) != 0) return -1;
+    s->on_host[i] = 0;
+    t1 = dt_now();
+    if (optim_step(env->optim, env->arena.w, s->slot[i].dev, lr, 0, env->arena.n) != 0) return -1;
     s->pending[i] = 0;
     t->update += dt_now() - t1;
     return 0;
@@ -95,7 +105,7 @@ static int pipe_begin(void *state, dt_mode_env *env, const dt_iter *it, dt_times
     int i = (int)(it->it % s->k);
     /* this iteration's slot holds gsum[it-K]; nothing in the first K pipelined iterations */
     if (it->it >= s->start && apply_slot(s, env, i, it->lr, t) != 0) return -1;
-    env->arena.g = s->slot[i];
+    env->arena.g = s->slot[i].dev;
     return 0;
 }
 
@@ -107,9 +117,12 @@ static int pipe_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
     s->pending[i] = 1;
     s->job_it[i] = it->it;
     s->job[i] = -1; /* one rank: the sum is the gradient itself */
+    s->on_host[i] = 0;
     if (comm_size(env->comm) > 1) {
+        if (mode_pull(&s->slot[i], 0, env->arena.n, &t->encode) != 0) return -1;
+        s->on_host[i] = 1;
         j->ring = s->ring;
-        j->x = s->slot[i];
+        j->x = s->slot[i].host;
         j->n = env->arena.n;
         if ((s->job[i] = worker_submit(s->worker, job_run, j)) < 0) return -1;
     }
@@ -139,11 +152,15 @@ static int pipe_list_state(void *state, const dt_mode_env *env, dt_state_tensor 
     int n = 0;
     for (int i = 0; i < s->k; i++) {
         if (s->pending[i] && s->job[i] >= 0 && worker_wait(s->worker, s->job[i]) != 0) return -1;
+        if (s->pending[i] && !s->on_host[i]) { /* one rank: the gradient is still on the device only */
+            if (hostbuf_pull(&s->slot[i], 0, env->arena.n) != 0) return -1;
+            s->on_host[i] = 1;
+        }
         s->pending_f[i] = (float)s->pending[i];
     }
     for (int i = 0; i < s->k && n < max; i++, n++) {
         snprintf(out[n].name, sizeof out[n].name, "slot%d", i);
-        out[n].data = s->slot[i];
+        out[n].data = s->slot[i].host;
         out[n].n = env->arena.n;
     }
     if (n < max) {
@@ -160,6 +177,7 @@ static int pipe_restored(void *state, dt_mode_env *env, long it0)
     (void)env;
     for (int i = 0; i < s->k; i++) {
         s->pending[i] = s->pending_f[i] != 0.0f;
+        s->on_host[i] = s->pending[i]; /* the checkpoint wrote the host views */
         s->job[i] = -1; /* the sums are complete */
         /* the iteration slot i last held: the latest t < it0 with t = i (mod K) */
         long t = it0 - 1 - (((it0 - 1 - i) % s->k) + s->k) % s->k;
@@ -181,15 +199,16 @@ static double pipe_predict(void *state, const dt_mode_env *env, const dt_times *
 static void pipe_finalize(void *state, dt_mode_env *env)
 {
     pipe_state *s = state;
-    (void)env;
     if (!s) return;
+    mode_env_release(env);
     worker_destroy(s->worker);
     ring_destroy(s->ring);
     if (s->cc) comm_free(s->cc);
-    for (int i = 0; s->slot && i < s->k; i++) dt_free(s->slot[i]);
+    for (int i = 0; s->slot && i < s->k; i++) hostbuf_free(&s->slot[i]);
     free(s->slot);
     free(s->job);
     free(s->pending);
+    free(s->on_host);
     free(s->pending_f);
     free(s->job_it);
     free(s->jobs);

@@ -20,6 +20,10 @@
  * their weights anywhere from 35 to 87 ms into an 87 ms transfer). With staleness a worker is
  * often computing when its weights arrive, so waiting for its receipt would stall the server:
  * then the weights go to all workers at once.
+ *
+ * Gradients and weights pass through the arena's host views (env->gh, env->wh): a worker pulls
+ * its gradient before packing and pushes the weights it unpacked; a server pushes its summed
+ * part before its update and pulls its new weights before sending them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +106,7 @@ static int ps_init(void **state, dt_mode_env *env)
     ps_state *s = calloc(1, sizeof *s);
     if (!s) return dt_fail("out of memory");
     *state = s;
+    if (mode_env_views(env) != 0) return -1;
     s->n_servers = env->opts.ps_servers;
     s->n_workers = env->n_workers;
     s->me = comm_rank(env->comm);
@@ -152,6 +157,16 @@ static int ps_init(void **state, dt_mode_env *env)
     return 0;
 }
 
+/* copies the server k's ranges of a host view to the backend (push) or from it */
+static int stage_part(const ps_state *s, int k, const dt_hostbuf *h, int push)
+{
+    for (int i = 0; i < s->place->n_ranges[k]; i++) {
+        const dt_range *r = &s->place->ranges[k][i];
+        if ((push ? hostbuf_push(h, r->off, r->n) : hostbuf_pull(h, r->off, r->n)) != 0) return -1;
+    }
+    return 0;
+}
+
 /* worker: version v has arrived from every server (wait for it if `block`); apply it */
 static int take_version(ps_state *s, dt_mode_env *env, long v, int block, int *taken)
 {
@@ -172,7 +187,8 @@ static int take_version(ps_state *s, dt_mode_env *env, long v, int block, int *t
             if (comm_send(env->comm, &ack, 1, server_rank(s, k), tag_ack(v)) != 0) return -1;
         }
     }
-    for (int k = 0; k < s->n_servers; k++) unpack(s, k, s->wbuf[sl][k], env->arena.w);
+    for (int k = 0; k < s->n_servers; k++) unpack(s, k, s->wbuf[sl][k], env->wh.host);
+    if (hostbuf_push(&env->wh, 0, env->arena.n) != 0) return -1;
     s->latest = v;
     *taken = 1;
     return 0;
@@ -221,12 +237,13 @@ static int ps_begin(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
 static int worker_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     int sl = (int)(it->it % s->slots), vs = (int)((it->it + 1) % s->slots);
+    if (mode_pull(&env->gh, 0, env->arena.n, &t->encode) != 0) return -1;
     for (int k = 0; k < s->n_servers; k++) {
         size_t n = s->place->total[k];
         double t0 = dt_now();
         if (s->push_req[sl][k] >= 0 && comm_wait(env->comm, s->push_req[sl][k], NULL, NULL) != 0) return -1;
         double t1 = dt_now();
-        pack(s, k, env->arena.g, s->pack[k]);
+        pack(s, k, env->gh.host, s->pack[k]);
         codec_encode(&env->codec, s->pack[k], n, s->enc[sl][k]);
         double t2 = dt_now();
         if (comm_isend(env->comm, s->enc[sl][k], codec_bytes(&env->codec, n), server_rank(s, k), tag_push(it->it),
@@ -279,14 +296,17 @@ static int server_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times
         td += dt_now() - b;
     }
     double t1 = dt_now();
-    unpack(s, s->server, s->acc, env->arena.g);
+    unpack(s, s->server, s->acc, env->gh.host);
+    if (stage_part(s, s->server, &env->gh, 1) != 0) return -1;
     for (int i = 0; i < s->place->n_ranges[s->server]; i++)
-        optim_step(env->optim, env->arena.w, env->arena.g, it->lr, s->place->ranges[s->server][i].off,
-                   s->place->ranges[s->server][i].n);
+        if (optim_step(env->optim, env->arena.w, env->arena.g, it->lr, s->place->ranges[s->server][i].off,
+                       s->place->ranges[s->server][i].n) != 0)
+            return -1;
+    if (stage_part(s, s->server, &env->wh, 0) != 0) return -1;
     double t2 = dt_now();
     for (int w = 0; w < s->n_workers; w++)
         if (s->send_req[sl][w] >= 0 && comm_wait(env->comm, s->send_req[sl][w], NULL, NULL) != 0) return -1;
-    pack(s, s->server, env->arena.w, s->send[sl]);
+    pack(s, s->server, env->wh.host, s->send[sl]);
     s->unsent = it->it + 1;
     if (!s->in_turn) /* to every worker at once; in turn, it happens in the next begin (or flush) */
         for (int w = 0; w < s->n_workers; w++)
@@ -354,6 +374,7 @@ static void ps_finalize(void *state, dt_mode_env *env)
 {
     ps_state *s = state;
     if (!s) return;
+    mode_env_release(env);
     if (env->is_worker && s->enc) {
         for (int sl = 0; sl < s->slots; sl++) {
             for (int k = 0; k < s->n_servers; k++) {

@@ -46,6 +46,7 @@ static int tern_init(void **state, dt_mode_env *env)
     dt_codec none;
     if (!s) return dt_fail("out of memory");
     *state = s;
+    if (mode_env_views(env) != 0) return -1;
     if (p > 127) return dt_fail("--mode terngrad supports at most 127 ranks (sums of ternary values travel as int8)");
     s->n_tensors = a->n_tensors;
     s->tern = calloc((size_t)a->n_tensors + 1, 1);
@@ -94,9 +95,10 @@ static int tern_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
     tern_state *s = state;
     const dt_arena *a = &env->arena;
     int p = comm_size(env->comm), me = comm_rank(env->comm), k;
-    float *g = a->g;
+    float *g = env->gh.host;
     double t0 = dt_now();
 
+    if (hostbuf_pull(&env->gh, 0, a->n) != 0) return -1;
     /* local scalers (clipped maxima) */
     k = 0;
     for (int i = 0; i < a->n_tensors; i++)
@@ -158,8 +160,9 @@ static int tern_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
         }
     }
     t->decode += dt_now() - t3;
+    if (mode_push(&env->gh, 0, a->n, &t->decode) != 0) return -1;
     double t4 = dt_now();
-    optim_step(env->optim, a->w, g, it->lr, 0, a->n);
+    if (optim_step(env->optim, a->w, a->g, it->lr, 0, a->n) != 0) return -1;
     t->update += dt_now() - t4;
     return 0;
 }
@@ -180,8 +183,8 @@ static double tern_predict(void *state, const dt_mode_env *env, const dt_times *
 static void tern_finalize(void *state, dt_mode_env *env)
 {
     tern_state *s = state;
-    (void)env;
     if (!s) return;
+    mode_env_release(env);
     ring_destroy(s->ring);
     free(s->tern);
     free(s->tern_at);

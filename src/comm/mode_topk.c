@@ -22,7 +22,7 @@ typedef struct {
     dt_density_sched sched;
     size_t kmax;
     dt_pair *mine, *all, *agg, *tmp, *tmp2;
-    float *dense;
+    dt_hostbuf dense; /* the aggregate as a dense arena-sized vector, for the optimizer */
 } topk_state;
 
 static int topk_init(void **state, dt_mode_env *env)
@@ -32,6 +32,7 @@ static int topk_init(void **state, dt_mode_env *env)
     size_t n = env->arena.n;
     if (!s) return dt_fail("out of memory");
     *state = s;
+    if (mode_env_views(env) != 0) return -1;
     if (density_sched_parse(env->opts.density_warmup, env->opts.density, &s->sched) != 0)
         return dt_fail_prefix("--density-warmup");
     s->kmax = density_k(density_max(&s->sched), n);
@@ -43,8 +44,8 @@ static int topk_init(void **state, dt_mode_env *env)
     s->agg = dt_alloc(sizeof(dt_pair) * s->kmax * (size_t)p);
     s->tmp = dt_alloc(sizeof(dt_pair) * s->kmax * (size_t)(p + 1));
     s->tmp2 = dt_alloc(sizeof(dt_pair) * s->kmax * (size_t)p);
-    s->dense = dt_zalloc(sizeof(float) * DT_MAX(n, 1));
-    if (!s->mine || !s->all || !s->agg || !s->tmp || !s->tmp2 || !s->dense) return -1;
+    if (!s->mine || !s->all || !s->agg || !s->tmp || !s->tmp2) return -1;
+    if (hostbuf_alloc(&s->dense, env->be, n) != 0) return -1;
     return 0;
 }
 
@@ -56,7 +57,7 @@ static int topk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
     size_t k = density_k(density_at(&s->sched, it->epoch), env->arena.n), n_agg;
     rho = (double)k / (double)env->arena.n;
 
-    memory_accumulate(s->mem, env->arena.g, env->arena.w);
+    if (memory_accumulate(s->mem, &env->gh, &env->wh) != 0) return -1;
     if (topk_select(s->sel, s->mem->r, env->arena.n, k, s->mine) != 0) return -1;
     t->encode += dt_now() - t0;
 
@@ -73,7 +74,7 @@ static int topk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
 
     double t2 = dt_now();
     memory_used(s->mem, s->mine, k);
-    memory_update(s->mem, env->optim, env->arena.w, s->agg, n_agg, s->dense, it->lr);
+    if (memory_update(s->mem, env->optim, &env->wh, s->agg, n_agg, &s->dense, it->lr) != 0) return -1;
     t->update += dt_now() - t2;
     t->density += rho;
     return 0;
@@ -98,8 +99,8 @@ static int topk_list_state(void *state, const dt_mode_env *env, dt_state_tensor 
 static void topk_finalize(void *state, dt_mode_env *env)
 {
     topk_state *s = state;
-    (void)env;
     if (!s) return;
+    mode_env_release(env);
     memory_destroy(s->mem);
     topk_destroy(s->sel);
     dt_free(s->mine);
@@ -107,7 +108,7 @@ static void topk_finalize(void *state, dt_mode_env *env)
     dt_free(s->agg);
     dt_free(s->tmp);
     dt_free(s->tmp2);
-    dt_free(s->dense);
+    hostbuf_free(&s->dense);
     free(s);
 }
 

@@ -1,9 +1,16 @@
-/* backend — the kernels a compute device supplies; layers call only these.
+/* backend — the kernels and memory a compute device supplies, and the registry of backends.
  *
- * A backend owns memory on its device and the kernels that work on it. Layers, the net and the
- * optimizer never touch a pointer's contents directly: they call through this table, so a CUDA
- * backend (cuBLAS/cuDNN) can implement the same table without any layer changing. The CPU
- * backend (backend_cpu.c) is the reference and what CI tests.
+ * A backend owns memory on its device and the kernels that work on it. Layers, the net, the
+ * optimizer and the comm modes never touch a backend pointer's contents directly: they call
+ * through this table, so a CUDA backend (cuBLAS/cuDNN) implements the same table without any
+ * layer changing. Host code that must read or write backend memory (codecs, MPI) goes through a
+ * host view (hostbuf.h), which copies for a device and is the memory itself for the CPU.
+ * The CPU backend (backend_cpu.c) is the reference and what CI tests; the guarded test backend
+ * (tests/backend_guarded.c) keeps its memory inaccessible outside its own ops, so any code that
+ * forgets this faults at once on a machine without a GPU.
+ *
+ * Every op that can fail returns 0, or -1 with a message (dt_fail) naming the op and its
+ * shapes; callers check it. alloc and the plan constructors return NULL on failure.
  *
  * Conventions: all matrices are row-major fp32. Activations are [rows][cols] where rows is the
  * batch and cols the per-sample size. `beta` arguments select overwrite (0) or accumulate (1)
@@ -14,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct dt_backend dt_backend;
 
@@ -52,52 +60,63 @@ typedef struct dt_lrn_cfg {
     dt_layout layout;
 } dt_lrn_cfg;
 
+/* ResNet option-A shortcut: C x H x W in, O x OH x OW out (OH = ceil(H / stride)); output channel
+ * front + c is input channel c subsampled by stride, the other channels are zero. */
+typedef struct dt_shortcut_cfg {
+    int c, h, w, o, oh, ow, stride, front;
+    dt_layout in_layout, out_layout;
+} dt_shortcut_cfg;
+
 struct dt_backend {
     const char *name;
     int n_threads;
+    int host_memory; /* its memory is ordinary host memory that host code may address (cpu) */
     void *impl;
 
-    /* memory on the device, 64-byte aligned and zeroed */
+    void (*destroy)(dt_backend *be);
+
+    /* memory on the device, 64-byte aligned and zeroed; NULL (with a message) when there is none */
     void *(*alloc)(dt_backend *be, size_t bytes);
     void (*free)(dt_backend *be, void *p);
-    void (*to_device)(dt_backend *be, void *dst, const void *src, size_t bytes);
-    void (*to_host)(dt_backend *be, void *dst, const void *src, size_t bytes);
-    void (*copy)(dt_backend *be, void *dst, const void *src, size_t bytes); /* device to device */
+    int (*to_device)(dt_backend *be, void *dst, const void *src, size_t bytes);
+    int (*to_host)(dt_backend *be, void *dst, const void *src, size_t bytes);
+    int (*copy)(dt_backend *be, void *dst, const void *src, size_t bytes); /* device to device */
     /* waits until queued work is done (timing, host reads) */
-    void (*sync)(dt_backend *be);
+    int (*sync)(dt_backend *be);
 
     /* C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C (row-major, like cblas_sgemm) */
-    void (*gemm)(dt_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-                 int lda, const float *b, int ldb, float beta, float *c, int ldc);
+    int (*gemm)(dt_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                const float *b, int ldb, float beta, float *c, int ldc);
     /* y[r][c] += b[c] for r < rows, c < cols */
-    void (*bias_add)(dt_backend *be, float *y, const float *b, int rows, int cols);
+    int (*bias_add)(dt_backend *be, float *y, const float *b, int rows, int cols);
     /* db[c] = beta * db[c] + sum_r dy[r][c] */
-    void (*bias_grad)(dt_backend *be, float *db, const float *dy, int rows, int cols, float beta);
+    int (*bias_grad)(dt_backend *be, float *db, const float *dy, int rows, int cols, float beta);
     /* y = max(x, 0); dx = beta * dx + dy * (y > 0) */
-    void (*relu_fwd)(dt_backend *be, float *y, const float *x, size_t n);
-    void (*relu_bwd)(dt_backend *be, float *dx, const float *dy, const float *y, size_t n, float beta);
+    int (*relu_fwd)(dt_backend *be, float *y, const float *x, size_t n);
+    int (*relu_bwd)(dt_backend *be, float *dx, const float *dy, const float *y, size_t n, float beta);
     /* Inverted dropout with drop probability p. The mask of element (r, c) is a pure function of
      * (key, (row0 + r) * cols + c), so it is identical however a global batch is split over ranks
      * and backward regenerates it instead of storing it. */
-    void (*dropout_fwd)(dt_backend *be, float *y, const float *x, int rows, int cols, float p, uint64_t key,
-                        int64_t row0);
-    void (*dropout_bwd)(dt_backend *be, float *dx, const float *dy, int rows, int cols, float p, uint64_t key,
-                        int64_t row0, float beta);
-    /* prob = softmax(logits) per row; adds sum of -log prob[label] to *loss_sum (double) and the
-     * number of rows whose argmax equals the label to *n_correct. labels live on the device. */
-    void (*softmax_xent_fwd)(dt_backend *be, float *prob, const float *logits, const int32_t *labels, int rows,
-                             int classes, double *loss_sum, int64_t *n_correct);
+    int (*dropout_fwd)(dt_backend *be, float *y, const float *x, int rows, int cols, float p, uint64_t key,
+                       int64_t row0);
+    int (*dropout_bwd)(dt_backend *be, float *dx, const float *dy, int rows, int cols, float p, uint64_t key,
+                       int64_t row0, float beta);
+    /* prob = softmax(logits) per row; adds sum of -log prob[label] to *loss_sum (double, host) and
+     * the number of rows whose argmax equals the label to *n_correct (host). labels live on the
+     * device. */
+    int (*softmax_xent_fwd)(dt_backend *be, float *prob, const float *logits, const int32_t *labels, int rows,
+                            int classes, double *loss_sum, int64_t *n_correct);
     /* dx = beta * dx + scale * (prob - onehot(label)) */
-    void (*softmax_xent_bwd)(dt_backend *be, float *dx, const float *prob, const int32_t *labels, int rows,
-                             int classes, float scale, float beta);
+    int (*softmax_xent_bwd)(dt_backend *be, float *dx, const float *prob, const int32_t *labels, int rows,
+                            int classes, float scale, float beta);
     /* SGD with momentum / Nesterov / weight decay on n elements (PyTorch semantics):
      * d = g + wd*w; v = m*v + d; d = nesterov ? d + m*v : v; w -= lr*d. v may be NULL if m == 0. */
-    void (*sgd_step)(dt_backend *be, float *w, const float *g, float *v, size_t n, float lr, float momentum,
-                     float wd, int nesterov);
+    int (*sgd_step)(dt_backend *be, float *w, const float *g, float *v, size_t n, float lr, float momentum,
+                    float wd, int nesterov);
     /* x *= a */
-    void (*scale)(dt_backend *be, float *x, float a, size_t n);
+    int (*scale)(dt_backend *be, float *x, float a, size_t n);
     /* y = beta * y + x */
-    void (*add)(dt_backend *be, float *y, const float *x, size_t n, float beta);
+    int (*add)(dt_backend *be, float *y, const float *x, size_t n, float beta);
 
     /* --- the layers of CNNs. Each op gets a plan once per layer (from its configuration; NULL
      * and an error on failure) and then runs for any number of rows. Backward writes dx
@@ -105,9 +124,9 @@ struct dt_backend {
     dt_layout (*layout_for)(dt_backend *be, int c, int h, int w);
     /* floats a [rows][C][H][W] activation takes in layout (padding included) */
     size_t (*act_size)(dt_backend *be, dt_layout layout, int rows, int c, int h, int w);
-    void (*to_plain)(dt_backend *be, dt_layout from, const float *x, float *y, int rows, int c, int h, int w);
-    void (*from_plain)(dt_backend *be, dt_layout to, const float *x, float *y, int rows, int c, int h, int w,
-                       float beta);
+    int (*to_plain)(dt_backend *be, dt_layout from, const float *x, float *y, int rows, int c, int h, int w);
+    int (*from_plain)(dt_backend *be, dt_layout to, const float *x, float *y, int rows, int c, int h, int w,
+                      float beta);
 
     void *(*conv_plan)(dt_backend *be, const dt_conv_cfg *cfg);
     int (*conv_fwd)(dt_backend *be, void *plan, int rows, const float *x, const float *w, const float *b, float *y);
@@ -126,13 +145,67 @@ struct dt_backend {
     void *(*lrn_plan)(dt_backend *be, const dt_lrn_cfg *cfg);
     int (*lrn_fwd)(dt_backend *be, void *plan, int rows, int train, const float *x, float *y);
     int (*lrn_bwd)(dt_backend *be, void *plan, int rows, const float *x, const float *dy, float *dx, float dx_beta);
+    /* y = the shortcut of x; dx = dx_beta * dx + its transpose applied to dy */
+    int (*shortcut_fwd)(dt_backend *be, const dt_shortcut_cfg *cfg, int rows, const float *x, float *y);
+    int (*shortcut_bwd)(dt_backend *be, const dt_shortcut_cfg *cfg, int rows, const float *dy, float *dx,
+                        float dx_beta);
     void (*plan_free)(dt_backend *be, void *plan);
 };
 
-/* The CPU backend: oneDNN for GEMM and the CNN ops, plain loops the compiler vectorises for the rest. */
-int backend_cpu_create(dt_backend **out, int n_threads);
-/* One line for the banner: the library and the instruction set its kernels use. */
-const char *backend_cpu_describe(void);
+/* ---- the registry (backend.c) ------------------------------------------------------------------ */
+
+/* What creating a backend may need beyond its name. */
+typedef struct dt_backend_opts {
+    int n_threads; /* host threads for its kernels (the CPU backend's compute threads) */
+    int device;    /* which device of its kind (a GPU index); -1: the backend's default */
+} dt_backend_opts;
+
+/* A backend kind: built in, or a module loaded on first use (dtrain-NAME.so, as Open MPI loads its
+ * components), so that a build with CUDA still runs where there is no CUDA. */
+typedef struct dt_backend_desc {
+    const char *name;
+    const char *help;   /* one line */
+    int hidden;         /* for tests: accepted by --device, listed only when it loads */
+    /* 1 when it can run here; else 0 and why (library missing, no driver, no device) */
+    int (*available)(char *why, size_t n);
+    int (*create)(dt_backend **out, const dt_backend_opts *o);
+    /* one line for the banner and --list-devices: libraries and versions, the device */
+    const char *(*describe)(void);
+    /* --list-devices: one line per device of this kind (may be NULL) */
+    void (*list_devices)(FILE *f);
+} dt_backend_desc;
+
+/* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
+ * which returns NULL when it was built for another ABI. */
+#define DT_BACKEND_ABI 1
+typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
+
+/* The backend kinds, built in and known modules, in --list-devices order ("cpu", "cuda"). */
+int backend_kind_count(void);
+const char *backend_kind_name(int i);
+/* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise
+ * (unknown name, not built, the module or a library it needs missing). */
+const dt_backend_desc *backend_find(const char *name);
+/* "cpu, cuda" for messages */
+const char *backend_list(void);
+/* 1 if NAME is a backend kind (built or not, hidden ones included); loads nothing. */
+int backend_known(const char *name);
+/* --list-devices: every kind, whether it runs here (or why not), what it is, its devices. */
+void backend_list_devices(FILE *f);
+/* Creates a backend by name through the registry. */
+int backend_create(const char *name, const dt_backend_opts *o, dt_backend **out);
+/* --device auto: the name of the best backend that runs here (cuda where it loads and sees a
+ * GPU, else cpu), and in why one line saying why not cuda ("" when cuda). */
+const char *backend_auto(char *why, size_t n);
+/* The describe line of a backend's kind. */
+const char *backend_describe(const dt_backend *be);
+/* Adds a kind (tests register the guarded backend this way); at most a few. */
+int backend_register(const dt_backend_desc *d);
 void backend_destroy(dt_backend *be);
+
+/* The CPU backend (oneDNN for GEMM and the CNN ops, plain vectorised loops for the rest): the
+ * registry's "cpu"; exported for the guarded test backend, which wraps its kernels. */
+int backend_cpu_create(dt_backend **out, int n_threads);
+const char *backend_cpu_describe(void);
 
 #endif

@@ -53,33 +53,37 @@ static void cpu_free(dt_backend *be, void *p)
     dt_free(p);
 }
 
-static void cpu_copy(dt_backend *be, void *dst, const void *src, size_t bytes)
+static int cpu_copy(dt_backend *be, void *dst, const void *src, size_t bytes)
 {
     (void)be;
     if (dst != src && bytes) memmove(dst, src, bytes);
+    return 0;
 }
 
-static void cpu_sync(dt_backend *be) { (void)be; }
+static int cpu_sync(dt_backend *be)
+{
+    (void)be;
+    return 0;
+}
 
-static void cpu_gemm(dt_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+static int cpu_gemm(dt_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, float beta, float *c, int ldc)
 {
     (void)be;
-    if (m <= 0 || n <= 0) return;
+    if (m <= 0 || n <= 0) return 0;
     if (k <= 0) { /* C = beta*C, which a GEMM with k = 0 means but not every library accepts */
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) c[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[(size_t)i * ldc + j];
-        return;
+        return 0;
     }
     dnnl_status_t s = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    if (s != dnnl_success) { /* only for arguments the layers never pass: a bug, not bad input */
-        fprintf(stderr, "dtrain: internal error: oneDNN sgemm %c%c m=%d n=%d k=%d lda=%d ldb=%d ldc=%d: status %d\n",
-                ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, lda, ldb, ldc, (int)s);
-        abort();
-    }
+    if (s != dnnl_success)
+        return dt_fail("oneDNN sgemm %c%c m=%d n=%d k=%d lda=%d ldb=%d ldc=%d: status %d", ta ? 'T' : 'N',
+                       tb ? 'T' : 'N', m, n, k, lda, ldb, ldc, (int)s);
+    return 0;
 }
 
-DT_CLONES static void cpu_bias_add(dt_backend *be, float *y, const float *b, int rows, int cols)
+DT_CLONES static int cpu_bias_add(dt_backend *be, float *y, const float *b, int rows, int cols)
 {
     (void)be;
     for (int r = 0; r < rows; r++) {
@@ -87,9 +91,10 @@ DT_CLONES static void cpu_bias_add(dt_backend *be, float *y, const float *b, int
 #pragma omp simd
         for (int c = 0; c < cols; c++) yr[c] += b[c];
     }
+    return 0;
 }
 
-DT_CLONES static void cpu_bias_grad(dt_backend *be, float *db, const float *dy, int rows, int cols, float beta)
+DT_CLONES static int cpu_bias_grad(dt_backend *be, float *db, const float *dy, int rows, int cols, float beta)
 {
     (void)be;
     if (beta == 0.0f) memset(db, 0, sizeof(float) * (size_t)cols);
@@ -99,6 +104,7 @@ DT_CLONES static void cpu_bias_grad(dt_backend *be, float *db, const float *dy, 
 #pragma omp simd
         for (int c = 0; c < cols; c++) o[c] += d[c];
     }
+    return 0;
 }
 
 DT_CLONES static void relu_fwd(float *restrict y, const float *restrict x, size_t n)
@@ -107,9 +113,10 @@ DT_CLONES static void relu_fwd(float *restrict y, const float *restrict x, size_
     for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-static void cpu_relu_fwd(dt_backend *be, float *y, const float *x, size_t n)
+static int cpu_relu_fwd(dt_backend *be, float *y, const float *x, size_t n)
 {
     PAR_RANGE(be, n, relu_fwd(y + a, x + a, b - a));
+    return 0;
 }
 
 DT_CLONES static void relu_bwd(float *restrict dx, const float *restrict dy, const float *restrict y, size_t n,
@@ -124,9 +131,10 @@ DT_CLONES static void relu_bwd(float *restrict dx, const float *restrict dy, con
     }
 }
 
-static void cpu_relu_bwd(dt_backend *be, float *dx, const float *dy, const float *y, size_t n, float beta)
+static int cpu_relu_bwd(dt_backend *be, float *dx, const float *dy, const float *y, size_t n, float beta)
 {
     PAR_RANGE(be, n, relu_bwd(dx + a, dy + a, y + a, b - a, beta));
+    return 0;
 }
 
 /* keep element with probability 1-p: compare 24 hash bits with p * 2^24 */
@@ -135,7 +143,7 @@ static inline int dropout_keep(uint64_t key, uint64_t idx, uint32_t thresh)
     return (uint32_t)(rng_hash(key, idx) >> 40) >= thresh;
 }
 
-static void cpu_dropout_fwd(dt_backend *be, float *y, const float *x, int rows, int cols, float p, uint64_t key,
+static int cpu_dropout_fwd(dt_backend *be, float *y, const float *x, int rows, int cols, float p, uint64_t key,
                             int64_t row0)
 {
     (void)be;
@@ -148,9 +156,10 @@ static void cpu_dropout_fwd(dt_backend *be, float *y, const float *x, int rows, 
             y[i] = dropout_keep(key, base + (uint64_t)c, thresh) ? x[i] * s : 0.0f;
         }
     }
+    return 0;
 }
 
-static void cpu_dropout_bwd(dt_backend *be, float *dx, const float *dy, int rows, int cols, float p, uint64_t key,
+static int cpu_dropout_bwd(dt_backend *be, float *dx, const float *dy, int rows, int cols, float p, uint64_t key,
                             int64_t row0, float beta)
 {
     (void)be;
@@ -164,9 +173,10 @@ static void cpu_dropout_bwd(dt_backend *be, float *dx, const float *dy, int rows
             dx[i] = beta == 0.0f ? v : dx[i] + v;
         }
     }
+    return 0;
 }
 
-static void cpu_softmax_xent_fwd(dt_backend *be, float *prob, const float *logits, const int32_t *labels, int rows,
+static int cpu_softmax_xent_fwd(dt_backend *be, float *prob, const float *logits, const int32_t *labels, int rows,
                                  int classes, double *loss_sum, int64_t *n_correct)
 {
     (void)be;
@@ -192,9 +202,10 @@ static void cpu_softmax_xent_fwd(dt_backend *be, float *prob, const float *logit
     }
     *loss_sum += loss;
     *n_correct += correct;
+    return 0;
 }
 
-static void cpu_softmax_xent_bwd(dt_backend *be, float *dx, const float *prob, const int32_t *labels, int rows,
+static int cpu_softmax_xent_bwd(dt_backend *be, float *dx, const float *prob, const int32_t *labels, int rows,
                                  int classes, float scale, float beta)
 {
     (void)be;
@@ -206,6 +217,7 @@ static void cpu_softmax_xent_bwd(dt_backend *be, float *dx, const float *prob, c
             d[c] = beta == 0.0f ? v : d[c] + v;
         }
     }
+    return 0;
 }
 
 DT_CLONES static void sgd_step(float *restrict w, const float *restrict g, float *restrict v, size_t n, float lr,
@@ -232,10 +244,11 @@ DT_CLONES static void sgd_step(float *restrict w, const float *restrict g, float
     }
 }
 
-static void cpu_sgd_step(dt_backend *be, float *w, const float *g, float *v, size_t n, float lr, float m, float wd,
+static int cpu_sgd_step(dt_backend *be, float *w, const float *g, float *v, size_t n, float lr, float m, float wd,
                          int nesterov)
 {
     PAR_RANGE(be, n, sgd_step(w + a, g + a, v ? v + a : NULL, b - a, lr, m, wd, nesterov));
+    return 0;
 }
 
 DT_CLONES static void add(float *restrict y, const float *restrict x, size_t n, float beta)
@@ -248,10 +261,11 @@ DT_CLONES static void add(float *restrict y, const float *restrict x, size_t n, 
     for (size_t i = 0; i < n; i++) y[i] = beta * y[i] + x[i];
 }
 
-static void cpu_add(dt_backend *be, float *y, const float *x, size_t n, float beta)
+static int cpu_add(dt_backend *be, float *y, const float *x, size_t n, float beta)
 {
-    if (beta == 0.0f && y == x) return;
+    if (beta == 0.0f && y == x) return 0;
     PAR_RANGE(be, n, add(y + a, x + a, b - a, beta));
+    return 0;
 }
 
 DT_CLONES static void scale(float *x, float s, size_t n)
@@ -260,7 +274,19 @@ DT_CLONES static void scale(float *x, float s, size_t n)
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 
-static void cpu_scale(dt_backend *be, float *x, float s, size_t n) { PAR_RANGE(be, n, scale(x + a, s, b - a)); }
+static int cpu_scale(dt_backend *be, float *x, float s, size_t n)
+{
+    PAR_RANGE(be, n, scale(x + a, s, b - a));
+    return 0;
+}
+
+static void cpu_destroy(dt_backend *be)
+{
+    if (!be) return;
+    backend_cpu_dnnl_fini(be);
+    free(be->impl);
+    free(be);
+}
 
 int backend_cpu_create(dt_backend **out, int n_threads)
 {
@@ -273,7 +299,9 @@ int backend_cpu_create(dt_backend **out, int n_threads)
     }
     be->impl = impl;
     be->name = "cpu";
+    be->host_memory = 1;
     be->n_threads = n_threads < 1 ? 1 : n_threads;
+    be->destroy = cpu_destroy;
     be->alloc = cpu_alloc;
     be->free = cpu_free;
     be->to_device = cpu_copy;
@@ -295,17 +323,9 @@ int backend_cpu_create(dt_backend **out, int n_threads)
     omp_set_num_threads(be->n_threads);
     cpu_flush_denormals();
     if (backend_cpu_dnnl_init(be) != 0) {
-        backend_destroy(be);
+        cpu_destroy(be);
         return -1;
     }
     *out = be;
     return 0;
-}
-
-void backend_destroy(dt_backend *be)
-{
-    if (!be) return;
-    backend_cpu_dnnl_fini(be);
-    free(be->impl);
-    free(be);
 }

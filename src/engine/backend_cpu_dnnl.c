@@ -312,7 +312,7 @@ static int cpu_conv_bwd(dt_backend *be, void *pv, int rows, const float *x, cons
         set(e->d_dst, dy), set(e->d_wei_w, wb), set(e->d_src, out);
         dnnl_exec_arg_t a[] = {{DNNL_ARG_DIFF_DST, e->d_dst}, {DNNL_ARG_WEIGHTS, e->d_wei_w}, {DNNL_ARG_DIFF_SRC, e->d_src}};
         if (run(be, e->bwd_data, 3, a, "convolution backward data") != 0) return -1;
-        if (dx_beta != 0.0f) be->add(be, dx, e->tmp, n, 1.0f);
+        if (dx_beta != 0.0f && be->add(be, dx, e->tmp, n, 1.0f) != 0) return -1;
     }
     if (dw) {
         float *out = e->dw_out.prim ? e->dw_buf : dw;
@@ -420,7 +420,7 @@ static int cpu_pool_bwd(dt_backend *be, void *pv, int rows, const float *dy, flo
     set(e->d_dst, dy), set(e->d_src, out);
     dnnl_exec_arg_t a[] = {{DNNL_ARG_DIFF_DST, e->d_dst}, {DNNL_ARG_DIFF_SRC, e->d_src}, {DNNL_ARG_WORKSPACE, e->ws}};
     if (run(be, e->bwd, e->ws ? 3 : 2, a, "pooling backward") != 0) return -1;
-    if (dx_beta != 0.0f) be->add(be, dx, e->tmp, n, 1.0f);
+    if (dx_beta != 0.0f && be->add(be, dx, e->tmp, n, 1.0f) != 0) return -1;
     return 0;
 }
 
@@ -508,7 +508,7 @@ static int cpu_bn_bwd(dt_backend *be, void *pv, int rows, const float *x, const 
                            {DNNL_ARG_DIFF_DST, e->d_dst},  {DNNL_ARG_SCALE, e->scale},       {DNNL_ARG_SHIFT, e->shift},
                            {DNNL_ARG_DIFF_SRC, e->d_src},  {DNNL_ARG_DIFF_SCALE, e->d_scale}, {DNNL_ARG_DIFF_SHIFT, e->d_shift}};
     if (run(be, e->bwd, 9, a, "batch norm backward") != 0) return -1;
-    if (dx && dx_beta != 0.0f) be->add(be, dx, e->tmp, n, 1.0f);
+    if (dx && dx_beta != 0.0f && be->add(be, dx, e->tmp, n, 1.0f) != 0) return -1;
     return 0;
 }
 
@@ -594,7 +594,7 @@ static int cpu_lrn_bwd(dt_backend *be, void *pv, int rows, const float *x, const
     dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_DIFF_DST, e->d_dst}, {DNNL_ARG_DIFF_SRC, e->d_src},
                            {DNNL_ARG_WORKSPACE, e->ws}};
     if (run(be, e->bwd, e->ws ? 4 : 3, a, "LRN backward") != 0) return -1;
-    if (dx_beta != 0.0f) be->add(be, dx, e->tmp, n, 1.0f);
+    if (dx_beta != 0.0f && be->add(be, dx, e->tmp, n, 1.0f) != 0) return -1;
     return 0;
 }
 
@@ -637,17 +637,54 @@ static void relayout(int to_plain, const float *x, float *y, int rows, int c, in
         }
 }
 
-static void cpu_to_plain(dt_backend *be, dt_layout from, const float *x, float *y, int rows, int c, int h, int w)
+static int cpu_to_plain(dt_backend *be, dt_layout from, const float *x, float *y, int rows, int c, int h, int w)
 {
-    if (from == DT_LAYOUT_PLAIN) be->copy(be, y, x, sizeof(float) * (size_t)rows * c * h * w);
-    else relayout(1, x, y, rows, c, h, w, 0.0f);
+    if (from == DT_LAYOUT_PLAIN) return be->copy(be, y, x, sizeof(float) * (size_t)rows * c * h * w);
+    relayout(1, x, y, rows, c, h, w, 0.0f);
+    return 0;
 }
 
-static void cpu_from_plain(dt_backend *be, dt_layout to, const float *x, float *y, int rows, int c, int h, int w,
-                           float beta)
+static int cpu_from_plain(dt_backend *be, dt_layout to, const float *x, float *y, int rows, int c, int h, int w,
+                          float beta)
 {
-    if (to == DT_LAYOUT_PLAIN) be->add(be, y, x, (size_t)rows * c * h * w, beta);
-    else relayout(0, x, y, rows, c, h, w, beta);
+    if (to == DT_LAYOUT_PLAIN) return be->add(be, y, x, (size_t)rows * c * h * w, beta);
+    relayout(0, x, y, rows, c, h, w, beta);
+    return 0;
+}
+
+/* element (n, c, h, w) of a [rows][C][H][W] tensor in layout l */
+static size_t at(dt_layout l, int n, int c, int h, int w, int C, int H, int W)
+{
+    if (l == DT_LAYOUT_BLOCK16) {
+        size_t cb = (size_t)(C + 15) / 16;
+        return ((((size_t)n * cb + (size_t)c / 16) * H + h) * W + w) * 16 + (size_t)c % 16;
+    }
+    return (((size_t)n * C + c) * H + h) * W + w;
+}
+
+static int cpu_shortcut_fwd(dt_backend *be, const dt_shortcut_cfg *s, int rows, const float *x, float *y)
+{
+    memset(y, 0, be->act_size(be, s->out_layout, rows, s->o, s->oh, s->ow) * sizeof(float));
+    for (int n = 0; n < rows; n++)
+        for (int c = 0; c < s->c; c++)
+            for (int i = 0; i < s->oh; i++)
+                for (int j = 0; j < s->ow; j++)
+                    y[at(s->out_layout, n, c + s->front, i, j, s->o, s->oh, s->ow)] =
+                        x[at(s->in_layout, n, c, i * s->stride, j * s->stride, s->c, s->h, s->w)];
+    return 0;
+}
+
+static int cpu_shortcut_bwd(dt_backend *be, const dt_shortcut_cfg *s, int rows, const float *dy, float *dx,
+                            float dx_beta)
+{
+    if (dx_beta == 0.0f) memset(dx, 0, be->act_size(be, s->in_layout, rows, s->c, s->h, s->w) * sizeof(float));
+    for (int n = 0; n < rows; n++)
+        for (int c = 0; c < s->c; c++)
+            for (int i = 0; i < s->oh; i++)
+                for (int j = 0; j < s->ow; j++)
+                    dx[at(s->in_layout, n, c, i * s->stride, j * s->stride, s->c, s->h, s->w)] +=
+                        dy[at(s->out_layout, n, c + s->front, i, j, s->o, s->oh, s->ow)];
+    return 0;
 }
 
 static void cpu_plan_free(dt_backend *be, void *pv)
@@ -706,6 +743,8 @@ int backend_cpu_dnnl_init(dt_backend *be)
     be->lrn_fwd = cpu_lrn_fwd;
     be->lrn_bwd = cpu_lrn_bwd;
     be->plan_free = cpu_plan_free;
+    be->shortcut_fwd = cpu_shortcut_fwd;
+    be->shortcut_bwd = cpu_shortcut_bwd;
     return 0;
 }
 

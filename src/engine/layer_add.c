@@ -31,8 +31,9 @@ static int add_infer(dt_layer *l, const char *where)
 static int add_forward(dt_layer *l, dt_backend *be, dt_pass *p)
 {
     size_t n = layer_act_size(l, be, p->rows);
-    be->copy(be, l->y, l->in[0]->y, n * sizeof(float));
-    for (int i = 1; i < l->n_in; i++) be->add(be, l->y, l->in[i]->y, n, 1.0f);
+    if (be->copy(be, l->y, l->in[0]->y, n * sizeof(float)) != 0) return -1;
+    for (int i = 1; i < l->n_in; i++)
+        if (be->add(be, l->y, l->in[i]->y, n, 1.0f) != 0) return -1;
     return 0;
 }
 
@@ -40,7 +41,8 @@ static int add_backward(dt_layer *l, dt_backend *be, dt_pass *p)
 {
     size_t n = layer_act_size(l, be, p->rows);
     for (int i = 0; i < l->n_in; i++)
-        if (l->in[i]->requires_grad) be->add(be, l->in[i]->dy, l->dy, n, l->in_accum[i] ? 1.0f : 0.0f);
+        if (l->in[i]->requires_grad && be->add(be, l->in[i]->dy, l->dy, n, l->in_accum[i] ? 1.0f : 0.0f) != 0)
+            return -1;
     return 0;
 }
 

@@ -70,16 +70,15 @@ static int bn_forward(dt_layer *l, dt_backend *be, dt_pass *p)
     float mean_h[4096], var_h[4096], rm[4096], rv[4096];
     for (int c0 = 0; c0 < s->cfg.c; c0 += 4096) { /* host copies in slices: the backend owns the memory */
         int nc = s->cfg.c - c0 < 4096 ? s->cfg.c - c0 : 4096;
-        be->to_host(be, mean_h, s->mean + c0, sizeof(float) * (size_t)nc);
-        be->to_host(be, var_h, s->var + c0, sizeof(float) * (size_t)nc);
-        be->to_host(be, rm, rmean + c0, sizeof(float) * (size_t)nc);
-        be->to_host(be, rv, rvar + c0, sizeof(float) * (size_t)nc);
+        size_t bytes = sizeof(float) * (size_t)nc;
+        if (be->to_host(be, mean_h, s->mean + c0, bytes) != 0 || be->to_host(be, var_h, s->var + c0, bytes) != 0 ||
+            be->to_host(be, rm, rmean + c0, bytes) != 0 || be->to_host(be, rv, rvar + c0, bytes) != 0)
+            return -1;
         for (int i = 0; i < nc; i++) {
             rm[i] = (1.0f - m) * rm[i] + m * mean_h[i];
             rv[i] = (1.0f - m) * rv[i] + m * (float)(var_h[i] * unbias);
         }
-        be->to_device(be, rmean + c0, rm, sizeof(float) * (size_t)nc);
-        be->to_device(be, rvar + c0, rv, sizeof(float) * (size_t)nc);
+        if (be->to_device(be, rmean + c0, rm, bytes) != 0 || be->to_device(be, rvar + c0, rv, bytes) != 0) return -1;
     }
     return 0;
 }

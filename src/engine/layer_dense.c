@@ -81,11 +81,13 @@ static int dense_forward(dt_layer *l, dt_backend *be, dt_pass *p)
 {
     dense_state *s = st(l);
     const dt_layer *in = l->in[0];
-    if (s->reorder) be->to_plain(be, in->layout, in->y, s->xp, p->rows, in->out.d[0], in->out.d[1], in->out.d[2]);
-    be->gemm(be, 0, 1, p->rows, s->n_out, s->n_in, 1.0f, dense_x(l), s->n_in, l->params[0].w, s->n_in, 0.0f, l->y,
-             s->n_out);
-    if (s->bias) be->bias_add(be, l->y, l->params[1].w, p->rows, s->n_out);
-    return 0;
+    if (s->reorder &&
+        be->to_plain(be, in->layout, in->y, s->xp, p->rows, in->out.d[0], in->out.d[1], in->out.d[2]) != 0)
+        return -1;
+    if (be->gemm(be, 0, 1, p->rows, s->n_out, s->n_in, 1.0f, dense_x(l), s->n_in, l->params[0].w, s->n_in, 0.0f, l->y,
+                 s->n_out) != 0)
+        return -1;
+    return s->bias ? be->bias_add(be, l->y, l->params[1].w, p->rows, s->n_out) : 0;
 }
 
 static int dense_backward(dt_layer *l, dt_backend *be, dt_pass *p)
@@ -93,21 +95,21 @@ static int dense_backward(dt_layer *l, dt_backend *be, dt_pass *p)
     dense_state *s = st(l);
     dt_layer *in = l->in[0];
     if (!l->frozen) {
-        be->gemm(be, 1, 0, s->n_out, s->n_in, p->rows, 1.0f, l->dy, s->n_out, dense_x(l), s->n_in, 0.0f,
-                 l->params[0].g, s->n_in);
-        if (s->bias) be->bias_grad(be, l->params[1].g, l->dy, p->rows, s->n_out, 0.0f);
+        if (be->gemm(be, 1, 0, s->n_out, s->n_in, p->rows, 1.0f, l->dy, s->n_out, dense_x(l), s->n_in, 0.0f,
+                     l->params[0].g, s->n_in) != 0)
+            return -1;
+        if (s->bias && be->bias_grad(be, l->params[1].g, l->dy, p->rows, s->n_out, 0.0f) != 0) return -1;
     }
     if (!in->requires_grad) return 0;
     if (s->reorder) {
-        be->gemm(be, 0, 0, p->rows, s->n_in, s->n_out, 1.0f, l->dy, s->n_out, l->params[0].w, s->n_in, 0.0f, s->dxp,
-                 s->n_in);
-        be->from_plain(be, in->layout, s->dxp, in->dy, p->rows, in->out.d[0], in->out.d[1], in->out.d[2],
-                       l->in_accum[0] ? 1.0f : 0.0f);
-    } else {
-        be->gemm(be, 0, 0, p->rows, s->n_in, s->n_out, 1.0f, l->dy, s->n_out, l->params[0].w, s->n_in,
-                 l->in_accum[0] ? 1.0f : 0.0f, in->dy, s->n_in);
+        if (be->gemm(be, 0, 0, p->rows, s->n_in, s->n_out, 1.0f, l->dy, s->n_out, l->params[0].w, s->n_in, 0.0f,
+                     s->dxp, s->n_in) != 0)
+            return -1;
+        return be->from_plain(be, in->layout, s->dxp, in->dy, p->rows, in->out.d[0], in->out.d[1], in->out.d[2],
+                              l->in_accum[0] ? 1.0f : 0.0f);
     }
-    return 0;
+    return be->gemm(be, 0, 0, p->rows, s->n_in, s->n_out, 1.0f, l->dy, s->n_out, l->params[0].w, s->n_in,
+                    l->in_accum[0] ? 1.0f : 0.0f, in->dy, s->n_in);
 }
 
 const dt_layer_ops layer_dense_ops = {

@@ -36,13 +36,9 @@ static int dropout_forward(dt_layer *l, dt_backend *be, dt_pass *p)
 {
     dropout_state *s = l->state;
     size_t n = layer_act_size(l, be, p->rows);
-    if (!p->train) {
-        be->copy(be, l->y, l->in[0]->y, n * sizeof(float));
-        return 0;
-    }
-    be->dropout_fwd(be, l->y, l->in[0]->y, p->rows, (int)(n / (size_t)p->rows), s->p, rng_hash(p->rng_key, s->id),
-                    p->row0);
-    return 0;
+    if (!p->train) return be->copy(be, l->y, l->in[0]->y, n * sizeof(float));
+    return be->dropout_fwd(be, l->y, l->in[0]->y, p->rows, (int)(n / (size_t)p->rows), s->p,
+                           rng_hash(p->rng_key, s->id), p->row0);
 }
 
 static int dropout_backward(dt_layer *l, dt_backend *be, dt_pass *p)
@@ -50,9 +46,8 @@ static int dropout_backward(dt_layer *l, dt_backend *be, dt_pass *p)
     dropout_state *s = l->state;
     if (!l->in[0]->requires_grad) return 0;
     size_t n = layer_act_size(l, be, p->rows);
-    be->dropout_bwd(be, l->in[0]->dy, l->dy, p->rows, (int)(n / (size_t)p->rows), s->p, rng_hash(p->rng_key, s->id),
-                    p->row0, l->in_accum[0] ? 1.0f : 0.0f);
-    return 0;
+    return be->dropout_bwd(be, l->in[0]->dy, l->dy, p->rows, (int)(n / (size_t)p->rows), s->p,
+                           rng_hash(p->rng_key, s->id), p->row0, l->in_accum[0] ? 1.0f : 0.0f);
 }
 
 const dt_layer_ops layer_dropout_ops = {

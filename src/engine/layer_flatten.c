@@ -23,8 +23,7 @@ static int flatten_forward(dt_layer *l, dt_backend *be, dt_pass *p)
     const dt_layer *in = l->in[0];
     int c, h, w;
     shape_chw(&in->out, &c, &h, &w);
-    be->to_plain(be, in->layout, in->y, l->y, p->rows, c, h, w);
-    return 0;
+    return be->to_plain(be, in->layout, in->y, l->y, p->rows, c, h, w);
 }
 
 static int flatten_backward(dt_layer *l, dt_backend *be, dt_pass *p)
@@ -33,8 +32,7 @@ static int flatten_backward(dt_layer *l, dt_backend *be, dt_pass *p)
     int c, h, w;
     if (!in->requires_grad) return 0;
     shape_chw(&in->out, &c, &h, &w);
-    be->from_plain(be, in->layout, l->dy, in->dy, p->rows, c, h, w, l->in_accum[0] ? 1.0f : 0.0f);
-    return 0;
+    return be->from_plain(be, in->layout, l->dy, in->dy, p->rows, c, h, w, l->in_accum[0] ? 1.0f : 0.0f);
 }
 
 const dt_layer_ops layer_flatten_ops = {

@@ -17,15 +17,13 @@ static int relu_infer(dt_layer *l, const char *where)
 
 static int relu_forward(dt_layer *l, dt_backend *be, dt_pass *p)
 {
-    be->relu_fwd(be, l->y, l->in[0]->y, layer_act_size(l, be, p->rows));
-    return 0;
+    return be->relu_fwd(be, l->y, l->in[0]->y, layer_act_size(l, be, p->rows));
 }
 
 static int relu_backward(dt_layer *l, dt_backend *be, dt_pass *p)
 {
-    if (l->in[0]->requires_grad)
-        be->relu_bwd(be, l->in[0]->dy, l->dy, l->y, layer_act_size(l, be, p->rows), l->in_accum[0] ? 1.0f : 0.0f);
-    return 0;
+    if (!l->in[0]->requires_grad) return 0;
+    return be->relu_bwd(be, l->in[0]->dy, l->dy, l->y, layer_act_size(l, be, p->rows), l->in_accum[0] ? 1.0f : 0.0f);
 }
 
 const dt_layer_ops layer_relu_ops = {

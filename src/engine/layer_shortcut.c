@@ -3,7 +3,6 @@
  *   y[n][o][i][j] = x[n][o - (O-C)/2][i*S][j*S] for channels that exist, else 0
  * Keys: out=O (at least the input's channels), stride=S. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "../util.h"
 #include "layer.h"
@@ -41,45 +40,23 @@ static int sc_infer(dt_layer *l, const char *where)
     return 0;
 }
 
-/* element (n, c, h, w) of a [rows][C][H][W] tensor in layout l */
-static size_t at(dt_layout l, int n, int c, int h, int w, int C, int H, int W)
+static dt_shortcut_cfg cfg_of(const dt_layer *l)
 {
-    if (l == DT_LAYOUT_BLOCK16) {
-        size_t cb = (size_t)(C + 15) / 16;
-        return ((((size_t)n * cb + (size_t)c / 16) * H + h) * W + w) * 16 + (size_t)c % 16;
-    }
-    return (((size_t)n * C + c) * H + h) * W + w;
+    const sc_state *s = l->state;
+    return (dt_shortcut_cfg){s->c, s->h, s->w, s->out, s->oh, s->ow, s->stride, s->front, l->in[0]->layout, l->layout};
 }
 
 static int sc_forward(dt_layer *l, dt_backend *be, dt_pass *p)
 {
-    sc_state *s = l->state;
-    const float *x = l->in[0]->y;
-    dt_layout li = l->in[0]->layout, lo = l->layout;
-    memset(l->y, 0, layer_act_size(l, be, p->rows) * sizeof(float));
-    for (int n = 0; n < p->rows; n++)
-        for (int c = 0; c < s->c; c++)
-            for (int i = 0; i < s->oh; i++)
-                for (int j = 0; j < s->ow; j++)
-                    l->y[at(lo, n, c + s->front, i, j, s->out, s->oh, s->ow)] =
-                        x[at(li, n, c, i * s->stride, j * s->stride, s->c, s->h, s->w)];
-    return 0;
+    dt_shortcut_cfg c = cfg_of(l);
+    return be->shortcut_fwd(be, &c, p->rows, l->in[0]->y, l->y);
 }
 
 static int sc_backward(dt_layer *l, dt_backend *be, dt_pass *p)
 {
-    sc_state *s = l->state;
-    dt_layer *in = l->in[0];
-    dt_layout li = in->layout, lo = l->layout;
-    if (!in->requires_grad) return 0;
-    if (!l->in_accum[0]) memset(in->dy, 0, layer_act_size(in, be, p->rows) * sizeof(float));
-    for (int n = 0; n < p->rows; n++)
-        for (int c = 0; c < s->c; c++)
-            for (int i = 0; i < s->oh; i++)
-                for (int j = 0; j < s->ow; j++)
-                    in->dy[at(li, n, c, i * s->stride, j * s->stride, s->c, s->h, s->w)] +=
-                        l->dy[at(lo, n, c + s->front, i, j, s->out, s->oh, s->ow)];
-    return 0;
+    dt_shortcut_cfg c = cfg_of(l);
+    if (!l->in[0]->requires_grad) return 0;
+    return be->shortcut_bwd(be, &c, p->rows, l->dy, l->in[0]->dy, l->in_accum[0] ? 1.0f : 0.0f);
 }
 
 const dt_layer_ops layer_shortcut_ops = {

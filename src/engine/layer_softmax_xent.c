@@ -32,16 +32,15 @@ static int sx_infer(dt_layer *l, const char *where)
 static int sx_forward(dt_layer *l, dt_backend *be, dt_pass *p)
 {
     if (!p->labels) return 0;
-    be->softmax_xent_fwd(be, l->y, l->in[0]->y, p->labels, p->rows, (int)l->out_size, &p->loss_sum, &p->n_correct);
-    return 0;
+    return be->softmax_xent_fwd(be, l->y, l->in[0]->y, p->labels, p->rows, (int)l->out_size, &p->loss_sum,
+                                &p->n_correct);
 }
 
 static int sx_backward(dt_layer *l, dt_backend *be, dt_pass *p)
 {
-    if (l->in[0]->requires_grad)
-        be->softmax_xent_bwd(be, l->in[0]->dy, l->y, p->labels, p->rows, (int)l->out_size, p->grad_scale,
-                             l->in_accum[0] ? 1.0f : 0.0f);
-    return 0;
+    if (!l->in[0]->requires_grad) return 0;
+    return be->softmax_xent_bwd(be, l->in[0]->dy, l->y, p->labels, p->rows, (int)l->out_size, p->grad_scale,
+                                l->in_accum[0] ? 1.0f : 0.0f);
 }
 
 const dt_layer_ops layer_softmax_xent_ops = {

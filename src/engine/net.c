@@ -631,9 +631,9 @@ static int init_tensor(dt_backend *be, dt_param *p, uint64_t seed)
         case DT_INIT_CONST: h[i] = p->init.value; break;
         }
     }
-    be->to_device(be, p->w, h, p->n * sizeof(float));
+    int rc = be->to_device(be, p->w, h, p->n * sizeof(float));
     free(h);
-    return 0;
+    return rc;
 }
 
 int net_init_params(dt_net *net, uint64_t seed)
@@ -645,14 +645,14 @@ int net_init_params(dt_net *net, uint64_t seed)
     return 0;
 }
 
-void net_set_input(dt_net *net, const float *host, int rows)
+int net_set_input(dt_net *net, const float *host, int rows)
 {
-    net->be->to_device(net->be, net->input->y, host, (size_t)rows * net->input->out_size * sizeof(float));
+    return net->be->to_device(net->be, net->input->y, host, (size_t)rows * net->input->out_size * sizeof(float));
 }
 
-void net_set_labels(dt_net *net, const int32_t *host, int rows)
+int net_set_labels(dt_net *net, const int32_t *host, int rows)
 {
-    net->be->to_device(net->be, net->labels, host, (size_t)rows * sizeof(int32_t));
+    return net->be->to_device(net->be, net->labels, host, (size_t)rows * sizeof(int32_t));
 }
 
 int net_forward(dt_net *net, dt_pass *p)
@@ -674,8 +674,9 @@ int net_backward(dt_net *net, dt_pass *p, net_ready_fn ready, void *arg)
         const dt_param *last = NULL;
         for (int k = 0; k < l->n_params; k++)
             if (l->params[k].kind == DT_PARAM_TRAIN) {
-                if (p->rows <= 0) /* no samples on this rank: its gradient contribution is zero */
-                    net->be->scale(net->be, l->params[k].g, 0.0f, l->params[k].n);
+                /* no samples on this rank: its gradient contribution is zero */
+                if (p->rows <= 0 && net->be->scale(net->be, l->params[k].g, 0.0f, l->params[k].n) != 0)
+                    return dt_fail_prefix("%s backward", l->name);
                 last = &l->params[k];
             }
         if (last && ready) ready(arg, last->offset + last->n);

@@ -49,8 +49,8 @@ int net_init_params(dt_net *net, uint64_t seed);
 void net_destroy(dt_net *net);
 
 /* Copies a host batch into the input layer / label buffer. */
-void net_set_input(dt_net *net, const float *host, int rows);
-void net_set_labels(dt_net *net, const int32_t *host, int rows);
+int net_set_input(dt_net *net, const float *host, int rows);
+int net_set_labels(dt_net *net, const int32_t *host, int rows);
 
 int net_forward(dt_net *net, dt_pass *p);
 /* Called after each layer whose gradients are final: the first n_ready arena elements are done. */

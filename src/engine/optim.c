@@ -23,10 +23,10 @@ int optim_create(dt_optim **out, dt_backend *be, size_t n, float momentum, float
     return 0;
 }
 
-void optim_step(dt_optim *o, float *w, const float *g, float lr, size_t offset, size_t n)
+int optim_step(dt_optim *o, float *w, const float *g, float lr, size_t offset, size_t n)
 {
-    o->be->sgd_step(o->be, w + offset, g + offset, o->v ? o->v + offset : NULL, n, lr, o->momentum, o->wd,
-                    o->nesterov);
+    return o->be->sgd_step(o->be, w + offset, g + offset, o->v ? o->v + offset : NULL, n, lr, o->momentum, o->wd,
+                           o->nesterov);
 }
 
 void optim_destroy(dt_optim *o)

@@ -22,7 +22,8 @@ typedef struct dt_optim {
 } dt_optim;
 
 int optim_create(dt_optim **out, dt_backend *be, size_t n, float momentum, float wd, int nesterov);
-void optim_step(dt_optim *o, float *w, const float *g, float lr, size_t offset, size_t n);
+/* w[offset, offset+n) -= lr * the update from g (backend memory, the arena's layout). */
+int optim_step(dt_optim *o, float *w, const float *g, float lr, size_t offset, size_t n);
 void optim_destroy(dt_optim *o);
 
 typedef enum { LR_CONSTANT, LR_STEP, LR_POLY, LR_COSINE } dt_lr_kind;

@@ -1,0 +1,352 @@
+/* The run context: set-up from the options (collective, failing cleanly on every rank
+ * together), the banner, and teardown. The training itself is train.c's. */
+#include "run.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cpu.h"
+#include "util.h"
+
+int run_agree(dt_run *r, int rc)
+{
+    int who = comm_agree(r->comm, rc != 0);
+    if (who < 0) return 0;
+    r->failed_rank = who;
+    if (rc == 0) dt_fail("rank %d failed", who);
+    return -1;
+}
+
+static int choose_threads(const dt_run *r)
+{
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int aff = cpu_count(), local = comm_local_size(r->comm);
+    if (r->opts->threads > 0) return (int)r->opts->threads;
+    if (online > 0 && aff < online) return aff; /* the launcher bound us: use what we were given */
+    return DT_MAX(1, aff / DT_MAX(1, local));
+}
+
+static void comm_opts_from(const dt_opts *o, const dt_mode_desc *m, dt_comm_opts *c)
+{
+    c->compress = o->compress ? o->compress : m->default_compress ? m->default_compress : "none";
+    c->compress_block = (int)o->compress_block;
+    c->ps_servers = (int)o->ps_servers;
+    c->placement = o->placement;
+    c->staleness = (int)o->staleness;
+    c->pipeline_depth = (int)o->pipeline_depth;
+    c->warmup_epochs = o->warmup_epochs;
+    c->fusion_bytes = o->fusion_bytes;
+    c->model_alpha = cli_given(o, "model-alpha") ? o->model_alpha : -1.0;
+    c->model_beta = cli_given(o, "model-beta") ? o->model_beta : -1.0;
+    c->model_gamma = cli_given(o, "model-gamma") ? o->model_gamma : -1.0;
+    c->density = o->density;
+    c->density_warmup = o->density_warmup;
+    c->momentum_correction = o->momentum_correction;
+    c->chunk = o->chunk;
+    c->chunk_ratio = o->chunk_ratio;
+    c->sparsity_warmup = o->sparsity_warmup;
+    c->clip = (float)o->clip;
+    c->tern_skip_last = o->tern_skip_last;
+    c->tern_min_size = o->tern_min_size;
+}
+
+/* Packing progress (ImageNet-style folders), on the ranks that pack. */
+static void pack_progress(void *arg, const char *what, size_t done, size_t total, double seconds)
+{
+    dt_run *r = arg;
+    static double last_line;
+    int tty = isatty(2);
+    double rate = seconds > 0 ? (double)done / seconds : 0.0, left = rate > 0 ? (double)(total - done) / rate : 0.0;
+    if (!tty && done < total && seconds - last_line < 30.0) return;
+    last_line = seconds;
+    fprintf(stderr, "%sdtrain: [rank %d] %s: %zu/%zu images (%.1f%%), %.0f images/s, %d:%02d left%s", tty ? "\r" : "",
+            comm_rank(r->comm), what, done, total, total ? 100.0 * (double)done / (double)total : 100.0, rate,
+            (int)(left / 60), (int)left % 60, tty && done < total ? "" : "\n");
+    fflush(stderr);
+}
+
+/* Opens the dataset: ImageNet-style folders are packed once per host, by its first rank. */
+static int open_data(dt_run *r, int may_pack)
+{
+    const dt_opts *o = r->opts;
+    const dt_shape *in = &r->net->input->out;
+    dt_data_opts d = {.channels = 3, .threads = r->threads, .may_pack = may_pack, .progress = pack_progress,
+                      .progress_arg = r};
+    if (dataset_crops(o->dataset)) {
+        if (in->n_dims != 3 || in->d[1] < 8 || in->d[2] < 8)
+            return dt_fail("%s: --dataset %s needs a net whose input is C x H x W images (at least 8 x 8)",
+                           r->net->origin, o->dataset);
+        d.channels = in->d[0];
+        d.image_size = o->image_size ? (int)o->image_size : (DT_MAX(in->d[1], in->d[2]) * 8 + 6) / 7;
+        if (d.image_size < in->d[1] || d.image_size < in->d[2])
+            return dt_fail("--image-size %d is smaller than the net's %dx%d input (expected at least %d)", d.image_size,
+                           in->d[1], in->d[2], DT_MAX(in->d[1], in->d[2]));
+    }
+    return dataset_open_opts(o->dataset, o->data_dir, &d, &r->ds);
+}
+
+/* What every rank needs before the data: threads, backend, net; the host's first rank opens the
+ * data here (packing it if needed), so the others find it ready. */
+static int setup_net(dt_run *r)
+{
+    const dt_opts *o = r->opts;
+    r->threads = choose_threads(r);
+    dt_backend_opts bo = {.n_threads = r->threads, .device = -1};
+    const char *device = o->device;
+    if (strcmp(device, "auto") == 0) device = backend_auto(r->auto_why, sizeof r->auto_why);
+    if (backend_create(device, &bo, &r->be) != 0) return dt_fail_prefix("--device");
+    if (net_load(o->net, &r->net) != 0) return -1;
+    if (comm_local_rank(r->comm) == 0) return open_data(r, 1);
+    return 0;
+}
+
+/* Everything else that depends only on this rank's inputs. */
+static int setup_local(dt_run *r)
+{
+    const dt_opts *o = r->opts;
+    dt_mode_env *env = &r->env;
+    char a[48], b[48];
+
+    if (!r->ds && open_data(r, 0) != 0) return -1;
+    const dt_shape *in = &r->net->input->out;
+    dt_shape ds_shape = {3, {r->ds->c, r->ds->h, r->ds->w}};
+    shape_format(in, a, sizeof a);
+    shape_format(&ds_shape, b, sizeof b);
+    if (r->ds->crop) {
+        if (in->d[0] != r->ds->c || in->d[1] > r->ds->h || in->d[2] > r->ds->w)
+            return dt_fail("%s: the input layer expects %s samples, but %s has %s (expected as many channels and no "
+                           "larger sides)",
+                           r->net->origin, a, o->dataset, b);
+        r->view_h = in->d[1], r->view_w = in->d[2];
+    } else {
+        if (shape_size(in) != shape_size(&ds_shape) ||
+            (in->n_dims == 3 && (in->d[0] != ds_shape.d[0] || in->d[1] != ds_shape.d[1] || in->d[2] != ds_shape.d[2])))
+            return dt_fail("%s: the input layer expects %s samples, but %s has %s (expected matching shapes)",
+                           r->net->origin, a, o->dataset, b);
+        r->view_h = r->ds->h, r->view_w = r->ds->w;
+    }
+    if (net_n_classes(r->net) != r->ds->n_classes)
+        return dt_fail("%s: the net ends in %d classes, but %s has %d (expected the last dense layer to have out=%d)",
+                       r->net->origin, net_n_classes(r->net), o->dataset, r->ds->n_classes, r->ds->n_classes);
+    if ((size_t)o->batch > r->ds->train.n)
+        return dt_fail("--batch %ld is larger than the training set (%zu samples)", o->batch, r->ds->train.n);
+    if (augment_parse(o->augment, o->dataset, &r->aug) != 0) return dt_fail_prefix("--augment");
+    if (o->checkpoint && cli_every_parse(o->checkpoint_every, &r->ckpt_every, &r->ckpt_in_epochs) != 0)
+        return dt_fail_prefix("--checkpoint-every");
+
+    /* the mode decides which ranks compute; the batch is split over those */
+    if (!(r->mode = mode_find(o->mode))) return dt_fail("--mode: unknown mode '%s' (expected one of %s)", o->mode, mode_list());
+    env->comm = r->comm;
+    comm_opts_from(o, r->mode, &env->opts);
+    env->seed = (uint64_t)o->seed;
+    if ((o->checkpoint || o->resume) && r->mode->no_checkpoint)
+        return dt_fail("--%s: not available with --mode %s yet: its %s", o->checkpoint ? "checkpoint" : "resume",
+                       r->mode->name, r->mode->no_checkpoint);
+    if (codec_create(env->opts.compress, (int)o->compress_block, &env->codec) != 0) return -1;
+    if (mode_roles(r->mode, env) != 0) return -1;
+    if (o->batch < env->n_workers)
+        return dt_fail("--batch %ld is smaller than the number of %s %d (expected at least one sample per rank)",
+                       o->batch, env->n_workers == comm_size(r->comm) ? "ranks" : "workers", env->n_workers);
+    env->iters_per_epoch = (long)((r->ds->train.n + (size_t)o->batch - 1) / (size_t)o->batch);
+    env->total_iters = o->epochs * env->iters_per_epoch;
+    if (o->iters > 0 && o->iters < env->total_iters) env->total_iters = o->iters;
+
+    r->local_batch = (int)((o->batch + env->n_workers - 1) / env->n_workers);
+    if (net_alloc(r->net, r->be, r->local_batch) != 0) return -1;
+    size_t d = (size_t)r->ds->c * r->view_h * r->view_w;
+    if (!(r->x_host = dt_alloc(sizeof(float) * d * (size_t)r->local_batch)) ||
+        !(r->y_host = dt_alloc(sizeof(int32_t) * (size_t)r->local_batch)) ||
+        !(r->eval_idx = dt_alloc(sizeof(uint32_t) * (size_t)r->local_batch)))
+        return -1;
+    if (optim_create(&r->optim, r->be, r->net->n_params, (float)o->momentum, (float)o->wd, o->nesterov) != 0) return -1;
+    if (lr_schedule_parse(o->lr_schedule, o->lr, o->lr_warmup_epochs, (double)o->epochs, &r->lr) != 0) return -1;
+    env->arena = net_arena(r->net);
+    env->optim = r->optim;
+    if (log_open(&r->log, comm_rank(r->comm) == 0, o->log, o->progress, (int)o->log_every, r->launched) != 0)
+        return -1;
+    return 0;
+}
+
+/* The training batches of this worker, from iteration it0 on. */
+static int start_loader(dt_run *r, long it0)
+{
+    const dt_opts *o = r->opts;
+    if (!r->env.is_worker || it0 >= r->env.total_iters) return 0;
+    return loader_create(&r->loader, r->ds, &r->aug, r->view_h, r->view_w, (int)o->batch, r->env.worker_rank,
+                         r->env.n_workers, (uint64_t)o->seed, (int)o->prefetch, it0, r->env.total_iters);
+}
+
+/* What every rank must agree on: the options that change the computation, and what they led to. */
+static char *agreement_text(dt_run *r)
+{
+    char *opts = r->options = cli_canonical(r->opts), *text = NULL;
+    if (!opts) return NULL;
+    if (asprintf(&text, "%snet parameters = %zu + %zu state\ntraining samples = %zu\ntest samples = %zu\n", opts,
+                 r->net->n_params, r->net->n_state, r->ds->train.n, r->ds->test.n) < 0) {
+        dt_fail("out of memory");
+        text = NULL;
+    }
+    return text;
+}
+
+/* Initial weights and state tensors: from --load (read on rank 0) or from the seed; then every
+ * rank gets rank 0's. */
+static int setup_weights(dt_run *r)
+{
+    dt_net *net = r->net;
+    size_t n = net->n_params, ns = net->n_state;
+    float *host = dt_alloc((n + ns + 1) * sizeof(float)), *state = host ? host + n : NULL;
+    int rc = 0;
+    if (!host) return run_agree(r, -1);
+    if (comm_rank(r->comm) == 0) {
+        if (r->opts->load) {
+            rc = weights_read(net, r->opts->load, host, state);
+            if (rc != 0) dt_fail_prefix("--load");
+        } else {
+            rc = net_init_params(net, (uint64_t)r->opts->seed);
+            if (rc == 0 && (r->be->to_host(r->be, host, net->w, n * sizeof(float)) != 0 ||
+                            r->be->to_host(r->be, state, net->state, ns * sizeof(float)) != 0))
+                rc = -1;
+        }
+    }
+    if (run_agree(r, rc) != 0) {
+        dt_free(host);
+        return -1;
+    }
+    rc = comm_bcast(r->comm, host, (n + ns) * sizeof(float), 0);
+    if (rc == 0 && (r->be->to_device(r->be, net->w, host, n * sizeof(float)) != 0 ||
+                    r->be->to_device(r->be, net->state, state, ns * sizeof(float)) != 0))
+        rc = -1;
+    dt_free(host);
+    return run_agree(r, rc);
+}
+
+/* Running statistics are each worker's own (its local batches): before evaluating or saving,
+ * every rank takes the workers' mean. Collective. */
+int run_average_state(dt_run *r)
+{
+    dt_net *net = r->net;
+    size_t n = 0;
+    for (int t = 0; t < net->n_states; t++) n += net->states[t]->average ? net->states[t]->n : 0;
+    if (n == 0 || comm_size(r->comm) == 1) return 0;
+    float *buf = dt_alloc(n * sizeof(float));
+    if (!buf) return -1;
+    size_t o = 0;
+    int rc = 0;
+    for (int t = 0; rc == 0 && t < net->n_states; t++) {
+        const dt_param *p = net->states[t];
+        if (!p->average) continue;
+        if (r->env.is_worker) rc = r->be->to_host(r->be, buf + o, p->w, p->n * sizeof(float));
+        o += p->n;
+    }
+    if (rc == 0) rc = comm_allreduce_sum_f32(r->comm, buf, n);
+    for (size_t i = 0; i < n; i++) buf[i] /= (float)r->env.n_workers;
+    o = 0;
+    for (int t = 0; rc == 0 && t < net->n_states; t++) {
+        const dt_param *p = net->states[t];
+        if (!p->average) continue;
+        rc = r->be->to_device(r->be, p->w, buf + o, p->n * sizeof(float));
+        o += p->n;
+    }
+    dt_free(buf);
+    return rc;
+}
+
+static void banner(dt_run *r)
+{
+    const dt_opts *o = r->opts;
+    const dt_mode_env *env = &r->env;
+    int p = comm_size(r->comm);
+    char shape[112], mode[160] = "", codec[64];
+    dt_shape s = {3, {r->ds->c, r->ds->h, r->ds->w}};
+    shape_format(&s, shape, sizeof shape);
+    if (strcmp(r->mode->name, "ps") == 0)
+        snprintf(mode, sizeof mode, " (%d worker%s + %ld server%s, %s placement, staleness %ld)", env->n_workers,
+                 env->n_workers == 1 ? "" : "s", o->ps_servers, o->ps_servers == 1 ? "" : "s", o->placement,
+                 o->staleness);
+    else if (strcmp(r->mode->name, "pipesgd") == 0)
+        snprintf(mode, sizeof mode, " (K = %ld, %g warm-up epoch%s as D-Sync)", o->pipeline_depth, o->warmup_epochs,
+                 o->warmup_epochs == 1 ? "" : "s");
+    else if (!strcmp(r->mode->name, "topk") || !strcmp(r->mode->name, "gtopk"))
+        snprintf(mode, sizeof mode, " (density %g, warm-up %s%s)", o->density, o->density_warmup,
+                 o->momentum_correction ? ", momentum correction" : "");
+    else if (!strcmp(r->mode->name, "csc") || !strcmp(r->mode->name, "terngrad"))
+        snprintf(mode, sizeof mode, "%s", o->momentum_correction ? " (momentum correction)" : "");
+    else if (isfinite(o->fusion_bytes))
+        snprintf(mode, sizeof mode, " (lazy allreduce every %.0f bytes)", o->fusion_bytes);
+    if (!mode_reads(r->mode, "compress")) snprintf(codec, sizeof codec, "(its own)");
+    else if (strcmp(env->opts.compress, "q8") == 0) snprintf(codec, sizeof codec, "q8, block %ld", o->compress_block);
+    else snprintf(codec, sizeof codec, "%s", env->opts.compress);
+    char trained[48] = "", aug[96], crop[64] = "";
+    augment_describe(&r->aug, aug, sizeof aug);
+    if (r->view_h != r->ds->h || r->view_w != r->ds->w)
+        snprintf(crop, sizeof crop, " cropped to %dx%d", r->view_h, r->view_w);
+    strncat(shape, crop, sizeof shape - strlen(shape) - 1);
+    if (net_n_weights(r->net) != r->net->n_params) snprintf(trained, sizeof trained, ", %zu trained", r->net->n_params);
+    log_text(r->log, "dtrain %s: net %s (%zu parameters%s) on %s (%zu train / %zu test, %s, %d classes, %s)\n",
+             PACKAGE_VERSION, r->net->name, net_n_weights(r->net), trained, o->dataset, r->ds->train.n, r->ds->test.n, shape,
+             r->ds->n_classes, r->ds->dir);
+    log_text(r->log, "%d rank%s x %d thread%s, mode %s%s, compress %s\n", p, p == 1 ? "" : "s", r->threads,
+             r->threads == 1 ? "" : "s", r->mode->name, mode, codec);
+    log_text(r->log, "global batch %ld (%d per worker), %ld iterations/epoch, %ld epoch%s, lr %g (%s), momentum %g%s, "
+                     "wd %g\n",
+             o->batch, r->local_batch, env->iters_per_epoch, o->epochs, o->epochs == 1 ? "" : "s", o->lr,
+             o->lr_schedule, o->momentum, o->nesterov ? " (Nesterov)" : "", o->wd);
+    log_text(r->log, "augmentation: %s; %ld batch%s prefetched\n", aug, o->prefetch, o->prefetch == 1 ? "" : "es");
+    if (env->note[0]) log_text(r->log, "%s: %s\n", r->mode->name, env->note);
+    log_text(r->log, "backend %s%s%s%s: %s; %s\n", r->be->name, r->auto_why[0] ? " (auto; " : "", r->auto_why,
+             r->auto_why[0] ? ")" : "", backend_describe(r->be), comm_library());
+    if (p > 1)
+        log_text(r->log,
+                 "timing model (%s): alpha %.1f us, beta %.3g s/B (%.0f MB/s; %.0f MB/s streamed), gamma %.2f ns per "
+                 "value\n",
+                 env->model.measured ? "measured at start-up" : "from flags", env->model.alpha * 1e6, env->model.beta,
+                 env->model.beta > 0 ? 1e-6 / env->model.beta : 0.0,
+                 env->model.beta_stream > 0 ? 1e-6 / env->model.beta_stream : 0.0, env->model.gamma * 1e9);
+}
+
+int run_setup(dt_run *r)
+{
+    char *text;
+    int rc;
+    r->failed_rank = -1;
+    r->t_start = dt_now();
+    if (run_agree(r, setup_net(r)) != 0) return -1;
+    if (run_agree(r, setup_local(r)) != 0) return -1;
+    if (!(text = agreement_text(r))) return run_agree(r, -1);
+    rc = comm_check_same(r->comm, text, "configuration");
+    free(text);
+    if (run_agree(r, rc) != 0) return -1;
+    if (setup_weights(r) != 0) return -1;
+    if (run_agree(r, netmodel_init(&r->env.model, r->comm, &r->env.codec, &r->env.opts)) != 0) return -1;
+    rc = r->mode->init(&r->mode_state, &r->env);
+    r->mode_ready = rc == 0;
+    if (run_agree(r, rc) != 0) return -1;
+    r->ckpt = (dt_ckpt_state){r->comm, r->be, r->net, r->optim->v, r->mode, r->mode_state, &r->env,
+                              r->opts->dataset, r->ds->train.n, r->options, -1};
+    if (r->opts->resume && ckpt_restore(&r->ckpt, r->opts->resume, &r->it0) != 0) {
+        r->failed_rank = r->ckpt.failed_rank;
+        dt_fail_prefix("--resume");
+        return -1;
+    }
+    if (run_agree(r, start_loader(r, r->it0)) != 0) return -1;
+    banner(r);
+    return 0;
+}
+
+void run_teardown(dt_run *r)
+{
+    if (r->mode_ready) r->mode->finalize(r->mode_state, &r->env);
+    log_close(r->log);
+    loader_destroy(r->loader);
+    optim_destroy(r->optim);
+    dt_free(r->x_host);
+    dt_free(r->y_host);
+    dt_free(r->eval_idx);
+    free(r->options);
+    net_destroy(r->net);
+    dataset_close(r->ds);
+    if (r->be) backend_destroy(r->be);
+}

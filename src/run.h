@@ -1,0 +1,60 @@
+/* run — the context of one run and its set-up from the options (run.c).
+ *
+ * Owns (no global state): the options, the ranks, the backend, the net, the data, the
+ * optimizer, the comm mode and the log. Set-up is collective and fails cleanly on every rank
+ * together: failed_rank says which rank holds the message. The training driver is train.h's.
+ */
+#ifndef DT_RUN_H
+#define DT_RUN_H
+
+#include "ckpt.h"
+#include "cli.h"
+#include "comm/comm.h"
+#include "data/data.h"
+#include "engine/engine.h"
+#include "log.h"
+
+typedef struct dt_run {
+    dt_opts *opts;
+    dt_comm *comm;
+    int launched;    /* started by mpirun (or another launcher) */
+    int failed_rank; /* after a failure: the lowest rank that failed when all ranks know of it
+                        (a collective step), -1 when only this rank does (then main ends the job) */
+    int threads;
+    dt_backend *be;
+    char auto_why[256]; /* --device auto chose cpu: why not cuda */
+    dt_net *net;
+    dt_dataset *ds;
+    dt_augment aug;
+    int view_h, view_w; /* the samples as the net takes them (cropped for ImageNet-style data) */
+    dt_loader *loader;  /* this worker's training batches */
+    dt_optim *optim;
+    dt_lr_schedule lr;
+    const dt_mode_desc *mode;
+    void *mode_state;
+    int mode_ready; /* init succeeded: finalize on teardown */
+    dt_mode_env env;
+    dt_log *log;
+    int local_batch; /* the largest slice of a global batch this rank gets */
+    float *x_host;
+    int32_t *y_host;
+    uint32_t *eval_idx;
+    double t_start;
+    long it0;             /* the first iteration to run (after --resume) */
+    long ckpt_every;      /* --checkpoint-every N ... */
+    int ckpt_in_epochs;   /* ... epochs (else iterations) */
+    char *options;        /* the canonical options (cli_canonical) */
+    dt_ckpt_state ckpt;   /* what checkpoints hold: views of the parts above */
+} dt_run;
+
+/* Collective. 0 on every rank, or -1 on every rank (failed_rank holds the message). */
+int run_setup(dt_run *r);
+void run_teardown(dt_run *r);
+/* Ends a collective step: every rank learns whether any rank failed (rc != 0). 0 when none did;
+ * else -1 on every rank, failed_rank the lowest that failed (it holds the message). */
+int run_agree(dt_run *r, int rc);
+/* Collective: running statistics are each worker's own (its local batches); before evaluating
+ * or saving, every rank takes the workers' mean. */
+int run_average_state(dt_run *r);
+
+#endif

@@ -1,0 +1,339 @@
+/* backend_guarded — a test backend whose memory host code cannot touch ("cpu-guarded").
+ *
+ * The CPU backend's kernels, run on memory that is kept PROT_NONE (mprotect) except while one of
+ * this backend's own ops runs. A device backend's memory (a GPU's) cannot be dereferenced by the
+ * host either; on the CPU backend a forgotten host access works by accident. Here it faults at
+ * once, and the fault handler names the allocation. So a run of every mode, layer and
+ * checkpoint path under this backend proves, on a machine without a GPU, that every path reaches
+ * backend memory only through backend ops and host views (engine/hostbuf.h).
+ *
+ * Every allocation is its own anonymous mapping (page-rounded, zeroed). Ops are serialised by one
+ * lock: memory is opened when an op starts and closed when it ends, so a comm thread's stray
+ * access faults unless it happens to coincide with another thread's op (the guard is strong, not
+ * perfect). The memory of the inner CPU backend's own scratch (oneDNN plans) is ordinary.
+ *
+ * Built twice: into the test library (the Check suites call backend_guarded_desc directly) and
+ * as the module dtrain-cpu-guarded.so that `dtrain --device cpu-guarded` loads from
+ * $DTRAIN_MODULE_PATH (the tests set it to the build's tests/ directory). Never installed.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "backend_guarded.h"
+#include "util.h"
+
+typedef struct region {
+    char *p;
+    size_t bytes; /* mapped (page-rounded) */
+    size_t asked;
+} region;
+
+typedef struct guarded {
+    dt_backend *in; /* the CPU backend whose kernels run */
+    pthread_mutex_t lock;
+    region *r;
+    int n, cap;
+} guarded;
+
+/* the live instances, for the fault handler */
+#define MAX_INSTANCES 16
+static guarded *instances[MAX_INSTANCES];
+static pthread_mutex_t instances_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sigaction old_segv;
+static int handler_installed;
+
+static void on_segv(int sig, siginfo_t *si, void *uc)
+{
+    char *a = si->si_addr;
+    for (int k = 0; k < MAX_INSTANCES; k++) {
+        guarded *g = instances[k];
+        for (int i = 0; g && i < g->n; i++)
+            if (a >= g->r[i].p && a < g->r[i].p + g->r[i].bytes) {
+                char msg[256];
+                int len = snprintf(msg, sizeof msg,
+                                   "dtrain: guarded backend: host code touched backend memory at %p (byte %zu of an "
+                                   "allocation of %zu bytes) outside a backend op\n",
+                                   (void *)a, (size_t)(a - g->r[i].p), g->r[i].asked);
+                if (write(2, msg, (size_t)len) < 0) { /* nothing more to do */
+                }
+                signal(SIGABRT, SIG_DFL);
+                abort();
+            }
+    }
+    /* not ours: the handler that was there before */
+    if (old_segv.sa_flags & SA_SIGINFO) {
+        old_segv.sa_sigaction(sig, si, uc);
+    } else if (old_segv.sa_handler != SIG_IGN && old_segv.sa_handler != SIG_DFL) {
+        old_segv.sa_handler(sig);
+    } else {
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+}
+
+static void set_all(guarded *g, int prot)
+{
+    for (int i = 0; i < g->n; i++) mprotect(g->r[i].p, g->r[i].bytes, prot);
+}
+
+static guarded *enter(dt_backend *be)
+{
+    guarded *g = be->impl;
+    pthread_mutex_lock(&g->lock);
+    set_all(g, PROT_READ | PROT_WRITE);
+    return g;
+}
+
+static void leave(guarded *g)
+{
+    set_all(g, PROT_NONE);
+    pthread_mutex_unlock(&g->lock);
+}
+
+static void *g_alloc(dt_backend *be, size_t bytes)
+{
+    guarded *g = be->impl;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), mapped = (bytes + page - 1) / page * page;
+    if (mapped == 0) mapped = page;
+    void *p = mmap(NULL, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        dt_fail("cpu-guarded: cannot map %zu bytes", bytes);
+        return NULL;
+    }
+    pthread_mutex_lock(&g->lock);
+    if (g->n == g->cap) {
+        int cap = g->cap ? 2 * g->cap : 64;
+        region *r = realloc(g->r, sizeof *r * (size_t)cap);
+        if (!r) {
+            pthread_mutex_unlock(&g->lock);
+            munmap(p, mapped);
+            dt_fail("out of memory");
+            return NULL;
+        }
+        g->r = r;
+        g->cap = cap;
+    }
+    g->r[g->n++] = (region){p, mapped, bytes};
+    pthread_mutex_unlock(&g->lock);
+    return p;
+}
+
+static void g_free(dt_backend *be, void *p)
+{
+    guarded *g = be->impl;
+    if (!p) return;
+    pthread_mutex_lock(&g->lock);
+    for (int i = 0; i < g->n; i++)
+        if (g->r[i].p == p) {
+            munmap(p, g->r[i].bytes);
+            g->r[i] = g->r[--g->n];
+            break;
+        }
+    pthread_mutex_unlock(&g->lock);
+}
+
+/* An op: open the memory, run the CPU backend's kernel, close it again. */
+#define OP(name, params, args)                                                                                         \
+    static int g_##name params                                                                                         \
+    {                                                                                                                  \
+        guarded *g = enter(be);                                                                                        \
+        dt_backend *in = g->in;                                                                                        \
+        int rc = in->name args;                                                                                        \
+        leave(g);                                                                                                      \
+        return rc;                                                                                                     \
+    }
+
+OP(to_device, (dt_backend * be, void *dst, const void *src, size_t bytes), (in, dst, src, bytes))
+OP(to_host, (dt_backend * be, void *dst, const void *src, size_t bytes), (in, dst, src, bytes))
+OP(copy, (dt_backend * be, void *dst, const void *src, size_t bytes), (in, dst, src, bytes))
+OP(sync, (dt_backend * be), (in))
+OP(gemm,
+   (dt_backend * be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b, int ldb,
+    float beta, float *c, int ldc),
+   (in, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+OP(bias_add, (dt_backend * be, float *y, const float *b, int rows, int cols), (in, y, b, rows, cols))
+OP(bias_grad, (dt_backend * be, float *db, const float *dy, int rows, int cols, float beta), (in, db, dy, rows, cols, beta))
+OP(relu_fwd, (dt_backend * be, float *y, const float *x, size_t n), (in, y, x, n))
+OP(relu_bwd, (dt_backend * be, float *dx, const float *dy, const float *y, size_t n, float beta), (in, dx, dy, y, n, beta))
+OP(dropout_fwd, (dt_backend * be, float *y, const float *x, int rows, int cols, float p, uint64_t key, int64_t row0),
+   (in, y, x, rows, cols, p, key, row0))
+OP(dropout_bwd,
+   (dt_backend * be, float *dx, const float *dy, int rows, int cols, float p, uint64_t key, int64_t row0, float beta),
+   (in, dx, dy, rows, cols, p, key, row0, beta))
+OP(softmax_xent_fwd,
+   (dt_backend * be, float *prob, const float *logits, const int32_t *labels, int rows, int classes, double *loss_sum,
+    int64_t *n_correct),
+   (in, prob, logits, labels, rows, classes, loss_sum, n_correct))
+OP(softmax_xent_bwd,
+   (dt_backend * be, float *dx, const float *prob, const int32_t *labels, int rows, int classes, float scale, float beta),
+   (in, dx, prob, labels, rows, classes, scale, beta))
+OP(sgd_step, (dt_backend * be, float *w, const float *gr, float *v, size_t n, float lr, float m, float wd, int nest),
+   (in, w, gr, v, n, lr, m, wd, nest))
+OP(scale, (dt_backend * be, float *x, float a, size_t n), (in, x, a, n))
+OP(add, (dt_backend * be, float *y, const float *x, size_t n, float beta), (in, y, x, n, beta))
+OP(to_plain, (dt_backend * be, dt_layout from, const float *x, float *y, int rows, int c, int h, int w),
+   (in, from, x, y, rows, c, h, w))
+OP(from_plain, (dt_backend * be, dt_layout to, const float *x, float *y, int rows, int c, int h, int w, float beta),
+   (in, to, x, y, rows, c, h, w, beta))
+OP(conv_fwd, (dt_backend * be, void *plan, int rows, const float *x, const float *w, const float *b, float *y),
+   (in, plan, rows, x, w, b, y))
+OP(conv_bwd,
+   (dt_backend * be, void *plan, int rows, const float *x, const float *w, const float *dy, float *dx, float dx_beta,
+    float *dw, float *db),
+   (in, plan, rows, x, w, dy, dx, dx_beta, dw, db))
+OP(pool_fwd, (dt_backend * be, void *plan, int rows, int train, const float *x, float *y), (in, plan, rows, train, x, y))
+OP(pool_bwd, (dt_backend * be, void *plan, int rows, const float *dy, float *dx, float dx_beta),
+   (in, plan, rows, dy, dx, dx_beta))
+OP(bn_fwd,
+   (dt_backend * be, void *plan, int rows, int train, const float *x, const float *scale, const float *shift,
+    float *mean, float *var, float *y),
+   (in, plan, rows, train, x, scale, shift, mean, var, y))
+OP(bn_bwd,
+   (dt_backend * be, void *plan, int rows, const float *x, const float *scale, const float *mean, const float *var,
+    const float *dy, float *dx, float dx_beta, float *dscale, float *dshift),
+   (in, plan, rows, x, scale, mean, var, dy, dx, dx_beta, dscale, dshift))
+OP(lrn_fwd, (dt_backend * be, void *plan, int rows, int train, const float *x, float *y), (in, plan, rows, train, x, y))
+OP(lrn_bwd, (dt_backend * be, void *plan, int rows, const float *x, const float *dy, float *dx, float dx_beta),
+   (in, plan, rows, x, dy, dx, dx_beta))
+OP(shortcut_fwd, (dt_backend * be, const dt_shortcut_cfg *cfg, int rows, const float *x, float *y),
+   (in, cfg, rows, x, y))
+OP(shortcut_bwd, (dt_backend * be, const dt_shortcut_cfg *cfg, int rows, const float *dy, float *dx, float dx_beta),
+   (in, cfg, rows, dy, dx, dx_beta))
+
+/* Plans and layout queries touch no data: straight to the CPU backend. */
+static dt_layout g_layout_for(dt_backend *be, int c, int h, int w)
+{
+    dt_backend *in = ((guarded *)be->impl)->in;
+    return in->layout_for(in, c, h, w);
+}
+
+static size_t g_act_size(dt_backend *be, dt_layout l, int rows, int c, int h, int w)
+{
+    dt_backend *in = ((guarded *)be->impl)->in;
+    return in->act_size(in, l, rows, c, h, w);
+}
+
+static void *g_conv_plan(dt_backend *be, const dt_conv_cfg *cfg)
+{
+    dt_backend *in = ((guarded *)be->impl)->in;
+    return in->conv_plan(in, cfg);
+}
+
+static void *g_pool_plan(dt_backend *be, const dt_pool_cfg *cfg)
+{
+    dt_backend *in = ((guarded *)be->impl)->in;
+    return in->pool_plan(in, cfg);
+}
+
+static void *g_bn_plan(dt_backend *be, const dt_bn_cfg *cfg)
+{
+    dt_backend *in = ((guarded *)be->impl)->in;
+    return in->bn_plan(in, cfg);
+}
+
+static void *g_lrn_plan(dt_backend *be, const dt_lrn_cfg *cfg)
+{
+    dt_backend *in = ((guarded *)be->impl)->in;
+    return in->lrn_plan(in, cfg);
+}
+
+static void g_plan_free(dt_backend *be, void *plan)
+{
+    dt_backend *in = ((guarded *)be->impl)->in;
+    in->plan_free(in, plan);
+}
+
+static void g_destroy(dt_backend *be)
+{
+    guarded *g = be->impl;
+    pthread_mutex_lock(&instances_lock);
+    for (int k = 0; k < MAX_INSTANCES; k++)
+        if (instances[k] == g) instances[k] = NULL;
+    pthread_mutex_unlock(&instances_lock);
+    for (int i = 0; i < g->n; i++) munmap(g->r[i].p, g->r[i].bytes);
+    free(g->r);
+    backend_destroy(g->in);
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+    free(be);
+}
+
+static int g_create(dt_backend **out, const dt_backend_opts *o)
+{
+    dt_backend *be = calloc(1, sizeof *be);
+    guarded *g = calloc(1, sizeof *g);
+    if (!be || !g) {
+        free(be);
+        free(g);
+        return dt_fail("out of memory");
+    }
+    if (backend_cpu_create(&g->in, o->n_threads) != 0) {
+        free(be);
+        free(g);
+        return -1;
+    }
+    pthread_mutex_init(&g->lock, NULL);
+    *be = *g->in; /* the CPU backend's table, then every op that touches memory wrapped */
+    be->name = "cpu-guarded";
+    be->host_memory = 0;
+    be->impl = g;
+    be->destroy = g_destroy;
+    be->alloc = g_alloc;
+    be->free = g_free;
+#define WRAP(name) be->name = g_##name
+    WRAP(to_device), WRAP(to_host), WRAP(copy), WRAP(sync), WRAP(gemm), WRAP(bias_add), WRAP(bias_grad);
+    WRAP(relu_fwd), WRAP(relu_bwd), WRAP(dropout_fwd), WRAP(dropout_bwd), WRAP(softmax_xent_fwd);
+    WRAP(softmax_xent_bwd), WRAP(sgd_step), WRAP(scale), WRAP(add), WRAP(to_plain), WRAP(from_plain);
+    WRAP(layout_for), WRAP(act_size), WRAP(conv_plan), WRAP(conv_fwd), WRAP(conv_bwd), WRAP(pool_plan);
+    WRAP(pool_fwd), WRAP(pool_bwd), WRAP(bn_plan), WRAP(bn_fwd), WRAP(bn_bwd), WRAP(lrn_plan), WRAP(lrn_fwd);
+    WRAP(lrn_bwd), WRAP(plan_free), WRAP(shortcut_fwd), WRAP(shortcut_bwd);
+#undef WRAP
+    pthread_mutex_lock(&instances_lock);
+    int slot = -1;
+    for (int k = 0; k < MAX_INSTANCES && slot < 0; k++)
+        if (!instances[k]) slot = k;
+    if (slot >= 0) instances[slot] = g;
+    if (!handler_installed) { /* after MPI_Init, which installs its own: ours chains to it */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_segv;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGSEGV, &sa, &old_segv);
+        handler_installed = 1;
+    }
+    pthread_mutex_unlock(&instances_lock);
+    if (slot < 0) {
+        g_destroy(be);
+        return dt_fail("cpu-guarded: more than %d instances", MAX_INSTANCES);
+    }
+    *out = be;
+    return 0;
+}
+
+static int g_available(char *why, size_t n)
+{
+    (void)why, (void)n;
+    return 1;
+}
+
+static const char *g_describe(void) { return "the cpu backend's kernels on memory kept PROT_NONE outside its ops (tests)"; }
+
+const dt_backend_desc backend_guarded_desc = {
+    .name = "cpu-guarded",
+    .help = "test backend: the cpu kernels on memory host code cannot touch",
+    .hidden = 1,
+    .available = g_available,
+    .create = g_create,
+    .describe = g_describe,
+};
+
+const dt_backend_desc *dtrain_backend_module(int abi)
+{
+    return abi == DT_BACKEND_ABI ? &backend_guarded_desc : NULL;
+}
