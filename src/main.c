@@ -86,6 +86,7 @@ int main(int argc, char **argv)
 {
     dt_opts opts;
     dt_run run;
+    char *canon;
     dt_comm *comm;
     int parse_rc, rc, rank, launched_rank = launcher_rank();
 
@@ -113,6 +114,7 @@ int main(int argc, char **argv)
 
     memset(&run, 0, sizeof run);
     run.opts = &opts;
+    run.options = canon = cli_canonical(&opts); /* NULL (out of memory) fails the set-up on this rank */
     run.comm = comm;
     run.launched = launched_rank >= 0;
     rc = run_setup(&run);
@@ -123,6 +125,7 @@ int main(int argc, char **argv)
     }
     if (rc != 0 && rank == run.failed_rank) fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
     run_teardown(&run);
+    free(canon);
     cli_free(&opts);
     comm_finalize(comm);
     return rc == 0 ? 0 : 1;

@@ -28,30 +28,6 @@ static int choose_threads(const dt_run *r)
     return DT_MAX(1, aff / DT_MAX(1, local));
 }
 
-static void comm_opts_from(const dt_opts *o, const dt_mode_desc *m, dt_comm_opts *c)
-{
-    c->compress = o->compress ? o->compress : m->default_compress ? m->default_compress : "none";
-    c->compress_block = (int)o->compress_block;
-    c->ps_servers = (int)o->ps_servers;
-    c->placement = o->placement;
-    c->staleness = (int)o->staleness;
-    c->pipeline_depth = (int)o->pipeline_depth;
-    c->warmup_epochs = o->warmup_epochs;
-    c->fusion_bytes = o->fusion_bytes;
-    c->model_alpha = cli_given(o, "model-alpha") ? o->model_alpha : -1.0;
-    c->model_beta = cli_given(o, "model-beta") ? o->model_beta : -1.0;
-    c->model_gamma = cli_given(o, "model-gamma") ? o->model_gamma : -1.0;
-    c->density = o->density;
-    c->density_warmup = o->density_warmup;
-    c->momentum_correction = o->momentum_correction;
-    c->chunk = o->chunk;
-    c->chunk_ratio = o->chunk_ratio;
-    c->sparsity_warmup = o->sparsity_warmup;
-    c->clip = (float)o->clip;
-    c->tern_skip_last = o->tern_skip_last;
-    c->tern_min_size = o->tern_min_size;
-}
-
 /* Packing progress (ImageNet-style folders), on the ranks that pack. */
 static void pack_progress(void *arg, const char *what, size_t done, size_t total, double seconds)
 {
@@ -133,18 +109,16 @@ static int setup_local(dt_run *r)
     if ((size_t)o->batch > r->ds->train.n)
         return dt_fail("--batch %ld is larger than the training set (%zu samples)", o->batch, r->ds->train.n);
     if (augment_parse(o->augment, o->dataset, &r->aug) != 0) return dt_fail_prefix("--augment");
-    if (o->checkpoint && cli_every_parse(o->checkpoint_every, &r->ckpt_every, &r->ckpt_in_epochs) != 0)
-        return dt_fail_prefix("--checkpoint-every");
 
     /* the mode decides which ranks compute; the batch is split over those */
     if (!(r->mode = mode_find(o->mode))) return dt_fail("--mode: unknown mode '%s' (expected one of %s)", o->mode, mode_list());
     env->comm = r->comm;
-    comm_opts_from(o, r->mode, &env->opts);
+    env->opts = mode_opts_for(r->mode, &o->comm);
     env->seed = (uint64_t)o->seed;
     if ((o->checkpoint || o->resume) && r->mode->no_checkpoint)
         return dt_fail("--%s: not available with --mode %s yet: its %s", o->checkpoint ? "checkpoint" : "resume",
                        r->mode->name, r->mode->no_checkpoint);
-    if (codec_create(env->opts.compress, (int)o->compress_block, &env->codec) != 0) return -1;
+    if (codec_create(env->opts.compress, (int)env->opts.compress_block, &env->codec) != 0) return -1;
     if (mode_roles(r->mode, env) != 0) return -1;
     if (o->batch < env->n_workers)
         return dt_fail("--batch %ld is smaller than the number of %s %d (expected at least one sample per rank)",
@@ -179,11 +153,11 @@ static int start_loader(dt_run *r, long it0)
 }
 
 /* What every rank must agree on: the options that change the computation, and what they led to. */
-static char *agreement_text(dt_run *r)
+static char *agreement_text(const dt_run *r)
 {
-    char *opts = r->options = cli_canonical(r->opts), *text = NULL;
-    if (!opts) return NULL;
-    if (asprintf(&text, "%snet parameters = %zu + %zu state\ntraining samples = %zu\ntest samples = %zu\n", opts,
+    const char *opts = r->options;
+    char *text = NULL;
+    if (!opts || asprintf(&text, "%snet parameters = %zu + %zu state\ntraining samples = %zu\ntest samples = %zu\n", opts,
                  r->net->n_params, r->net->n_state, r->ds->train.n, r->ds->test.n) < 0) {
         dt_fail("out of memory");
         text = NULL;
@@ -259,26 +233,10 @@ static void banner(dt_run *r)
     const dt_opts *o = r->opts;
     const dt_mode_env *env = &r->env;
     int p = comm_size(r->comm);
-    char shape[112], mode[160] = "", codec[64];
+    char shape[112], mode[320];
     dt_shape s = {3, {r->ds->c, r->ds->h, r->ds->w}};
     shape_format(&s, shape, sizeof shape);
-    if (strcmp(r->mode->name, "ps") == 0)
-        snprintf(mode, sizeof mode, " (%d worker%s + %ld server%s, %s placement, staleness %ld)", env->n_workers,
-                 env->n_workers == 1 ? "" : "s", o->ps_servers, o->ps_servers == 1 ? "" : "s", o->placement,
-                 o->staleness);
-    else if (strcmp(r->mode->name, "pipesgd") == 0)
-        snprintf(mode, sizeof mode, " (K = %ld, %g warm-up epoch%s as D-Sync)", o->pipeline_depth, o->warmup_epochs,
-                 o->warmup_epochs == 1 ? "" : "s");
-    else if (!strcmp(r->mode->name, "topk") || !strcmp(r->mode->name, "gtopk"))
-        snprintf(mode, sizeof mode, " (density %g, warm-up %s%s)", o->density, o->density_warmup,
-                 o->momentum_correction ? ", momentum correction" : "");
-    else if (!strcmp(r->mode->name, "csc") || !strcmp(r->mode->name, "terngrad"))
-        snprintf(mode, sizeof mode, "%s", o->momentum_correction ? " (momentum correction)" : "");
-    else if (isfinite(o->fusion_bytes))
-        snprintf(mode, sizeof mode, " (lazy allreduce every %.0f bytes)", o->fusion_bytes);
-    if (!mode_reads(r->mode, "compress")) snprintf(codec, sizeof codec, "(its own)");
-    else if (strcmp(env->opts.compress, "q8") == 0) snprintf(codec, sizeof codec, "q8, block %ld", o->compress_block);
-    else snprintf(codec, sizeof codec, "%s", env->opts.compress);
+    mode_describe(r->mode, env, mode, sizeof mode);
     char trained[48] = "", aug[96], crop[64] = "";
     augment_describe(&r->aug, aug, sizeof aug);
     if (r->view_h != r->ds->h || r->view_w != r->ds->w)
@@ -288,8 +246,8 @@ static void banner(dt_run *r)
     log_text(r->log, "dtrain %s: net %s (%zu parameters%s) on %s (%zu train / %zu test, %s, %d classes, %s)\n",
              PACKAGE_VERSION, r->net->name, net_n_weights(r->net), trained, o->dataset, r->ds->train.n, r->ds->test.n, shape,
              r->ds->n_classes, r->ds->dir);
-    log_text(r->log, "%d rank%s x %d thread%s, mode %s%s, compress %s\n", p, p == 1 ? "" : "s", r->threads,
-             r->threads == 1 ? "" : "s", r->mode->name, mode, codec);
+    log_text(r->log, "%d rank%s x %d thread%s, %s\n", p, p == 1 ? "" : "s", r->threads, r->threads == 1 ? "" : "s",
+             mode);
     log_text(r->log, "global batch %ld (%d per worker), %ld iterations/epoch, %ld epoch%s, lr %g (%s), momentum %g%s, "
                      "wd %g\n",
              o->batch, r->local_batch, env->iters_per_epoch, o->epochs, o->epochs == 1 ? "" : "s", o->lr,
@@ -345,7 +303,6 @@ void run_teardown(dt_run *r)
     dt_free(r->x_host);
     dt_free(r->y_host);
     dt_free(r->eval_idx);
-    free(r->options);
     net_destroy(r->net);
     dataset_close(r->ds);
     if (r->be) backend_destroy(r->be);

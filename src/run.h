@@ -8,7 +8,7 @@
 #define DT_RUN_H
 
 #include "ckpt.h"
-#include "cli.h"
+#include "options.h"
 #include "comm/comm.h"
 #include "data/data.h"
 #include "engine/engine.h"
@@ -41,9 +41,7 @@ typedef struct dt_run {
     uint32_t *eval_idx;
     double t_start;
     long it0;             /* the first iteration to run (after --resume) */
-    long ckpt_every;      /* --checkpoint-every N ... */
-    int ckpt_in_epochs;   /* ... epochs (else iterations) */
-    char *options;        /* the canonical options (cli_canonical) */
+    const char *options;  /* the canonical options, the text all ranks must agree on (from main) */
     dt_ckpt_state ckpt;   /* what checkpoints hold: views of the parts above */
 } dt_run;
 

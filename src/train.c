@@ -151,8 +151,8 @@ static int checkpoint_due(const dt_run *r, long done, int epoch_end)
     long ipe = r->env.iters_per_epoch;
     if (!r->opts->checkpoint || done >= r->env.total_iters) return 0;
     if (!epoch_end && done % ipe == 0) return 0; /* taken after the evaluation */
-    if (r->ckpt_in_epochs) return epoch_end && (done / ipe) % r->ckpt_every == 0;
-    return done % r->ckpt_every == 0;
+    if (r->opts->ckpt_in_epochs) return epoch_end && (done / ipe) % r->opts->ckpt_every == 0;
+    return done % r->opts->ckpt_every == 0;
 }
 
 /* After the last iteration: the final checkpoint comes before the flush, so a longer run can
@@ -267,43 +267,55 @@ static int save_weights(dt_run *r)
     return run_agree(r, rc);
 }
 
+/* Evaluates after epoch `epoch` (1-based) whose iterations span s holds (none: `trained` 0) and
+ * logs the "epoch" record; s->eval gets the seconds. */
+static int evaluate_epoch(dt_run *r, int epoch, long it, span *s, int trained, float lr, double *test)
+{
+    dt_record rec;
+    double ev0 = dt_now();
+    if (evaluate(r, test) != 0) return -1;
+    s->eval = dt_now() - ev0;
+    fill(r, &rec, "epoch", epoch, it, s, lr);
+    if (!trained) rec.loss = rec.train_acc = -1.0; /* --epochs 0, or a finished run resumed */
+    rec.test_loss = test[0], rec.test_acc = test[1];
+    log_record(r->log, &rec);
+    return 0;
+}
+
+/* The "summary" record of the run, and the time split table people read. */
+static void summary(dt_run *r, int epochs, long it, const span *run, float lr, const double *test)
+{
+    dt_record rec;
+    summary_fields(r);
+    fill(r, &rec, "summary", epochs, it, run, lr);
+    rec.loss = rec.train_acc = -1.0;
+    rec.test_loss = test[0], rec.test_acc = test[1];
+    log_record(r->log, &rec);
+}
+
+static void span_add(span *a, const span *b)
+{
+    times_add(&a->t, &b->t);
+    a->n += b->n, a->rows += b->rows, a->train += b->train, a->eval += b->eval;
+}
+
 int train_run(dt_run *r)
 {
     long ipe = r->env.iters_per_epoch, total = r->env.total_iters, it = r->it0;
     int epochs = (int)((total + ipe - 1) / ipe);
     float lr = (float)lr_at(&r->lr, it, ipe);
-    double test[2] = {-1.0, -1.0}, paused = 0.0; /* test loss, accuracy */
-    span run = {0}, ep = {0};
-    dt_record rec;
+    double test[2] = {-1.0, -1.0}, paused = 0.0; /* test loss and accuracy; checkpoint seconds */
+    span run = {0}, ep;
 
     if (it > 0)
         log_text(r->log, "resumed from %s at iteration %ld of %ld (epoch %ld, %ld of its iterations done)\n",
                  r->opts->resume, it, total, it / ipe + 1, it % ipe);
     for (int e = (int)(it / ipe); e < epochs && it < total; e++) {
-        if (train_epoch(r, e, &it, &ep, &lr) != 0) return -1;
-        double ev0 = dt_now();
-        if (evaluate(r, test) != 0) return -1;
-        ep.eval = dt_now() - ev0;
-        fill(r, &rec, "epoch", e + 1, it, &ep, lr);
-        rec.test_loss = test[0], rec.test_acc = test[1];
-        log_record(r->log, &rec);
-        times_add(&run.t, &ep.t);
-        run.n += ep.n, run.rows += ep.rows, run.train += ep.train, run.eval += ep.eval;
+        if (train_epoch(r, e, &it, &ep, &lr) != 0 || evaluate_epoch(r, e + 1, it, &ep, 1, lr, test) != 0) return -1;
+        span_add(&run, &ep);
         if (checkpoint_due(r, it, 1) && checkpoint(r, it, &paused) != 0) return -1;
     }
-    if (r->it0 >= total) { /* nothing to train (--epochs 0, or a finished run resumed): evaluate */
-        double ev0 = dt_now();
-        if (evaluate(r, test) != 0) return -1;
-        run.eval = dt_now() - ev0;
-        fill(r, &rec, "epoch", epochs, it, &run, lr);
-        rec.loss = rec.train_acc = -1.0;
-        rec.test_loss = test[0], rec.test_acc = test[1];
-        log_record(r->log, &rec);
-    }
-    summary_fields(r);
-    fill(r, &rec, "summary", epochs, it, &run, lr);
-    rec.loss = rec.train_acc = -1.0, rec.n_iters = it;
-    rec.test_loss = test[0], rec.test_acc = test[1];
-    log_record(r->log, &rec);
+    if (r->it0 >= total && evaluate_epoch(r, epochs, it, &run, 0, lr, test) != 0) return -1; /* nothing to train */
+    summary(r, epochs, it, &run, lr, test);
     return save_weights(r);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../cpu.h"
+#include "../registry.h"
 #include "../util.h"
 
 static size_t none_bytes(const dt_codec *c, size_t n)
@@ -46,31 +47,19 @@ const dt_codec_desc codec_none = {
 extern const dt_codec_desc codec_t16, codec_fp16, codec_q8;
 static const dt_codec_desc *const codecs[] = {&codec_none, &codec_t16, &codec_fp16, &codec_q8};
 
-int codec_exists(const char *name)
-{
-    for (size_t i = 0; i < DT_ARRAY_LEN(codecs); i++)
-        if (strcmp(codecs[i]->name, name) == 0) return 1;
-    return 0;
-}
+static const dt_registry registry = DT_REGISTRY("codec", codecs);
+
+int codec_exists(const char *name) { return registry_find(&registry, name) != NULL; }
 
 int codec_create(const char *name, int block, dt_codec *out)
 {
-    for (size_t i = 0; i < DT_ARRAY_LEN(codecs); i++)
-        if (strcmp(codecs[i]->name, name) == 0) {
-            out->desc = codecs[i];
-            out->block = block > 0 ? block : 256;
-            return 0;
-        }
-    return dt_fail("--compress: unknown codec '%s' (expected one of %s)", name, codec_list());
+    if (!(out->desc = registry_get(&registry, name, "--compress"))) return -1;
+    out->block = block > 0 ? block : 256;
+    return 0;
 }
 
 const char *codec_list(void)
 {
     static char buf[128];
-    if (!buf[0]) {
-        size_t off = 0;
-        for (size_t i = 0; i < DT_ARRAY_LEN(codecs); i++)
-            off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", i ? ", " : "", codecs[i]->name);
-    }
-    return buf;
+    return buf[0] ? buf : registry_list(&registry, buf, sizeof buf);
 }

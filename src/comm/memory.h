@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "../engine/optim.h"
+#include "../engine/engine.h"
 #include "mode.h"
 #include "sparse.h"
 

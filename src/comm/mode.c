@@ -1,35 +1,31 @@
-/* The table of modes. A new mode is a new file and one line here. */
+/* The table of modes, the flags several modes share, and what the CLI and the banner ask of
+ * modes as a whole. A new mode is a new file and one line here. */
 #include "mode.h"
 
+#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "../registry.h"
 #include "../util.h"
+#include "schedule.h"
 
 extern const dt_mode_desc mode_dsync, mode_ps, mode_pipesgd, mode_topk, mode_gtopk, mode_csc, mode_terngrad;
 
 static const dt_mode_desc *const modes[] = {&mode_dsync, &mode_ps,   &mode_pipesgd, &mode_topk,
                                             &mode_gtopk, &mode_csc, &mode_terngrad};
 
-const dt_mode_desc *mode_find(const char *name)
-{
-    for (size_t i = 0; i < DT_ARRAY_LEN(modes); i++)
-        if (strcmp(modes[i]->name, name) == 0) return modes[i];
-    return NULL;
-}
+static const dt_registry registry = DT_REGISTRY("mode", modes);
 
-int mode_count(void) { return (int)DT_ARRAY_LEN(modes); }
+const dt_mode_desc *mode_find(const char *name) { return registry_find(&registry, name); }
+int mode_count(void) { return registry.n; }
 const dt_mode_desc *mode_at(int i) { return modes[i]; }
 
 const char *mode_list(void)
 {
     static char buf[256];
-    if (!buf[0]) {
-        size_t off = 0;
-        for (size_t i = 0; i < DT_ARRAY_LEN(modes); i++)
-            off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", i ? ", " : "", modes[i]->name);
-    }
-    return buf;
+    return buf[0] ? buf : registry_list(&registry, buf, sizeof buf);
 }
 
 int mode_reads(const dt_mode_desc *m, const char *flag)
@@ -78,4 +74,121 @@ int mode_roles(const dt_mode_desc *m, dt_mode_env *env)
     env->n_workers = comm_size(env->comm);
     env->worker_rank = comm_rank(env->comm);
     return 0;
+}
+
+/* ---- flags ------------------------------------------------------------------------------------- */
+
+#define C(f) offsetof(dt_comm_opts, f)
+#define G "Communication"
+
+static int check_codec(const char *v, const char *origin)
+{
+    return codec_exists(v) ? 0 : dt_fail("%s: unknown codec '%s' (expected one of %s)", origin, v, codec_list());
+}
+
+static int check_density_warmup(const char *v, const char *origin)
+{
+    dt_density_sched tmp;
+    return density_sched_parse(v, 0.001, &tmp) != 0 ? dt_fail_prefix("%s", origin) : 0;
+}
+
+/* the codec's: every mode that sends through the ring or to servers reads them */
+static const dt_optdef codec_flags[] = {
+    {G, "compress", OPT_STRING, "NAME", C(compress), 0, 0, NULL, NULL, 0, 0,
+     "gradient codec on the wire: none, t16, fp16 or q8 (default: none; csc: fp16)", check_codec},
+    {G, "compress-block", OPT_INT, "N", C(compress_block), 1, 1 << 24, NULL, "256", 0, 0,
+     "values per scale of --compress q8", NULL},
+};
+
+/* read by more than one mode (each mode's .options says which it reads) */
+static const dt_optdef shared_flags[] = {
+    {G, "fusion-bytes", OPT_DOUBLE, "N", C(fusion_bytes), 4, INFINITY, NULL, "inf", 0, 0,
+     "dsync, csc: allreduce every N bytes of gradient as backward finishes them (inf: once after backward)", NULL},
+    {G, "density", OPT_DOUBLE, "R", C(density), 1e-9, 1, NULL, "0.001", 0, 0,
+     "topk, gtopk: fraction of the arena each rank sends (k = floor(R d))", NULL},
+    {G, "density-warmup", OPT_STRING, "SPEC", C(density_warmup), 0, 0, NULL, "none", 0, 0,
+     "topk, gtopk: densities of the first epochs: none, dgc, gtopk-code or R1,R2,...", check_density_warmup},
+    {G, "momentum-correction", OPT_FLAG, NULL, C(momentum_correction), 0, 0, NULL, NULL, 0, 0,
+     "topk, gtopk, csc: momentum on each rank before sparsification (DGC / GradientFlow Alg. 1)", NULL},
+};
+
+/* the timing model's (netmodel.c): every mode predicts with it */
+static const dt_optdef model_flags[] = {
+    {G, "model-alpha", OPT_DOUBLE, "SECONDS", C(model_alpha), 0, 10, NULL, NULL, 0, 0,
+     "timing model: latency per message (default: measured at start-up)", NULL},
+    {G, "model-beta", OPT_DOUBLE, "SECONDS", C(model_beta), 0, 1, NULL, NULL, 0, 0,
+     "timing model: seconds per byte on the wire, in the ring and streamed (default: measured)", NULL},
+    {G, "model-gamma", OPT_DOUBLE, "SECONDS", C(model_gamma), 0, 1, NULL, NULL, 0, 0,
+     "timing model: seconds per value to decode, add and encode (default: measured)", NULL},
+};
+
+#define MAX_FLAGS 64
+static const dt_optdef *flags[MAX_FLAGS];
+static int n_flags;
+
+static void collect(void)
+{
+    if (n_flags) return;
+    for (size_t i = 0; i < DT_ARRAY_LEN(codec_flags); i++) flags[n_flags++] = &codec_flags[i];
+    for (size_t m = 0; m < DT_ARRAY_LEN(modes); m++)
+        for (int i = 0; i < modes[m]->n_flags && n_flags < MAX_FLAGS; i++) flags[n_flags++] = &modes[m]->flags[i];
+    for (size_t i = 0; i < DT_ARRAY_LEN(shared_flags) && n_flags < MAX_FLAGS; i++) flags[n_flags++] = &shared_flags[i];
+    for (size_t i = 0; i < DT_ARRAY_LEN(model_flags) && n_flags < MAX_FLAGS; i++) flags[n_flags++] = &model_flags[i];
+}
+
+int mode_optdef_count(void)
+{
+    collect();
+    return n_flags;
+}
+
+const dt_optdef *mode_optdef_at(int i)
+{
+    collect();
+    return flags[i];
+}
+
+/* a flag some mode reads but not every mode (not the codec's nor the timing model's) */
+static int mode_specific(const char *name)
+{
+    for (size_t k = 0; k < DT_ARRAY_LEN(modes); k++)
+        if (mode_reads(modes[k], name)) return 1;
+    return 0;
+}
+
+int mode_check_opts(const dt_mode_desc *m, const dt_comm_opts *o, int (*given)(const void *arg, const char *name),
+                    const void *arg)
+{
+    collect();
+    for (int i = 0; i < n_flags; i++) {
+        const char *name = flags[i]->name;
+        if (!given(arg, name) || !mode_specific(name) || mode_reads(m, name)) continue;
+        char users[128] = "";
+        for (size_t k = 0; k < DT_ARRAY_LEN(modes); k++)
+            if (mode_reads(modes[k], name))
+                snprintf(users + strlen(users), sizeof users - strlen(users), "%s%s", users[0] ? ", " : "",
+                         modes[k]->name);
+        return dt_fail("--%s applies to --mode %s, not to --mode %s", name, users, m->name);
+    }
+    if (given(arg, "compress-block") && (!o->compress || strcmp(o->compress, "q8") != 0))
+        return dt_fail("--compress-block applies to --compress q8, not to --compress %s",
+                       o->compress ? o->compress : "none");
+    return 0;
+}
+
+dt_comm_opts mode_opts_for(const dt_mode_desc *m, const dt_comm_opts *o)
+{
+    dt_comm_opts c = *o;
+    if (!c.compress) c.compress = (char *)(m->default_compress ? m->default_compress : "none");
+    return c;
+}
+
+void mode_describe(const dt_mode_desc *m, const dt_mode_env *env, char *buf, size_t n)
+{
+    char own[192] = "", codec[64];
+    if (m->describe) m->describe(env, own, sizeof own);
+    if (!mode_reads(m, "compress")) snprintf(codec, sizeof codec, "(its own)");
+    else if (strcmp(env->opts.compress, "q8") == 0) snprintf(codec, sizeof codec, "q8, block %ld", env->opts.compress_block);
+    else snprintf(codec, sizeof codec, "%s", env->opts.compress);
+    snprintf(buf, n, "mode %s%s, compress %s", m->name, own, codec);
 }

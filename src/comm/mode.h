@@ -23,30 +23,30 @@
 
 #include <stdint.h>
 
-#include "../engine/hostbuf.h"
-#include "../engine/optim.h"
-#include "../engine/tensor.h"
+#include "../engine/engine.h"
+#include "../opt.h"
 #include "../stats.h"
 #include "codec.h"
 #include "transport.h"
 
-/* The communication options (CLI.md), as the train loop hands them over. */
+/* The communication options (CLI.md). The modes declare them (dt_optdef tables: the flags one
+ * mode reads in its file, the ones several read in mode.c); the CLI parses them into here. */
 typedef struct dt_comm_opts {
-    const char *compress;
-    int compress_block;
-    int ps_servers;
-    const char *placement;
-    int staleness;
-    int pipeline_depth;
+    char *compress; /* NULL: the mode's default */
+    long compress_block;
+    long ps_servers; /* ps */
+    char *placement;
+    long staleness;
+    long pipeline_depth; /* pipesgd */
     double warmup_epochs;
-    double fusion_bytes; /* INFINITY: one allreduce after backward */
+    double fusion_bytes; /* dsync, csc; INFINITY: one allreduce after backward */
     double model_alpha, model_beta, model_gamma; /* < 0: measure at start-up */
-    double density;             /* topk, gtopk */
-    const char *density_warmup;
-    int momentum_correction;    /* topk, gtopk, csc */
-    long chunk;                 /* csc */
+    double density;                              /* topk, gtopk */
+    char *density_warmup;
+    int momentum_correction; /* topk, gtopk, csc */
+    long chunk;              /* csc */
     double chunk_ratio, sparsity_warmup;
-    float clip;                 /* terngrad */
+    double clip; /* terngrad */
     int tern_skip_last;
     long tern_min_size;
 } dt_comm_opts;
@@ -98,6 +98,12 @@ typedef struct dt_mode_desc {
     const char *help; /* one line */
     const char *options; /* the mode-specific flags it reads, space separated */
     const char *default_compress; /* --compress when not given (NULL: none) */
+    /* the flags only this mode reads: their names, ranges, defaults, help (offsets into
+     * dt_comm_opts); the CLI lists and parses them with its own */
+    const dt_optdef *flags;
+    int n_flags;
+    /* the banner's words on this mode's settings (" (K = 2, ...)"); NULL: none */
+    void (*describe)(const dt_mode_env *env, char *buf, size_t n);
     /* Which ranks compute: sets is_worker, n_workers, worker_rank from the options alone (pure,
      * before anything is allocated); NULL: every rank is a worker. */
     int (*roles)(dt_mode_env *env);
@@ -139,6 +145,19 @@ int mode_push(const dt_hostbuf *h, size_t off, size_t n, double *seconds);
 int mode_roles(const dt_mode_desc *m, dt_mode_env *env);
 /* 1 if the mode reads flag NAME (e.g. "staleness"); shared flags (compress, model-*) read by all. */
 int mode_reads(const dt_mode_desc *m, const char *flag);
+
+/* Every flag of the comm subsystem, in --help order: the codec's, each mode's own, the ones
+ * several modes read, the timing model's. */
+int mode_optdef_count(void);
+const dt_optdef *mode_optdef_at(int i);
+/* After parsing: a flag the chosen mode does not read, or a codec flag without its codec, is an
+ * error (given(arg, name): the user set it). */
+int mode_check_opts(const dt_mode_desc *m, const dt_comm_opts *o, int (*given)(const void *arg, const char *name),
+                    const void *arg);
+/* The options a run hands the mode: o, with the mode's default codec where none was given. */
+dt_comm_opts mode_opts_for(const dt_mode_desc *m, const dt_comm_opts *o);
+/* For the banner: "mode dsync (lazy allreduce every 4096 bytes), compress q8, block 256". */
+void mode_describe(const dt_mode_desc *m, const dt_mode_env *env, char *buf, size_t n);
 
 /* Timing model (timing_model.c): measures alpha and beta with a neighbour exchange over the
  * ring and gamma with the codec on this CPU, unless given; collective. */

@@ -22,6 +22,8 @@
  * ranges are pulled as chunks are corrected, the result pushed back before the update.
  */
 #include <math.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -337,11 +339,28 @@ static void csc_finalize(void *state, dt_mode_env *env)
     free(s);
 }
 
+static void csc_describe(const dt_mode_env *env, char *buf, size_t n)
+{
+    if (env->opts.momentum_correction) snprintf(buf, n, " (momentum correction)");
+}
+
+static const dt_optdef csc_flags[] = {
+    {"Communication", "chunk", OPT_INT, "N", offsetof(dt_comm_opts, chunk), 1, 1 << 30, NULL, "32768", 0, 0,
+     "csc: values per chunk", NULL},
+    {"Communication", "chunk-ratio", OPT_DOUBLE, "R", offsetof(dt_comm_opts, chunk_ratio), 1e-6, 1, NULL, "0.1", 0, 0,
+     "csc: fraction of chunks allreduced each iteration", NULL},
+    {"Communication", "sparsity-warmup", OPT_DOUBLE, "F", offsetof(dt_comm_opts, sparsity_warmup), 0, 1, NULL, "0", 0,
+     0, "csc: ramp from dense to --chunk-ratio over the first F of all iterations", NULL},
+};
+
 const dt_mode_desc mode_csc = {
     .name = "csc",
     .help = "coarse-grained sparse communication: the same important chunks, packed, allreduced densely",
     .options = "chunk chunk-ratio sparsity-warmup momentum-correction fusion-bytes compress compress-block",
     .default_compress = "fp16",
+    .flags = csc_flags,
+    .n_flags = (int)DT_ARRAY_LEN(csc_flags),
+    .describe = csc_describe,
     .init = csc_init,
     .grad_ready = csc_ready,
     .end = csc_end,

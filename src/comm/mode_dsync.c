@@ -13,6 +13,7 @@
  * to the host before it is sent and the sum back before the update (counted as encode and decode).
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "../util.h"
@@ -129,6 +130,11 @@ static void dsync_finalize(void *state, dt_mode_env *env)
     free(s);
 }
 
+static void dsync_describe(const dt_mode_env *env, char *buf, size_t n)
+{
+    if (isfinite(env->opts.fusion_bytes)) snprintf(buf, n, " (lazy allreduce every %.0f bytes)", env->opts.fusion_bytes);
+}
+
 const dt_mode_desc mode_dsync = {
     .name = "dsync",
     .help = "decentralised synchronous SGD: ring allreduce of the gradients, the same update on every rank",
@@ -136,6 +142,7 @@ const dt_mode_desc mode_dsync = {
     .init = dsync_init,
     .grad_ready = dsync_ready,
     .end = dsync_end,
+    .describe = dsync_describe,
     .predict = dsync_predict,
     .finalize = dsync_finalize,
 };

@@ -12,6 +12,8 @@
  * Bytes per rank: at most k pairs per round it takes part in, 2 k log2(P) words for rank 0.
  */
 #include <math.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,10 +193,18 @@ static void gtopk_finalize(void *state, dt_mode_env *env)
     free(s);
 }
 
+static void gtopk_describe(const dt_mode_env *env, char *buf, size_t n)
+{
+    const dt_comm_opts *o = &env->opts;
+    snprintf(buf, n, " (density %g, warm-up %s%s)", o->density, o->density_warmup,
+             o->momentum_correction ? ", momentum correction" : "");
+}
+
 const dt_mode_desc mode_gtopk = {
     .name = "gtopk",
     .help = "global Top-k: the k largest of the sum of all ranks' top-k, by a tree of merges and a broadcast",
     .options = "density density-warmup momentum-correction",
+    .describe = gtopk_describe,
     .init = gtopk_init,
     .end = gtopk_end,
     .predict = gtopk_predict,

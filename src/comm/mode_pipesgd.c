@@ -20,6 +20,7 @@
  * update.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -215,11 +216,28 @@ static void pipe_finalize(void *state, dt_mode_env *env)
     free(s);
 }
 
+static void pipe_describe(const dt_mode_env *env, char *buf, size_t n)
+{
+    const dt_comm_opts *o = &env->opts;
+    snprintf(buf, n, " (K = %ld, %g warm-up epoch%s as D-Sync)", o->pipeline_depth, o->warmup_epochs,
+             o->warmup_epochs == 1 ? "" : "s");
+}
+
+static const dt_optdef pipe_flags[] = {
+    {"Communication", "pipeline-depth", OPT_INT, "K", offsetof(dt_comm_opts, pipeline_depth), 1, 16, NULL, "2", 0, 0,
+     "pipesgd: iteration t applies the aggregated gradient of t-K", NULL},
+    {"Communication", "warmup-epochs", OPT_DOUBLE, "E", offsetof(dt_comm_opts, warmup_epochs), 0, 1e6, NULL, "0", 0,
+     0, "pipesgd: run the first E epochs as D-Sync", NULL},
+};
+
 const dt_mode_desc mode_pipesgd = {
     .name = "pipesgd",
     .help = "Pipe-SGD: the allreduce of iteration t runs on a communication thread while t+1 computes; "
             "updates use the gradient of t-K",
     .options = "pipeline-depth warmup-epochs compress compress-block",
+    .flags = pipe_flags,
+    .n_flags = (int)DT_ARRAY_LEN(pipe_flags),
+    .describe = pipe_describe,
     .init = pipe_init,
     .begin = pipe_begin,
     .end = pipe_end,

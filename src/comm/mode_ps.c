@@ -25,6 +25,8 @@
  * its gradient before packing and pushes the weights it unpacked; a server pushes its summed
  * part before its update and pulls its new weights before sending them.
  */
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -408,11 +410,31 @@ static void ps_finalize(void *state, dt_mode_env *env)
     free(s);
 }
 
+static void ps_describe(const dt_mode_env *env, char *buf, size_t n)
+{
+    const dt_comm_opts *o = &env->opts;
+    snprintf(buf, n, " (%d worker%s + %ld server%s, %s placement, staleness %ld)", env->n_workers,
+             env->n_workers == 1 ? "" : "s", o->ps_servers, o->ps_servers == 1 ? "" : "s", o->placement, o->staleness);
+}
+
+static const dt_optdef ps_flags[] = {
+    {"Communication", "ps-servers", OPT_INT, "S", offsetof(dt_comm_opts, ps_servers), 1, 1024, NULL, "1", 0, 0,
+     "ps: the last S ranks are parameter servers", NULL},
+    {"Communication", "placement", OPT_CHOICE, "HOW", offsetof(dt_comm_opts, placement), 0, 0,
+     "uniform|round-robin|greedy", "uniform", 0, 0, "ps: how layers are spread over servers: uniform, round-robin or greedy",
+     NULL},
+    {"Communication", "staleness", OPT_INT, "S", offsetof(dt_comm_opts, staleness), 0, 1000, NULL, "0", 0, 0,
+     "ps: a worker may run S iterations ahead of the slowest (0: bulk-synchronous)", NULL},
+};
+
 const dt_mode_desc mode_ps = {
     .name = "ps",
     .help = "synchronous parameter server: the last --ps-servers ranks hold the weights, workers push gradients "
             "and pull weights",
     .options = "ps-servers placement staleness compress compress-block",
+    .flags = ps_flags,
+    .n_flags = (int)DT_ARRAY_LEN(ps_flags),
+    .describe = ps_describe,
     .roles = ps_roles,
     .init = ps_init,
     .begin = ps_begin,

@@ -16,6 +16,7 @@
  * a plain fp32 ring allreduce.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,10 +200,21 @@ static void tern_finalize(void *state, dt_mode_env *env)
     free(s);
 }
 
+static const dt_optdef tern_flags[] = {
+    {"Communication", "clip", OPT_DOUBLE, "C", offsetof(dt_comm_opts, clip), 0.01, 1e6, NULL, "2.5", 0, 0,
+     "terngrad: clip gradients at C standard deviations of their tensor", NULL},
+    {"Communication", "tern-skip-last", OPT_FLAG, NULL, offsetof(dt_comm_opts, tern_skip_last), 0, 0, NULL, NULL, 0, 0,
+     "terngrad: send the last layer's gradients in fp32", NULL},
+    {"Communication", "tern-min-size", OPT_INT, "N", offsetof(dt_comm_opts, tern_min_size), 0, 1L << 40, NULL, "0", 0,
+     0, "terngrad: send tensors of fewer than N values in fp32", NULL},
+};
+
 const dt_mode_desc mode_terngrad = {
     .name = "terngrad",
     .help = "TernGrad: per-tensor clipped, stochastically ternarised gradients with shared scalers, 2-bit codes",
     .options = "clip tern-skip-last tern-min-size",
+    .flags = tern_flags,
+    .n_flags = (int)DT_ARRAY_LEN(tern_flags),
     .init = tern_init,
     .end = tern_end,
     .predict = tern_predict,

@@ -6,6 +6,8 @@
  * with it; the entries it sent leave its residual. Density warm-up and momentum correction as
  * in memory.h and schedule.h. */
 #include <math.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,10 +114,18 @@ static void topk_finalize(void *state, dt_mode_env *env)
     free(s);
 }
 
+static void topk_describe(const dt_mode_env *env, char *buf, size_t n)
+{
+    const dt_comm_opts *o = &env->opts;
+    snprintf(buf, n, " (density %g, warm-up %s%s)", o->density, o->density_warmup,
+             o->momentum_correction ? ", momentum correction" : "");
+}
+
 const dt_mode_desc mode_topk = {
     .name = "topk",
     .help = "Top-k sparsification with residuals; every rank's k largest entries gathered by allgather",
     .options = "density density-warmup momentum-correction",
+    .describe = topk_describe,
     .init = topk_init,
     .end = topk_end,
     .predict = topk_predict,

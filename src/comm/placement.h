@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "../engine/tensor.h"
+#include "../engine/engine.h"
 
 typedef struct dt_range {
     size_t off, n;

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "../registry.h"
 #include "../util.h"
 #include "formats.h"
 
@@ -18,44 +19,39 @@ typedef struct {
     int crop;
 } dataset_desc;
 
-static const dataset_desc descs[] = {
-    {"fashion-mnist",
-     {"/usr/share/datasets/fashion-mnist", "data/fashion-mnist", NULL},
-     {"train-images-idx3-ubyte", "train-images-idx3-ubyte.gz"},
-     "install it with 'apt-get install dataset-fashion-mnist' or run datasets/fashion-mnist",
-     {0.2860f, 0.2860f, 0.2860f}, {0.3530f, 0.3530f, 0.3530f}, 0},
-    {"mnist", {"data/mnist", "/usr/share/datasets/mnist", NULL},
-     {"train-images-idx3-ubyte", "train-images-idx3-ubyte.gz"}, "run datasets/mnist DIR (see datasets/README.md)",
-     {0.1307f, 0.1307f, 0.1307f}, {0.3081f, 0.3081f, 0.3081f}, 0},
-    {"cifar10", {"data/cifar10", "data/cifar-10-batches-bin", "/usr/share/datasets/cifar10"},
-     {"data_batch_1.bin", "cifar-10-batches-bin/data_batch_1.bin"},
-     "download cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and unpack it there",
-     {0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}, 0},
-    {"cifar100", {"data/cifar100", "data/cifar-100-binary", "/usr/share/datasets/cifar100"},
-     {"train.bin", "cifar-100-binary/train.bin"},
-     "download cifar-100-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and unpack it there",
-     {0.5071f, 0.4865f, 0.4409f}, {0.2673f, 0.2564f, 0.2762f}, 0},
-    {"imagenet", {"data/imagenet", "/usr/share/datasets/imagenet", NULL}, {"train/", NULL},
-     "put train/<class>/*.png and val/<class>/*.png there (see datasets/README.md)",
-     {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, 1},
-};
+static const dataset_desc fashion_mnist = {
+    "fashion-mnist", {"/usr/share/datasets/fashion-mnist", "data/fashion-mnist", NULL},
+    {"train-images-idx3-ubyte", "train-images-idx3-ubyte.gz"},
+    "install it with 'apt-get install dataset-fashion-mnist' or run datasets/fashion-mnist",
+    {0.2860f, 0.2860f, 0.2860f}, {0.3530f, 0.3530f, 0.3530f}, 0};
+static const dataset_desc mnist = {
+    "mnist", {"data/mnist", "/usr/share/datasets/mnist", NULL},
+    {"train-images-idx3-ubyte", "train-images-idx3-ubyte.gz"}, "run datasets/mnist DIR (see datasets/README.md)",
+    {0.1307f, 0.1307f, 0.1307f}, {0.3081f, 0.3081f, 0.3081f}, 0};
+static const dataset_desc cifar10 = {
+    "cifar10", {"data/cifar10", "data/cifar-10-batches-bin", "/usr/share/datasets/cifar10"},
+    {"data_batch_1.bin", "cifar-10-batches-bin/data_batch_1.bin"},
+    "download cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and unpack it there",
+    {0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}, 0};
+static const dataset_desc cifar100 = {
+    "cifar100", {"data/cifar100", "data/cifar-100-binary", "/usr/share/datasets/cifar100"},
+    {"train.bin", "cifar-100-binary/train.bin"},
+    "download cifar-100-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and unpack it there",
+    {0.5071f, 0.4865f, 0.4409f}, {0.2673f, 0.2564f, 0.2762f}, 0};
+static const dataset_desc imagenet = {
+    "imagenet", {"data/imagenet", "/usr/share/datasets/imagenet", NULL}, {"train/", NULL},
+    "put train/<class>/*.png and val/<class>/*.png there (see datasets/README.md)",
+    {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, 1};
 
-static const dataset_desc *find_desc(const char *name)
-{
-    for (size_t i = 0; i < DT_ARRAY_LEN(descs); i++)
-        if (strcmp(descs[i].name, name) == 0) return &descs[i];
-    return NULL;
-}
+static const dataset_desc *const descs[] = {&fashion_mnist, &mnist, &cifar10, &cifar100, &imagenet};
+static const dt_registry registry = DT_REGISTRY("dataset", descs);
+
+static const dataset_desc *find_desc(const char *name) { return registry_find(&registry, name); }
 
 const char *dataset_list(void)
 {
     static char buf[256];
-    if (!buf[0]) {
-        size_t off = 0;
-        for (size_t i = 0; i < DT_ARRAY_LEN(descs); i++)
-            off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", i ? ", " : "", descs[i].name);
-    }
-    return buf;
+    return buf[0] ? buf : registry_list(&registry, buf, sizeof buf);
 }
 
 int dataset_crops(const char *name)

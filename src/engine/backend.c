@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../registry.h"
 #include "../util.h"
 
 #ifndef PKGLIBDIR
@@ -51,13 +52,13 @@ typedef struct kind {
     int tried;
 } kind;
 
-static kind kinds[] = {
-    {.name = "cpu", .desc = &cpu_desc},
-    {.name = "cuda",
-     .module = "dtrain-cuda.so",
-     .not_built = DT_CUDA_BUILT ? NULL : "not built into this dtrain"},
-    {.name = "cpu-guarded", .module = "dtrain-cpu-guarded.so", .hidden = 1},
-};
+static kind cpu_kind = {.name = "cpu", .desc = &cpu_desc};
+static kind cuda_kind = {.name = "cuda",
+                         .module = "dtrain-cuda.so",
+                         .not_built = DT_CUDA_BUILT ? NULL : "not built into this dtrain"};
+static kind guarded_kind = {.name = "cpu-guarded", .module = "dtrain-cpu-guarded.so", .hidden = 1};
+static kind *const kinds[] = {&cpu_kind, &cuda_kind, &guarded_kind};
+static const dt_registry registry = DT_REGISTRY("backend", kinds);
 
 #define MAX_REGISTERED 4
 static const dt_backend_desc *registered[MAX_REGISTERED];
@@ -70,18 +71,10 @@ int backend_register(const dt_backend_desc *d)
     return 0;
 }
 
-static kind *find_kind(const char *name)
-{
-    for (size_t i = 0; i < DT_ARRAY_LEN(kinds); i++)
-        if (strcmp(kinds[i].name, name) == 0) return &kinds[i];
-    return NULL;
-}
+static kind *find_kind(const char *name) { return (kind *)registry_find(&registry, name); }
 
 /* why kind k cannot be used (after backend_find failed on it) */
 static const char *kind_reason(const kind *k) { return k->not_built ? k->not_built : k->why; }
-
-int backend_kind_count(void) { return (int)DT_ARRAY_LEN(kinds); }
-const char *backend_kind_name(int i) { return kinds[i].name; }
 
 const char *backend_list(void)
 {
@@ -89,8 +82,8 @@ const char *backend_list(void)
     if (!buf[0]) {
         size_t off = 0;
         for (size_t i = 0; i < DT_ARRAY_LEN(kinds); i++)
-            if (!kinds[i].hidden)
-                off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", off ? ", " : "", kinds[i].name);
+            if (!kinds[i]->hidden)
+                off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", off ? ", " : "", kinds[i]->name);
     }
     return buf;
 }
@@ -153,11 +146,11 @@ int backend_known(const char *name)
 void backend_list_devices(FILE *f)
 {
     for (size_t i = 0; i < DT_ARRAY_LEN(kinds); i++) {
-        const dt_backend_desc *d = backend_find(kinds[i].name);
+        const dt_backend_desc *d = backend_find(kinds[i]->name);
         char why[512] = "";
-        if (kinds[i].hidden && !d) continue;
+        if (kinds[i]->hidden && !d) continue;
         if (!d) {
-            fprintf(f, "%-12s no: %s\n", kinds[i].name, kind_reason(&kinds[i]));
+            fprintf(f, "%-12s no: %s\n", kinds[i]->name, kind_reason(kinds[i]));
             continue;
         }
         int ok = d->available(why, sizeof why);

@@ -180,9 +180,6 @@ typedef struct dt_backend_desc {
 #define DT_BACKEND_ABI 1
 typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
 
-/* The backend kinds, built in and known modules, in --list-devices order ("cpu", "cuda"). */
-int backend_kind_count(void);
-const char *backend_kind_name(int i);
 /* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise
  * (unknown name, not built, the module or a library it needs missing). */
 const dt_backend_desc *backend_find(const char *name);

@@ -2,6 +2,7 @@
  *
  *   tensor.h   shapes, named parameter tensors, the arena view the comm subsystem works on
  *   backend.h  the kernels and memory of a compute device, and the registry of backends
+ *   hostbuf.h  host views of backend memory, for host code that must read or write it
  *   layer.h    the layer types of the .net format
  *   net.h      a network built from a .net file: layers, arenas, forward and backward
  *   optim.h    SGD and the learning-rate schedules
@@ -12,6 +13,7 @@
 #define DT_ENGINE_H
 
 #include "backend.h"
+#include "hostbuf.h"
 #include "layer.h"
 #include "net.h"
 #include "optim.h"

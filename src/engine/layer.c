@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../registry.h"
 #include "../util.h"
 
 extern const dt_layer_ops layer_input_ops, layer_dense_ops, layer_conv_ops, layer_maxpool_ops, layer_avgpool_ops,
@@ -31,25 +32,17 @@ void shape_format(const dt_shape *s, char *buf, size_t n)
         off += (size_t)snprintf(buf + off, n - off, i ? "x%d" : "%d", s->d[i]);
 }
 
-const dt_layer_ops *layer_find(const char *type)
-{
-    for (size_t i = 0; i < DT_ARRAY_LEN(types); i++)
-        if (strcmp(types[i]->type, type) == 0) return types[i];
-    return NULL;
-}
+static const dt_registry registry = DT_REGISTRY("layer type", types);
+
+const dt_layer_ops *layer_find(const char *type) { return registry_find(&registry, type); }
 
 const char *layer_type_list(void)
 {
     static char buf[512];
-    if (!buf[0]) {
-        size_t off = 0;
-        for (size_t i = 0; i < DT_ARRAY_LEN(types); i++)
-            off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", i ? ", " : "", types[i]->type);
-    }
-    return buf;
+    return buf[0] ? buf : registry_list(&registry, buf, sizeof buf);
 }
 
-int layer_n_types(void) { return (int)DT_ARRAY_LEN(types); }
+int layer_n_types(void) { return registry.n; }
 const dt_layer_ops *layer_type_at(int i) { return types[i]; }
 
 dt_kv *layer_kv(dt_kv *kv, int n_kv, const char *key)

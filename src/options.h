@@ -1,0 +1,43 @@
+/* options — the effective options of a run: what the command line and config files asked for,
+ * with defaults filled in and every value checked (cli.c fills it; run.c and train.c read it).
+ * Knows nothing of parsing: the set-up and the train loop see values, not text.
+ */
+#ifndef DT_OPTIONS_H
+#define DT_OPTIONS_H
+
+#include "comm/comm.h"
+
+typedef enum {
+    DT_ACT_TRAIN,
+    DT_ACT_HELP,
+    DT_ACT_VERSION,
+    DT_ACT_LIST_MODES,
+    DT_ACT_LIST_NETS,
+    DT_ACT_LIST_DATASETS,
+    DT_ACT_LIST_LAYERS,
+    DT_ACT_LIST_DEVICES,
+} dt_action;
+
+typedef struct dt_opts {
+    dt_action action;
+    /* run */
+    char *net, *dataset, *data_dir, *device, *config, *augment;
+    long epochs, iters, batch, seed, threads, image_size, prefetch;
+    /* optimizer */
+    double lr, momentum, wd, lr_warmup_epochs;
+    int nesterov;
+    char *lr_schedule;
+    /* communication: the mode, and the flags the comm modes declare (comm/mode.h) */
+    char *mode;
+    dt_comm_opts comm;
+    /* output */
+    char *log, *save, *load, *progress;
+    long log_every;
+    /* checkpoints */
+    char *checkpoint, *checkpoint_every, *resume;
+    long ckpt_every;    /* --checkpoint-every parsed: N ... */
+    int ckpt_in_epochs; /* ... epochs (else iterations) */
+    unsigned char given[128]; /* per option: set on the command line or in a config */
+} dt_opts;
+
+#endif
