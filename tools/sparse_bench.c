@@ -40,7 +40,7 @@ static double mode_encode(dt_comm *c, dt_backend *be, const char *mode, size_t d
     memset(&env, 0, sizeof env);
     optim_create(&opt, be, d, 0.9f, 0.0f, 0);
     env.comm = c;
-    env.arena = (dt_arena){w, g, d, N_TENSORS, tab};
+    env.arena = (dt_arena){w, g, d, N_TENSORS, tab, be};
     env.optim = opt;
     env.opts.density = 0.001;
     env.opts.density_warmup = "none";

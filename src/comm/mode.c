@@ -42,7 +42,7 @@ int mode_reads(const dt_mode_desc *m, const char *flag)
 
 int mode_env_views(dt_mode_env *env)
 {
-    env->be = env->optim->be;
+    env->be = env->arena.be;
     if (hostbuf_view(&env->gh, env->be, env->arena.g, env->arena.n) != 0 ||
         hostbuf_view(&env->wh, env->be, env->arena.w, env->arena.n) != 0)
         return -1;

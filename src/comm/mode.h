@@ -64,7 +64,7 @@ typedef struct dt_mode_env {
     dt_comm *comm;
     dt_arena arena; /* backend memory (optim->be's): modes reach it only through the host views */
     dt_hostbuf gh, wh; /* host views of arena.g and arena.w: made by mode_env_views in a mode's init */
-    dt_backend *be;    /* the arena's backend (= optim->be), set by mode_env_views */
+    dt_backend *be;    /* arena.be, set by mode_env_views */
     dt_optim *optim;
     dt_comm_opts opts;
     dt_codec codec;

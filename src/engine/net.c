@@ -686,7 +686,7 @@ int net_backward(dt_net *net, dt_pass *p, net_ready_fn ready, void *arg)
 
 dt_arena net_arena(const dt_net *net)
 {
-    dt_arena a = {net->w, net->g, net->n_params, net->n_tensors, net->tensors};
+    dt_arena a = {net->w, net->g, net->n_params, net->n_tensors, net->tensors, net->be};
     return a;
 }
 

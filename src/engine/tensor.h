@@ -62,12 +62,15 @@ static inline size_t tensor_layer_len(const char *name)
     return last ? last : n;
 }
 
+typedef struct dt_backend dt_backend;
+
 /* The arenas and their tensor table, in arena order (the order backward fills them). */
 typedef struct dt_arena {
-    float *w, *g; /* device memory */
+    float *w, *g; /* backend memory: host code reaches it only through host views (hostbuf.h) */
     size_t n;     /* elements in each */
     int n_tensors;
     dt_param *const *tensors;
+    dt_backend *be; /* the backend whose memory w and g are */
 } dt_arena;
 
 #endif
