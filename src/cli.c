@@ -111,6 +111,8 @@ static const dt_optdef table[] = {
      "write the trained weights (safetensors) to FILE", NULL},
     {"Output", "load", OPT_STRING, "FILE", OFF(load), 0, 0, NULL, NULL, OPT_LOCAL, 0,
      "start from the weights in FILE (safetensors)", NULL},
+    {"Output", "allow-nonfinite", OPT_FLAG, NULL, OFF(allow_nonfinite), 0, 0, NULL, NULL, OPT_LOCAL, 0,
+     "--load: accept weights that hold NaN or infinity (refused by default)", NULL},
 
     {"Checkpoints", "checkpoint", OPT_STRING, "FILE", OFF(checkpoint), 0, 0, NULL, NULL, OPT_LOCAL, 0,
      "write a checkpoint to FILE (safetensors) every --checkpoint-every and at the end", NULL},
@@ -274,6 +276,7 @@ static int check_combinations(const dt_opts *o)
         return dt_fail("--checkpoint-every needs --checkpoint FILE (where to write them)");
     if (o->resume && o->load)
         return dt_fail("--resume and --load exclude each other (a checkpoint holds the weights; --load starts a new run)");
+    if (o->allow_nonfinite && !o->load) return dt_fail("--allow-nonfinite applies to --load FILE");
     if (cli_given(o, "image-size") && !dataset_crops(o->dataset))
         return dt_fail("--image-size applies to --dataset imagenet, not to --dataset %s", o->dataset);
     return 0;
@@ -348,7 +351,10 @@ int cli_parse(int argc, char **argv, dt_opts *o)
         given[n_given].idx = c - 256;
         given[n_given].val = optarg;
         n_given++;
-        if (strcmp(all[c - 256].d->name, "config") == 0) config = optarg;
+        if (strcmp(all[c - 256].d->name, "config") == 0) {
+            if (config) return dt_fail("--config given twice (%s, then %s): put the settings in one file", config, optarg);
+            config = optarg;
+        }
     }
     if (optind < argc)
         return dt_fail("unexpected argument '%s' (options start with --; see dtrain --help)", argv[optind]);

@@ -15,11 +15,18 @@ static char *trim(char *s)
     return s;
 }
 
-int config_load(const char *path, config_apply_fn apply, void *arg)
+/* a key seen earlier in the file: its line */
+typedef struct seen {
+    char key[64];
+    int line;
+} seen;
+
+int config_parse(char *text, size_t n, const char *path, config_apply_fn apply, void *arg)
 {
-    char *text, *line, *save = NULL;
-    int lineno = 0, rc = 0;
-    if (dt_read_file(path, &text, NULL) != 0) return dt_fail_prefix("--config");
+    char *line, *save = NULL, *nul = memchr(text, 0, n);
+    int lineno = 0, rc = 0, n_seen = 0;
+    seen keys[256];
+    if (nul) return dt_fail("%s: a NUL byte at offset %zu (expected a text file of key = value lines)", path, (size_t)(nul - text));
     /* strtok_r would skip empty lines and shift line numbers: split by hand */
     for (line = text; line && rc == 0; line = save) {
         char *nl = strchr(line, '\n'), origin[600], *key, *val, *eq, *hash;
@@ -41,8 +48,25 @@ int config_load(const char *path, config_apply_fn apply, void *arg)
             rc = dt_fail("%s:%d: write '%s' without the dashes", path, lineno, key);
             break;
         }
+        for (int i = 0; i < n_seen; i++)
+            if (strcmp(keys[i].key, key) == 0)
+                return dt_fail("%s:%d: %s is set again (first on line %d; expected each key once)", path, lineno, key,
+                               keys[i].line);
+        if (n_seen == (int)DT_ARRAY_LEN(keys) || strlen(key) >= sizeof keys[0].key)
+            return dt_fail("%s:%d: more than %d keys, or a key too long", path, lineno, (int)DT_ARRAY_LEN(keys));
+        snprintf(keys[n_seen].key, sizeof keys[0].key, "%s", key);
+        keys[n_seen++].line = lineno;
         rc = apply(arg, key, val, origin);
     }
+    return rc;
+}
+
+int config_load(const char *path, config_apply_fn apply, void *arg)
+{
+    char *text;
+    size_t n;
+    if (dt_read_file(path, &text, &n) != 0) return dt_fail_prefix("--config");
+    int rc = config_parse(text, n, path, apply, arg);
     free(text);
     return rc;
 }

@@ -10,7 +10,10 @@
 /* Applies one setting; returns 0, or -1 with a message (dt_fail) that stops the reading. */
 typedef int (*config_apply_fn)(void *arg, const char *key, const char *value, const char *origin);
 
-/* Reads PATH and applies its settings in file order. 0, or -1 with a message. */
+/* Reads PATH and applies its settings in file order. 0, or -1 with a message. A key set twice and
+ * a NUL byte are errors. */
 int config_load(const char *path, config_apply_fn apply, void *arg);
+/* The same on text[0..n) in memory (NUL-terminated at n; modified); path names it in messages. */
+int config_parse(char *text, size_t n, const char *path, config_apply_fn apply, void *arg);
 
 #endif

@@ -93,17 +93,24 @@ static int parse_string(parser *p, const char **c, char **out)
     return 0;
 }
 
+/* appends item (and key) to a container, doubling its arrays when full: a header of a million
+ * entries costs a million copies in all, not half a trillion */
 static int push(json *arr, json *item, char *key)
 {
-    json *g = realloc(arr->items, sizeof *g * (size_t)(arr->n + 1));
-    if (!g) return dt_fail("out of memory");
-    arr->items = g;
-    if (arr->type == JSON_OBJ) {
-        char **k = realloc(arr->keys, sizeof *k * (size_t)(arr->n + 1));
-        if (!k) return dt_fail("out of memory");
-        arr->keys = k;
-        arr->keys[arr->n] = key;
+    if (arr->n == arr->cap) {
+        if (arr->cap > (1 << 29)) return dt_fail("JSON container of more than 2^29 items");
+        int cap = arr->cap ? 2 * arr->cap : 8;
+        json *g = realloc(arr->items, sizeof *g * (size_t)cap);
+        if (!g) return dt_fail("out of memory");
+        arr->items = g;
+        if (arr->type == JSON_OBJ) {
+            char **k = realloc(arr->keys, sizeof *k * (size_t)cap);
+            if (!k) return dt_fail("out of memory");
+            arr->keys = k;
+        }
+        arr->cap = cap;
     }
+    if (arr->type == JSON_OBJ) arr->keys[arr->n] = key;
     arr->items[arr->n++] = *item;
     return 0;
 }

@@ -15,6 +15,7 @@ typedef struct json {
     double num; /* JSON_NUM, JSON_BOOL (0/1) */
     char *str;  /* JSON_STR */
     int n;      /* JSON_ARR, JSON_OBJ: number of items */
+    int cap;    /* items (and keys) allocated: grows geometrically */
     struct json *items;
     char **keys; /* JSON_OBJ */
 } json;

@@ -14,6 +14,7 @@
 struct dt_log {
     int enabled;
     FILE *json;
+    char *json_path;
     dt_progress progress;
     int log_every;
     double last_draw;
@@ -53,11 +54,12 @@ int log_open(dt_log **out, int enabled, const char *json_path, const char *progr
     else if (strcmp(progress, "lines") == 0) l->progress = PROGRESS_LINES;
     else l->progress = PROGRESS_NONE;
     if (enabled && json_path) {
-        l->json = fopen(json_path, "w");
-        if (!l->json) {
-            dt_fail("--log %s: cannot create (%s)", json_path, strerror(errno));
+        /* appended to as it goes (not replaced atomically): a device or a pipe (/dev/stdout) is fine */
+        if (!(l->json_path = dt_strdup(json_path)) || !(l->json = fopen(json_path, "w"))) {
+            if (l->json_path) dt_fail("%s: cannot create (%s)", json_path, strerror(errno));
+            free(l->json_path);
             free(l);
-            return -1;
+            return dt_fail_prefix("--log");
         }
     }
     *out = l;
@@ -130,7 +132,7 @@ static void json_times(FILE *f, const dt_record *r)
     fprintf(f, ",\"bytes_sent\":%.0f,\"bytes_recv\":%.0f", r->t.bytes_sent / n, r->t.bytes_recv / n);
 }
 
-static void write_json(dt_log *l, const dt_record *r)
+static int write_json(dt_log *l, const dt_record *r)
 {
     FILE *f = l->json;
     fprintf(f, "{\"type\":\"%s\",\"epoch\":%d,\"iter\":%ld,\"time\":%.4f", r->type, r->epoch, r->iter, r->time);
@@ -150,7 +152,10 @@ static void write_json(dt_log *l, const dt_record *r)
             else json_write_string(f, l->vals[i]);
         }
     fputs("}\n", f);
-    fflush(f);
+    if (fflush(f) != 0 || ferror(f))
+        return dt_fail("--log %s: write failed (%s); stopping rather than losing the record", l->json_path,
+                       strerror(errno));
+    return 0;
 }
 
 static void print_summary(const dt_record *r)
@@ -184,10 +189,10 @@ static void print_summary(const dt_record *r)
     if (r->test_acc >= 0) printf("final test accuracy %.4f, test loss %.4f\n", r->test_acc, r->test_loss);
 }
 
-void log_record(dt_log *l, const dt_record *r)
+int log_record(dt_log *l, const dt_record *r)
 {
-    if (!l->enabled) return;
-    if (l->json) write_json(l, r);
+    if (!l->enabled) return 0;
+    if (l->json && write_json(l, r) != 0) return -1;
     if (strcmp(r->type, "iter") == 0) {
         if (l->progress == PROGRESS_LINES) {
             char rate[32];
@@ -198,7 +203,7 @@ void log_record(dt_log *l, const dt_record *r)
                    r->train_acc, r->lr, rate);
             fflush(stdout);
         }
-        return;
+        return 0;
     }
     end_bar(l);
     if (strcmp(r->type, "epoch") == 0) {
@@ -214,6 +219,7 @@ void log_record(dt_log *l, const dt_record *r)
         printf("test accuracy %.4f, test loss %.4f\n", r->test_acc, r->test_loss);
     }
     fflush(stdout);
+    return 0;
 }
 
 void log_summary_field(dt_log *l, const char *key, const char *value, int is_number)
@@ -230,6 +236,7 @@ void log_close(dt_log *l)
     if (!l) return;
     if (l->enabled) end_bar(l);
     if (l->json) fclose(l->json);
+    free(l->json_path);
     for (int i = 0; i < l->n_fields; i++) {
         free(l->keys[i]);
         free(l->vals[i]);

@@ -43,7 +43,8 @@ int log_enabled(const dt_log *l);
 void log_text(dt_log *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Called every iteration on rank 0 with its local running values; redraws at most ~10 times/s. */
 void log_tick(dt_log *l, const dt_record *r);
-void log_record(dt_log *l, const dt_record *r);
+/* Writes a record (JSON line and/or text); fails when the JSON log cannot be written (a full disk). */
+int log_record(dt_log *l, const dt_record *r);
 /* Extra key/value pairs for the next summary record's JSON ("net", "mode", ...). */
 void log_summary_field(dt_log *l, const char *key, const char *value, int is_number);
 void log_close(dt_log *l);

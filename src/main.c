@@ -23,6 +23,14 @@ static int launcher_rank(void)
     return -1;
 }
 
+/* Tasks of the srun step this process is one of (0 outside srun; a batch script that runs dtrain
+ * itself in a larger allocation is no step of several tasks). */
+static long slurm_tasks(void)
+{
+    const char *v = getenv("SLURM_STEP_NUM_TASKS");
+    return v ? atol(v) : 0;
+}
+
 static void print_version(void)
 {
     printf("dtrain %s\n", PACKAGE_VERSION);
@@ -103,6 +111,16 @@ int main(int argc, char **argv)
         return 1;
     }
     rank = comm_rank(comm);
+    if (comm_size(comm) == 1 && slurm_tasks() > 1) { /* srun without PMI: every task a job of its own */
+        fprintf(stderr,
+                "dtrain: Slurm started %ld tasks but MPI sees a single rank (srun found no PMI to connect them): launch "
+                "with srun --mpi=pmix (or --mpi=pmi2; srun --mpi=list shows what this cluster has), or with mpirun "
+                "inside the allocation\n",
+                slurm_tasks());
+        cli_free(&opts);
+        comm_finalize(comm);
+        return 1;
+    }
     /* a bad option on any rank stops every rank; the lowest such rank says why */
     rc = comm_agree(comm, parse_rc != 0);
     if (rc >= 0) {
@@ -121,7 +139,8 @@ int main(int argc, char **argv)
     if (rc == 0) rc = train_run(&run);
     if (rc != 0 && run.failed_rank < 0) { /* only this rank knows: the others may wait in a collective */
         fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
-        comm_abort(comm, 1);
+        if (comm_size(comm) > 1) comm_abort(comm, 1);
+        run.failed_rank = rank;
     }
     if (rc != 0 && rank == run.failed_rank) fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
     run_teardown(&run);

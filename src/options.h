@@ -32,6 +32,7 @@ typedef struct dt_opts {
     dt_comm_opts comm;
     /* output */
     char *log, *save, *load, *progress;
+    int allow_nonfinite;
     long log_every;
     /* checkpoints */
     char *checkpoint, *checkpoint_every, *resume;

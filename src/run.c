@@ -109,6 +109,11 @@ static int setup_local(dt_run *r)
     if ((size_t)o->batch > r->ds->train.n)
         return dt_fail("--batch %ld is larger than the training set (%zu samples)", o->batch, r->ds->train.n);
     if (augment_parse(o->augment, o->dataset, &r->aug) != 0) return dt_fail_prefix("--augment");
+    /* rank 0 writes the outputs: a target it cannot replace is found now, not after training */
+    if (comm_rank(r->comm) == 0 && ((o->save && dt_check_target(o->save) != 0 && dt_fail_prefix("--save")) ||
+                                    (o->checkpoint && dt_check_target(o->checkpoint) != 0 &&
+                                     dt_fail_prefix("--checkpoint"))))
+        return -1;
 
     /* the mode decides which ranks compute; the batch is split over those */
     if (!(r->mode = mode_find(o->mode))) return dt_fail("--mode: unknown mode '%s' (expected one of %s)", o->mode, mode_list());
@@ -177,6 +182,7 @@ static int setup_weights(dt_run *r)
     if (comm_rank(r->comm) == 0) {
         if (r->opts->load) {
             rc = weights_read(net, r->opts->load, host, state);
+            if (rc == 0 && !r->opts->allow_nonfinite) rc = weights_check_finite(net, host, state, r->opts->load);
             if (rc != 0) dt_fail_prefix("--load");
         } else {
             rc = net_init_params(net, (uint64_t)r->opts->seed);
@@ -288,6 +294,12 @@ int run_setup(dt_run *r)
         r->failed_rank = r->ckpt.failed_rank;
         dt_fail_prefix("--resume");
         return -1;
+    }
+    if (r->it0 > r->env.total_iters) { /* every rank read the same iteration */
+        r->failed_rank = 0;
+        return dt_fail("--resume %s: the checkpoint is at iteration %ld, past this run's last (%ld): expected --epochs "
+                       "or --iters that reach beyond it",
+                       r->opts->resume, r->it0, r->env.total_iters);
     }
     if (run_agree(r, start_loader(r, r->it0)) != 0) return -1;
     banner(r);

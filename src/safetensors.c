@@ -12,7 +12,8 @@
 #error "safetensors.c assumes a little-endian host"
 #endif
 
-#define MAX_HEADER (100u << 20)
+/* safetensors' own limit on the header (the Rust library refuses more: HeaderTooLarge) */
+#define MAX_HEADER 100000000u
 
 static size_t dtype_size(const char *d)
 {
@@ -82,14 +83,56 @@ static int parse_entry(const char *path, const char *name, const json *v, size_t
     return 0;
 }
 
-int st_read(const char *path, st_file **out)
+static int by_name(const void *a, const void *b, void *keys)
 {
-    char *raw;
-    size_t n;
+    return strcmp(((char **)keys)[*(const int *)a], ((char **)keys)[*(const int *)b]);
+}
+
+/* the first key of obj that appears twice, or NULL */
+static const char *duplicate_key(const json *obj)
+{
+    const char *dup = NULL;
+    int *order = malloc(sizeof *order * (size_t)(obj->n + 1));
+    if (!order) return NULL;
+    for (int i = 0; i < obj->n; i++) order[i] = i;
+    qsort_r(order, (size_t)obj->n, sizeof *order, by_name, obj->keys);
+    for (int i = 1; i < obj->n && !dup; i++)
+        if (strcmp(obj->keys[order[i - 1]], obj->keys[order[i]]) == 0) dup = obj->keys[order[i]];
+    free(order);
+    return dup;
+}
+
+static int by_begin(const void *a, const void *b)
+{
+    const st_entry *x = *(const st_entry *const *)a, *y = *(const st_entry *const *)b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
+}
+
+/* no two tensors share bytes (the bounds were checked one by one already) */
+static int check_overlap(const char *path, st_file *f)
+{
+    if (f->n < 2) return 0;
+    const st_entry **s = malloc(sizeof *s * (size_t)f->n);
+    int rc = 0;
+    if (!s) return dt_fail("out of memory");
+    for (int i = 0; i < f->n; i++) s[i] = &f->e[i];
+    qsort(s, (size_t)f->n, sizeof *s, by_begin);
+    for (int i = 1; i < f->n && rc == 0; i++)
+        if (s[i]->begin < s[i - 1]->end)
+            rc = dt_fail("%s: tensors '%s' (bytes %llu-%llu) and '%s' (bytes %llu-%llu) overlap (a damaged or hostile "
+                         "file)",
+                         path, s[i - 1]->name, (unsigned long long)s[i - 1]->begin, (unsigned long long)s[i - 1]->end,
+                         s[i]->name, (unsigned long long)s[i]->begin, (unsigned long long)s[i]->end);
+    free(s);
+    return rc;
+}
+
+int st_parse(void *raw, size_t n, const char *path, st_file **out)
+{
     uint64_t hlen = 0;
     json *hdr = NULL;
+    const char *dup;
     st_file *f;
-    if (dt_read_file(path, &raw, &n) != 0) return -1;
     if (!(f = calloc(1, sizeof *f))) {
         free(raw);
         return dt_fail("out of memory");
@@ -99,27 +142,34 @@ int st_read(const char *path, st_file **out)
         dt_fail("%s: %zu bytes (expected a safetensors file: 8-byte header length, JSON header, data)", path, n);
         goto fail;
     }
-    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | (uint8_t)raw[i];
-    if (hlen < 2 || hlen > MAX_HEADER || hlen > n - 8) {
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | ((uint8_t *)raw)[i];
+    if (hlen > MAX_HEADER) {
+        dt_fail("%s: a header of %llu bytes, over safetensors' limit of %u (not a weight file, or a hostile one)", path,
+                (unsigned long long)hlen, MAX_HEADER);
+        goto fail;
+    }
+    if (hlen < 2 || hlen > n - 8) {
         dt_fail("%s: header length %llu does not fit a file of %zu bytes (not a safetensors file, or truncated)", path,
                 (unsigned long long)hlen, n);
         goto fail;
     }
-    if (raw[8] != '{') {
+    const char *text = (const char *)raw + 8;
+    if (text[0] != '{') {
         dt_fail("%s: the header does not start with '{' (not a safetensors file)", path);
         goto fail;
     }
-    if (json_parse(raw + 8, (size_t)hlen, path, &hdr) != 0) goto fail;
+    if (json_parse(text, (size_t)hlen, path, &hdr) != 0) goto fail;
     if (hdr->type != JSON_OBJ) {
         dt_fail("%s: the header is not a JSON object", path);
         goto fail;
     }
+    if ((dup = duplicate_key(hdr))) {
+        dt_fail("%s: the header names '%s' twice (expected every tensor once)", path, dup);
+        goto fail;
+    }
     f->data = (uint8_t *)raw + 8 + hlen;
     f->data_bytes = n - 8 - (size_t)hlen;
-    f->e = calloc((size_t)hdr->n + 1, sizeof *f->e);
-    f->meta_keys = calloc((size_t)hdr->n + 1, sizeof(char *));
-    f->meta_vals = calloc((size_t)hdr->n + 1, sizeof(char *));
-    if (!f->e || !f->meta_keys || !f->meta_vals) {
+    if (!(f->e = calloc((size_t)hdr->n + 1, sizeof *f->e))) {
         dt_fail("out of memory");
         goto fail;
     }
@@ -130,13 +180,27 @@ int st_read(const char *path, st_file **out)
                 dt_fail("%s: __metadata__ must be an object of strings", path);
                 goto fail;
             }
+            if ((dup = duplicate_key(v))) {
+                dt_fail("%s: __metadata__ names '%s' twice", path, dup);
+                goto fail;
+            }
+            /* sized by the metadata's own entries (unique keys: __metadata__ comes once) */
+            f->meta_keys = calloc((size_t)v->n + 1, sizeof(char *));
+            f->meta_vals = calloc((size_t)v->n + 1, sizeof(char *));
+            if (!f->meta_keys || !f->meta_vals) {
+                dt_fail("out of memory");
+                goto fail;
+            }
             for (int k = 0; k < v->n; k++) {
                 if (v->items[k].type != JSON_STR) {
                     dt_fail("%s: __metadata__ value of '%s' is not a string", path, v->keys[k]);
                     goto fail;
                 }
-                f->meta_keys[f->n_meta] = dt_strdup(v->keys[k]);
-                f->meta_vals[f->n_meta] = dt_strdup(v->items[k].str);
+                if (!(f->meta_keys[f->n_meta] = dt_strdup(v->keys[k])) ||
+                    !(f->meta_vals[f->n_meta] = dt_strdup(v->items[k].str))) {
+                    free(f->meta_keys[f->n_meta]);
+                    goto fail;
+                }
                 f->n_meta++;
             }
             continue;
@@ -146,6 +210,7 @@ int st_read(const char *path, st_file **out)
         f->n++;
         if (parse_entry(path, hdr->keys[i], v, f->data_bytes, e) != 0) goto fail;
     }
+    if (check_overlap(path, f) != 0) goto fail;
     json_free(hdr);
     *out = f;
     return 0;
@@ -153,6 +218,14 @@ fail:
     json_free(hdr);
     st_close(f);
     return -1;
+}
+
+int st_read(const char *path, st_file **out)
+{
+    char *raw;
+    size_t n;
+    if (dt_read_file(path, &raw, &n) != 0) return -1;
+    return st_parse(raw, n, path, out);
 }
 
 const st_entry *st_find(const st_file *f, const char *name)

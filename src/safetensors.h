@@ -35,6 +35,10 @@ typedef struct st_file {
 } st_file;
 
 int st_read(const char *path, st_file **out);
+/* The same from a whole file already in memory (malloc'd; the st_file takes it, also on failure);
+ * `path` names it in messages. Refuses headers over 100 MB, duplicate names, bytes out of bounds
+ * or shared by two tensors. */
+int st_parse(void *raw, size_t n, const char *path, st_file **out);
 void st_close(st_file *f);
 const st_entry *st_find(const st_file *f, const char *name);
 const char *st_meta(const st_file *f, const char *key);

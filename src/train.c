@@ -74,7 +74,7 @@ static int evaluate(dt_run *r, double *test)
         int rows = (int)DT_MIN((size_t)r->local_batch, count - done);
         for (int i = 0; i < rows; i++) r->eval_idx[i] = (uint32_t)(first + done + (size_t)i);
         dt_view view = {r->view_h, r->view_w, NULL, 0};
-        dataset_fill_view(r->ds, s, &view, r->eval_idx, rows, r->x_host, r->y_host);
+        if (dataset_fill_view(r->ds, s, &view, r->eval_idx, rows, r->x_host, r->y_host) != 0) return -1;
         if (net_set_input(r->net, r->x_host, rows) != 0 || net_set_labels(r->net, r->y_host, rows) != 0) return -1;
         dt_pass pass = {.rows = rows, .train = 0, .labels = r->net->labels, .grad_scale = 1.0f};
         if (net_forward(r->net, &pass) != 0) return -1;
@@ -182,7 +182,7 @@ static int close_window(dt_run *r, span *win, span *ep, int epoch, long it, floa
     win->loss = sums[0], win->correct = sums[1], win->rows = sums[2];
     win->train = dt_now() - win->t0;
     fill(r, &rec, "iter", epoch + 1, it, win, lr);
-    log_record(r->log, &rec);
+    if (log_record(r->log, &rec) != 0) return -1;
     ep->loss += sums[0], ep->correct += sums[1], ep->rows += sums[2];
     span_start(win);
     return 0;
@@ -278,19 +278,18 @@ static int evaluate_epoch(dt_run *r, int epoch, long it, span *s, int trained, f
     fill(r, &rec, "epoch", epoch, it, s, lr);
     if (!trained) rec.loss = rec.train_acc = -1.0; /* --epochs 0, or a finished run resumed */
     rec.test_loss = test[0], rec.test_acc = test[1];
-    log_record(r->log, &rec);
-    return 0;
+    return log_record(r->log, &rec);
 }
 
 /* The "summary" record of the run, and the time split table people read. */
-static void summary(dt_run *r, int epochs, long it, const span *run, float lr, const double *test)
+static int summary(dt_run *r, int epochs, long it, const span *run, float lr, const double *test)
 {
     dt_record rec;
     summary_fields(r);
     fill(r, &rec, "summary", epochs, it, run, lr);
     rec.loss = rec.train_acc = -1.0;
     rec.test_loss = test[0], rec.test_acc = test[1];
-    log_record(r->log, &rec);
+    return log_record(r->log, &rec);
 }
 
 static void span_add(span *a, const span *b)
@@ -307,15 +306,19 @@ int train_run(dt_run *r)
     double test[2] = {-1.0, -1.0}, paused = 0.0; /* test loss and accuracy; checkpoint seconds */
     span run = {0}, ep;
 
-    if (it > 0)
+    if (it > 0 && it < total)
         log_text(r->log, "resumed from %s at iteration %ld of %ld (epoch %ld, %ld of its iterations done)\n",
                  r->opts->resume, it, total, it / ipe + 1, it % ipe);
+    else if (it > 0)
+        log_text(r->log, "resumed from %s at iteration %ld, the last of this run: nothing left to train (raise --epochs "
+                         "or --iters to go on); evaluating\n",
+                 r->opts->resume, it);
     for (int e = (int)(it / ipe); e < epochs && it < total; e++) {
         if (train_epoch(r, e, &it, &ep, &lr) != 0 || evaluate_epoch(r, e + 1, it, &ep, 1, lr, test) != 0) return -1;
         span_add(&run, &ep);
         if (checkpoint_due(r, it, 1) && checkpoint(r, it, &paused) != 0) return -1;
     }
     if (r->it0 >= total && evaluate_epoch(r, epochs, it, &run, 0, lr, test) != 0) return -1; /* nothing to train */
-    summary(r, epochs, it, &run, lr, test);
+    if (summary(r, epochs, it, &run, lr, test) != 0) return -1;
     return save_weights(r);
 }

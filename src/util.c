@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,12 +108,29 @@ int dt_parse_double(const char *s, double lo, double hi, const char *what, doubl
     return 0;
 }
 
+/* "a directory", "a symbolic link", ... for messages about a path that is not a regular file */
+static const char *file_kind(mode_t m)
+{
+    return S_ISDIR(m) ? "a directory" : S_ISLNK(m) ? "a symbolic link" : S_ISCHR(m) || S_ISBLK(m) ? "a device"
+           : S_ISFIFO(m) ? "a pipe" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
 int dt_read_file(const char *path, char **data, size_t *n_bytes)
 {
     FILE *f = fopen(path, "rb");
+    struct stat st;
     char *buf;
     long n;
     if (!f) return dt_fail("%s: cannot open (%s)", path, strerror(errno));
+    if (fstat(fileno(f), &st) != 0) {
+        int e = errno;
+        fclose(f);
+        return dt_fail("%s: cannot stat (%s)", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        fclose(f);
+        return dt_fail("%s: %s (expected a file)", path, file_kind(st.st_mode));
+    }
     if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);
         return dt_fail("%s: cannot determine the size (%s)", path, strerror(errno));
@@ -135,17 +153,66 @@ int dt_read_file(const char *path, char **data, size_t *n_bytes)
     return 0;
 }
 
+int dt_check_target(const char *path)
+{
+    struct stat st;
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!*path) return dt_fail("an empty file name (expected a file to write)");
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return dt_fail("%s is %s (expected a regular file or no file: dtrain replaces it)", path, file_kind(st.st_mode));
+    if (slash) snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    else snprintf(dir, sizeof dir, ".");
+    if (stat(dir, &st) != 0) return dt_fail("%s: no directory %s (%s)", path, dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return dt_fail("%s: %s is %s, not a directory", path, dir, file_kind(st.st_mode));
+    if (access(dir, W_OK | X_OK) != 0) return dt_fail("%s: cannot write in %s (%s)", path, dir, strerror(errno));
+    return 0;
+}
+
+/* Temporary files being written: removed if a signal ends the process (dt_remove_temp_files). */
+#define MAX_TEMP 8
+static char *temp_files[MAX_TEMP];
+static pthread_mutex_t temp_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void dt_temp_add(char *path)
+{
+    pthread_mutex_lock(&temp_lock);
+    for (int i = 0; i < MAX_TEMP; i++)
+        if (!temp_files[i]) {
+            temp_files[i] = path;
+            break;
+        }
+    pthread_mutex_unlock(&temp_lock);
+}
+
+void dt_temp_remove(const char *path)
+{
+    pthread_mutex_lock(&temp_lock);
+    for (int i = 0; i < MAX_TEMP; i++)
+        if (temp_files[i] == path) temp_files[i] = NULL;
+    pthread_mutex_unlock(&temp_lock);
+}
+
+void dt_remove_temp_files(void)
+{
+    for (int i = 0; i < MAX_TEMP; i++) { /* async-signal-safe: no lock, unlink only */
+        char *p = temp_files[i];
+        if (p) unlink(p);
+    }
+}
+
 int dt_atomic_open(dt_atomic *a, const char *path)
 {
     size_t len = strlen(path) + 32;
     int fd;
     memset(a, 0, sizeof *a);
+    if (dt_check_target(path) != 0) return -1;
     if (!(a->tmp = dt_malloc(len)) || !(a->path = dt_strdup(path))) {
         free(a->tmp);
         return -1;
     }
     snprintf(a->tmp, len, "%s.tmp.%ld", path, (long)getpid());
-    fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0 || !(a->f = fdopen(fd, "wb"))) {
         dt_fail("%s: cannot create (%s)", a->tmp, strerror(errno));
         if (fd >= 0) close(fd);
@@ -153,6 +220,7 @@ int dt_atomic_open(dt_atomic *a, const char *path)
         free(a->path);
         return -1;
     }
+    dt_temp_add(a->tmp);
     return 0;
 }
 
@@ -162,9 +230,11 @@ int dt_atomic_commit(dt_atomic *a, int ok)
     if (ok && (fflush(a->f) != 0 || ferror(a->f))) rc = dt_fail("%s: write failed (%s)", a->tmp, strerror(errno));
     if (ok && rc == 0 && fsync(fileno(a->f)) != 0) rc = dt_fail("%s: fsync failed (%s)", a->tmp, strerror(errno));
     if (fclose(a->f) != 0 && ok && rc == 0) rc = dt_fail("%s: close failed (%s)", a->tmp, strerror(errno));
+    if (ok && rc == 0 && dt_check_target(a->path) != 0) rc = -1; /* replaced by a link or a device meanwhile */
     if (ok && rc == 0 && rename(a->tmp, a->path) != 0)
         rc = dt_fail("%s: cannot rename to %s (%s)", a->tmp, a->path, strerror(errno));
     if (!ok || rc != 0) unlink(a->tmp);
+    dt_temp_remove(a->tmp);
     free(a->tmp);
     free(a->path);
     return ok ? rc : -1;

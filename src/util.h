@@ -43,6 +43,9 @@ int dt_parse_double(const char *s, double lo, double hi, const char *what, doubl
 
 /* Reads a whole file into a NUL-terminated buffer (caller frees with free()). */
 int dt_read_file(const char *path, char **data, size_t *n_bytes);
+/* A file dtrain is to write (and replace atomically): absent or a regular file (not a link, a
+ * directory or a device), in a directory that exists and can be written. */
+int dt_check_target(const char *path);
 /* Writes a file atomically: temp file beside it, fsync, rename. */
 int dt_write_file_atomic(const char *path, const void *data, size_t n_bytes);
 /* The same, streamed: dt_atomic_open gives a FILE* on a temp file beside `path`; dt_atomic_commit
@@ -54,6 +57,12 @@ typedef struct dt_atomic {
 } dt_atomic;
 int dt_atomic_open(dt_atomic *a, const char *path);
 int dt_atomic_commit(dt_atomic *a, int ok);
+
+/* Temporary files being written (their path strings stay valid until removed from the list):
+ * dt_remove_temp_files unlinks them, from a signal handler too. */
+void dt_temp_add(char *path);
+void dt_temp_remove(const char *path);
+void dt_remove_temp_files(void);
 
 /* FNV-1a, for configuration fingerprints and RNG stream names. */
 uint64_t dt_hash64(const void *data, size_t n, uint64_t h);

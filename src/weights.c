@@ -1,6 +1,7 @@
 /* Weight files: the net's named tensors in the safetensors layout, checked against the net. */
 #include "weights.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,22 @@ int weights_read(const dt_net *net, const char *path, float *w, float *state)
     int rc = weights_from(net, f, path, w, state);
     st_close(f);
     return rc;
+}
+
+int weights_check_finite(const dt_net *net, const float *w, const float *state, const char *path)
+{
+    for (int i = 0; i < net->n_tensors + net->n_states; i++) {
+        const float *d;
+        const dt_param *p = tensor_at(net, i, w, state, &d);
+        size_t bad = 0, first = 0;
+        for (size_t k = 0; k < p->n; k++)
+            if (!isfinite(d[k]) && !bad++) first = k;
+        if (bad)
+            return dt_fail("%s: tensor '%s' holds %zu non-finite values (the first, [%zu], is %g): refused (expected "
+                           "finite weights; --allow-nonfinite loads them anyway)",
+                           path, p->name, bad, first, (double)d[first]);
+    }
+    return 0;
 }
 
 int weights_from(const dt_net *net, const st_file *f, const char *path, float *w, float *state)

@@ -23,5 +23,8 @@ int weights_save(const dt_net *net, const float *w, const float *state, const ch
 int weights_read(const dt_net *net, const char *path, float *w, float *state);
 /* The same from a file already read (path for messages). */
 int weights_from(const dt_net *net, const st_file *f, const char *path, float *w, float *state);
+/* Host arenas as read: an error naming the first tensor holding NaN or infinity (and how many)
+ * when there is one; `path` names the file. */
+int weights_check_finite(const dt_net *net, const float *w, const float *state, const char *path);
 
 #endif

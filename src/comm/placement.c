@@ -117,7 +117,7 @@ int placement_build(const char *kind, const dt_arena *a, int n_servers, dt_place
     }
     for (int s = 0; s < n_servers; s++) { /* in arena order, adjacent ranges merged */
         int k = 0;
-        qsort(p->ranges[s], (size_t)p->n_ranges[s], sizeof(dt_range), by_off);
+        if (p->n_ranges[s] > 1) qsort(p->ranges[s], (size_t)p->n_ranges[s], sizeof(dt_range), by_off);
         for (int i = 1; i < p->n_ranges[s]; i++) {
             if (p->ranges[s][k].off + p->ranges[s][k].n == p->ranges[s][i].off) p->ranges[s][k].n += p->ranges[s][i].n;
             else p->ranges[s][++k] = p->ranges[s][i];

@@ -18,6 +18,7 @@
 #include "../rng.h"
 #include "../util.h"
 #include "data.h"
+#include "formats.h"
 #include "image.h"
 
 int augment_parse(const char *spec, const char *dataset, dt_augment *out)
@@ -136,12 +137,27 @@ flip:
         }
 }
 
-void dataset_fill_view(const dt_dataset *ds, const dt_split *s, const dt_view *v, const uint32_t *idx, int rows,
-                       float *x, int32_t *y)
+/* a packed image is checked against its checksum the first time a run reads it */
+static int intact(const dt_split *s, uint32_t i, size_t d)
+{
+    uint64_t want = 0;
+    if (!s->sums || s->checked[i]) return 0;
+    for (int b = 7; b >= 0; b--) want = want << 8 | s->sums[8 * (size_t)i + (size_t)b];
+    if (pack_image_sum(s->x + (size_t)i * d, d) != want)
+        return dt_fail("%s: image %u is damaged (its pixels do not match their checksum; delete the pack to rebuild it)",
+                       s->origin, i);
+    s->checked[i] = 1;
+    return 0;
+}
+
+int dataset_fill_view(const dt_dataset *ds, const dt_split *s, const dt_view *v, const uint32_t *idx, int rows,
+                      float *x, int32_t *y)
 {
     size_t d = (size_t)ds->c * ds->h * ds->w, od = (size_t)ds->c * v->h * v->w;
     for (int r = 0; r < rows; r++) {
+        if (intact(s, idx[r], d) != 0) return -1;
         fill_one(ds, v, idx[r], s->x + (size_t)idx[r] * d, x + (size_t)r * od);
         y[r] = s->y[idx[r]];
     }
+    return 0;
 }

@@ -26,6 +26,9 @@ typedef struct dt_split {
     uint8_t *own;     /* x when it was read into memory (freed on close) */
     void *map;        /* the mapped pack file x points into (unmapped on close) */
     size_t map_bytes;
+    const uint8_t *sums; /* packed: each image's checksum (u64 LE, pack_image_sum), NULL otherwise */
+    uint8_t *checked;    /* packed: 1 once image i's pixels were found intact in this run */
+    char origin[256];    /* the file, for messages */
 } dt_split;
 
 typedef struct dt_dataset {
@@ -61,8 +64,8 @@ const char *dataset_default_dirs(const char *name);
 int dataset_crops(const char *name);
 
 /* Writes rows samples (indices idx[]) as normalised floats of the stored size into x
- * [rows][c*h*w], labels into y: no augmentation. */
-void dataset_fill(const dt_dataset *ds, const dt_split *s, const uint32_t *idx, int rows, float *x, int32_t *y);
+ * [rows][c*h*w], labels into y: no augmentation. Fails only on a damaged packed image. */
+int dataset_fill(const dt_dataset *ds, const dt_split *s, const uint32_t *idx, int rows, float *x, int32_t *y);
 
 /* ---- augmentation (augment.c) ------------------------------------------------------------------ */
 
@@ -86,8 +89,8 @@ typedef struct dt_view {
     uint64_t key;
 } dt_view;
 
-void dataset_fill_view(const dt_dataset *ds, const dt_split *s, const dt_view *v, const uint32_t *idx, int rows,
-                       float *x, int32_t *y);
+int dataset_fill_view(const dt_dataset *ds, const dt_split *s, const dt_view *v, const uint32_t *idx, int rows,
+                      float *x, int32_t *y);
 
 /* ---- the loader thread (loader.c) -------------------------------------------------------------- */
 

@@ -221,6 +221,7 @@ static void split_free(dt_split *s)
 {
     free(s->own);
     free(s->y);
+    free(s->checked);
     if (s->map) munmap(s->map, s->map_bytes);
 }
 
@@ -232,8 +233,8 @@ void dataset_close(dt_dataset *ds)
     free(ds);
 }
 
-void dataset_fill(const dt_dataset *ds, const dt_split *s, const uint32_t *idx, int rows, float *x, int32_t *y)
+int dataset_fill(const dt_dataset *ds, const dt_split *s, const uint32_t *idx, int rows, float *x, int32_t *y)
 {
     dt_view v = {ds->h, ds->w, NULL, 0};
-    dataset_fill_view(ds, s, &v, idx, rows, x, y);
+    return dataset_fill_view(ds, s, &v, idx, rows, x, y);
 }

@@ -7,11 +7,15 @@
 
 #include "data.h"
 
-/* IDX (MNIST-family) files, raw or gzip. kind: "images" (3 dims) or "labels" (1 dim). */
+/* IDX (MNIST-family) files, raw or gzip: want_dims 3 (images N x rows x cols) or 1 (labels). */
 int idx_load(const char *path, int want_dims, uint32_t *dims, uint8_t **data);
+/* The same from a whole file in memory (malloc'd: taken, also on failure); path for messages. */
+int idx_parse(const char *path, uint8_t *raw, size_t n, int want_dims, uint32_t *dims, uint8_t **data);
 /* CIFAR-10 (fine = 0) or CIFAR-100 (fine = 1) binary files of DIR into the splits. */
 int cifar_open(dt_dataset *ds, const char *dir, int hundred);
 /* ImageNet-style: DIR/train/CLASS/IMAGE.png and DIR/val/CLASS/IMAGE.png, packed on first use. */
 int imagenet_open(dt_dataset *ds, const char *dir, const dt_data_opts *o);
+/* The checksum of one packed image's pixels. */
+uint64_t pack_image_sum(const uint8_t *p, size_t n);
 
 #endif

@@ -1,7 +1,8 @@
 /* IDX files (the MNIST family): big-endian header, then unsigned bytes.
  *   magic: 0x00 0x00 TYPE NDIMS, TYPE 0x08 = unsigned byte; then NDIMS uint32 sizes.
- * Read through zlib, so the same code reads raw and .gz files. Everything is checked: magic,
- * type, number of dimensions, sizes against the bytes actually present. */
+ * A .gz file is inflated with zlib in memory, so the same code reads both. Everything is checked:
+ * magic, type, number of dimensions, sizes against the bytes actually present, and nothing may
+ * follow the data (or the gzip stream). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,63 +11,78 @@
 #include "../util.h"
 #include "formats.h"
 
-/* Reads the whole (decompressed) stream. */
-static int read_all(const char *path, uint8_t **out, size_t *n_out)
+/* the largest IDX file dtrain inflates (ImageNet-sized IDX sets are below 1 GB) */
+#define MAX_INFLATED ((size_t)8 << 30)
+
+/* Inflates the gzip members in[0..n) into *out; anything after the last member that is not
+ * another member is an error, not silently ignored. */
+static int gunzip(const char *path, const uint8_t *in, size_t n, uint8_t **out, size_t *n_out)
 {
-    gzFile f = gzopen(path, "rb");
-    size_t cap = 1 << 20, n = 0;
-    uint8_t *buf;
-    int err;
-    if (!f) return dt_fail("%s: cannot open (%s)", path, errno ? strerror(errno) : "zlib could not allocate");
-    gzbuffer(f, 1 << 17);
-    if (!(buf = malloc(cap))) {
-        gzclose(f);
-        return dt_fail("out of memory");
-    }
-    for (;;) {
-        if (n == cap) {
-            uint8_t *g = realloc(buf, cap *= 2);
-            if (!g) {
-                free(buf);
-                gzclose(f);
-                return dt_fail("out of memory reading %s", path);
-            }
-            buf = g;
-        }
-        size_t want = cap - n > (1u << 30) ? (1u << 30) : cap - n;
-        int r = gzread(f, buf + n, (unsigned)want);
-        if (r < 0) {
-            const char *msg = gzerror(f, &err);
-            dt_fail("%s: %s (%s)", path, err == Z_ERRNO ? strerror(errno) : msg,
-                    err == Z_DATA_ERROR ? "corrupt gzip data" : "read error");
+    size_t cap = DT_MIN(n * 4 + 1024, MAX_INFLATED), len = 0, used = 0;
+    uint8_t *buf = malloc(cap);
+    if (!buf) return dt_fail("out of memory reading %s", path);
+    while (used < n) {
+        if (n - used < 2 || in[used] != 0x1f || in[used + 1] != 0x8b) {
             free(buf);
-            gzclose(f);
-            return -1;
+            return dt_fail("%s: %zu bytes of trailing data after the gzip stream (expected the end of the file)", path,
+                           n - used);
         }
-        if (r == 0) break;
-        n += (size_t)r;
-    }
-    gzerror(f, &err);
-    if (err != Z_OK && err != Z_STREAM_END) {
-        dt_fail("%s: %s", path, gzerror(f, &err));
-        free(buf);
-        gzclose(f);
-        return -1;
-    }
-    if (gzclose(f) != Z_OK) {
-        free(buf);
-        return dt_fail("%s: truncated or corrupt gzip stream (expected a complete file)", path);
+        z_stream z;
+        memset(&z, 0, sizeof z);
+        if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
+            free(buf);
+            return dt_fail("out of memory reading %s", path);
+        }
+        z.next_in = (Bytef *)(in + used);
+        int rc = Z_OK;
+        size_t avail = n - used;
+        while (rc != Z_STREAM_END) {
+            if (len == cap) {
+                if (cap >= MAX_INFLATED) {
+                    inflateEnd(&z);
+                    free(buf);
+                    return dt_fail("%s: inflates to more than %llu bytes (not an IDX file)", path,
+                                   (unsigned long long)MAX_INFLATED);
+                }
+                uint8_t *g = realloc(buf, cap = DT_MIN(2 * cap, MAX_INFLATED));
+                if (!g) {
+                    inflateEnd(&z);
+                    free(buf);
+                    return dt_fail("out of memory reading %s", path);
+                }
+                buf = g;
+            }
+            z.avail_in = (uInt)(avail > (1u << 30) ? (1u << 30) : avail);
+            z.next_out = buf + len;
+            z.avail_out = (uInt)(cap - len > (1u << 30) ? (1u << 30) : cap - len);
+            uInt in0 = z.avail_in, out0 = z.avail_out;
+            rc = inflate(&z, Z_NO_FLUSH);
+            avail -= in0 - z.avail_in;
+            len += out0 - z.avail_out;
+            if (rc == Z_BUF_ERROR && avail == 0 && z.avail_out > 0) rc = Z_DATA_ERROR; /* input ended inside the stream */
+            if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
+                inflateEnd(&z);
+                free(buf);
+                return dt_fail("%s: %s (truncated or corrupt gzip data)", path, z.msg ? z.msg : "inflate failed");
+            }
+        }
+        used = n - avail;
+        inflateEnd(&z);
     }
     *out = buf;
-    *n_out = n;
+    *n_out = len;
     return 0;
 }
 
-int idx_load(const char *path, int want_dims, uint32_t *dims, uint8_t **data)
+int idx_parse(const char *path, uint8_t *raw, size_t n, int want_dims, uint32_t *dims, uint8_t **data)
 {
-    uint8_t *buf = NULL;
-    size_t n = 0, hdr, count = 1;
-    if (read_all(path, &buf, &n) != 0) return -1;
+    uint8_t *buf = raw;
+    size_t hdr, count = 1;
+    if (n >= 2 && raw[0] == 0x1f && raw[1] == 0x8b) { /* gzip */
+        int rc = gunzip(path, raw, n, &buf, &n);
+        free(raw);
+        if (rc != 0) return -1;
+    }
     if (n < 4) {
         free(buf);
         return dt_fail("%s: file has %zu bytes (expected an IDX header of at least 4 bytes)", path, n);
@@ -114,4 +130,12 @@ int idx_load(const char *path, int want_dims, uint32_t *dims, uint8_t **data)
 fail:
     free(buf);
     return -1;
+}
+
+int idx_load(const char *path, int want_dims, uint32_t *dims, uint8_t **data)
+{
+    char *raw;
+    size_t n;
+    if (dt_read_file(path, &raw, &n) != 0) return -1;
+    return idx_parse(path, (uint8_t *)raw, n, want_dims, dims, data);
 }

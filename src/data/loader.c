@@ -17,6 +17,8 @@
 typedef struct slot {
     dt_batch b;
     long it; /* the iteration it holds, -1: empty */
+    int failed;      /* filling it failed: err says why */
+    char err[512];
 } slot;
 
 struct dt_loader {
@@ -34,7 +36,7 @@ struct dt_loader {
     pthread_cond_t cv;
 };
 
-/* the samples and draws of iteration it into s */
+/* the samples and draws of iteration it into s; a failure is kept in the slot for loader_next */
 static void fill(dt_loader *l, slot *s, long it)
 {
     long e = it / l->ipe, i = it % l->ipe;
@@ -42,7 +44,8 @@ static void fill(dt_loader *l, slot *s, long it)
     if (l->sampler->epoch != (int)e) sampler_epoch(l->sampler, (int)e);
     sampler_slice(l->sampler, i, &idx, &s->b.rows, &s->b.row0, &s->b.global_rows);
     dt_view v = {l->out_h, l->out_w, &l->aug, rng_hash(l->seed ^ rng_stream_id("augment"), (uint64_t)e)};
-    dataset_fill_view(l->ds, &l->ds->train, &v, idx, s->b.rows, s->b.x, s->b.y);
+    s->failed = dataset_fill_view(l->ds, &l->ds->train, &v, idx, s->b.rows, s->b.x, s->b.y) != 0;
+    if (s->failed) snprintf(s->err, sizeof s->err, "%s", dt_errmsg());
     s->it = it;
 }
 
@@ -107,7 +110,7 @@ int loader_next(dt_loader *l, long it, dt_batch *b)
         slot *s = &l->slots[0];
         fill(l, s, it);
         *b = s->b;
-        return 0;
+        return s->failed ? dt_fail("%s", s->err) : 0;
     }
     pthread_mutex_lock(&l->mu);
     if (it != l->taken && it != l->taken + 1) {
@@ -117,9 +120,10 @@ int loader_next(dt_loader *l, long it, dt_batch *b)
     l->taken = it; /* the batch before it is done with: its slot may be refilled */
     pthread_cond_broadcast(&l->cv);
     while (l->next_fill <= it) pthread_cond_wait(&l->cv, &l->mu);
-    *b = l->slots[it % l->n_slots].b;
+    const slot *s = &l->slots[it % l->n_slots];
+    *b = s->b;
     pthread_mutex_unlock(&l->mu);
-    return 0;
+    return s->failed ? dt_fail("%s", s->err) : 0;
 }
 
 void loader_destroy(dt_loader *l)

@@ -7,9 +7,13 @@
  *   40   u64 labels offset     48   u64 names offset       56   u64 names bytes
  *   64   u64 data offset       72   u64 data bytes (n * channels * side * side)
  *   80   u64 source fingerprint (pngdir_fingerprint of the tree it came from)
- *   120  u64 FNV-1a checksum of bytes 0..119, the labels and the names
- *   labels: n u16; names: the class folder names, one per line; data (page aligned): n images,
- *   planar C x side x side.
+ *   88   u64 image checksums offset (8-byte aligned)
+ *   120  u64 FNV-1a checksum of bytes 0..119, the labels, the names and the image checksums
+ *   labels: n u16; names: the class folder names, one per line; image checksums: n u64, each
+ *   pack_image_sum of one image's pixels, checked the first time a run reads the image; data
+ *   (page aligned): n images, planar C x side x side.
+ * Every count and offset of a header is checked against overflow and the file's size before
+ * anything is read or allocated.
  * Packs live in DIR/.dtrain-pack (or, when DIR is read-only, ~/.cache/dtrain/<DIR with / as _>);
  * a pack whose fingerprint no longer matches its tree (images added or removed) is rebuilt.
  * A directory that holds only the .pack files (copied elsewhere) is used as it is. Packs are
@@ -33,7 +37,7 @@
 #include "pngdir.h"
 
 #define MAGIC "DTRAINPK"
-#define PACK_VERSION 1
+#define PACK_VERSION 2
 #define HEADER 4096
 
 static void put32(uint8_t *p, uint32_t v)
@@ -63,12 +67,29 @@ static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
     return h;
 }
 
-static uint64_t checksum(const uint8_t *base, uint64_t n, uint64_t labels_off, uint64_t names_off, uint64_t names_bytes)
+static uint64_t checksum(const uint8_t *base, uint64_t n, uint64_t labels_off, uint64_t names_off, uint64_t names_bytes,
+                         uint64_t sums_off)
 {
     uint64_t h = fnv(1469598103934665603ull, base, 120);
     h = fnv(h, base + labels_off, n * 2);
-    return fnv(h, base + names_off, names_bytes);
+    h = fnv(h, base + names_off, names_bytes);
+    return fnv(h, base + sums_off, n * 8);
 }
+
+uint64_t pack_image_sum(const uint8_t *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull, w;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) { /* FNV-1a over 64-bit words: ~8 bytes per multiply */
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 1099511628211ull;
+    }
+    for (; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* [off, off + len) lies inside a file of `total` bytes, without overflowing */
+static int inside(uint64_t off, uint64_t len, uint64_t total) { return off <= total && len <= total - off; }
 
 /* ---- reading ------------------------------------------------------------------------------------ */
 
@@ -110,19 +131,25 @@ static int pack_open(const char *path, int channels, int side, int check_fp, uin
         goto bad;                                                                                                      \
     } while (0)
     if (memcmp(m, MAGIC, 8) != 0) BAD("%s: not a dtrain pack (bad magic; delete it to rebuild)", path);
-    if (get32(m + 8) != PACK_VERSION) BAD("%s: pack version %u (expected %d; delete it to rebuild)", path, get32(m + 8), PACK_VERSION);
+    if (get32(m + 8) != PACK_VERSION) {
+        munmap(m, bytes);
+        snprintf(why, why_n, "%s is a version %u pack, this dtrain makes version %d", path, get32(m + 8), PACK_VERSION);
+        return 1;
+    }
     uint64_t n = get64(m + 16), loff = get64(m + 40), noff = get64(m + 48), nb = get64(m + 56), doff = get64(m + 64),
-             db = get64(m + 72);
+             db = get64(m + 72), soff = get64(m + 88);
     uint32_t c = get32(m + 24), h = get32(m + 28), w = get32(m + 32), k = get32(m + 36);
     if (c != (uint32_t)channels || h != (uint32_t)side || w != (uint32_t)side) {
         munmap(m, bytes);
         snprintf(why, why_n, "%s holds %ux%ux%u images, not %dx%dx%d", path, c, h, w, channels, side, side);
         return 1;
     }
-    if (n == 0 || k == 0 || k > 65535 || loff < HEADER || loff + 2 * n > bytes || noff + nb > bytes || nb > (1u << 24) ||
-        db != n * c * h * w || doff + db != bytes || doff % 4096)
+    uint64_t per = (uint64_t)c * h * w; /* channels and side match the run's: small */
+    if (n == 0 || n > bytes / per || k == 0 || k > 65535 || loff < HEADER || !inside(loff, 2 * n, bytes) ||
+        nb > (1u << 24) || !inside(noff, nb, bytes) || soff % 8 || !inside(soff, 8 * n, bytes) || db != n * per ||
+        doff % 4096 || !inside(doff, db, bytes) || doff + db != bytes)
         BAD("%s: inconsistent pack header or size %zu bytes (truncated or damaged; delete it to rebuild)", path, bytes);
-    if (checksum(m, n, loff, noff, nb) != get64(m + 120))
+    if (checksum(m, n, loff, noff, nb, soff) != get64(m + 120))
         BAD("%s: checksum mismatch in the pack header (damaged; delete it to rebuild)", path);
     if (check_fp && get64(m + 80) != fp) {
         munmap(m, bytes);
@@ -143,14 +170,19 @@ static int pack_open(const char *path, int channels, int side, int check_fp, uin
         if (!(pi->names[i] = strndup(p, (size_t)(nl - p)))) BAD("out of memory");
         p = nl + 1;
     }
+    if (!(s->checked = calloc((size_t)n, 1))) BAD("out of memory");
     s->n = n;
     s->map = m;
     s->map_bytes = bytes;
     s->x = m + doff;
+    s->sums = m + soff;
+    snprintf(s->origin, sizeof s->origin, "%s", path);
     return 0;
 bad:
     free(s->y);
     s->y = NULL;
+    free(s->checked);
+    s->checked = NULL;
     info_free(pi);
     munmap(m, bytes);
     return -1;
@@ -161,7 +193,7 @@ bad:
 
 typedef struct pack_job {
     const pngdir *t;
-    uint8_t *data;
+    uint8_t *data, *sums;
     size_t d;
     int channels, side;
     atomic_size_t next, done;
@@ -176,7 +208,9 @@ static void *pack_worker(void *arg)
     for (;;) {
         size_t i = atomic_fetch_add(&j->next, 1);
         if (i >= j->t->n || atomic_load(&j->failed)) break;
-        if (png_load_square(j->t->files[i], j->channels, j->side, j->data + i * j->d) != 0) {
+        if (png_load_square(j->t->files[i], j->channels, j->side, j->data + i * j->d) == 0)
+            put64(j->sums + 8 * i, pack_image_sum(j->data + i * j->d, j->d));
+        else {
             pthread_mutex_lock(&j->mu);
             if (!atomic_load(&j->failed)) snprintf(j->err, sizeof j->err, "%s", dt_errmsg());
             atomic_store(&j->failed, 1);
@@ -206,7 +240,8 @@ static int pack_write(const char *root, const char *split, char **classes, int n
     }
     size_t d = (size_t)o->channels * o->image_size * o->image_size, names_bytes = 0;
     for (int i = 0; i < n_classes; i++) names_bytes += strlen(classes[i]) + 1;
-    uint64_t loff = HEADER, noff = loff + 2 * (uint64_t)t->n, doff = (noff + names_bytes + 4095) / 4096 * 4096;
+    uint64_t loff = HEADER, noff = loff + 2 * (uint64_t)t->n, soff = (noff + names_bytes + 7) / 8 * 8;
+    uint64_t doff = (soff + 8 * (uint64_t)t->n + 4095) / 4096 * 4096;
     uint64_t bytes = doff + (uint64_t)t->n * d;
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -225,13 +260,11 @@ static int pack_write(const char *root, const char *split, char **classes, int n
     put32(m + 24, (uint32_t)o->channels), put32(m + 28, (uint32_t)o->image_size), put32(m + 32, (uint32_t)o->image_size);
     put32(m + 36, (uint32_t)n_classes);
     put64(m + 40, loff), put64(m + 48, noff), put64(m + 56, names_bytes), put64(m + 64, doff);
-    put64(m + 72, (uint64_t)t->n * d), put64(m + 80, fp);
+    put64(m + 72, (uint64_t)t->n * d), put64(m + 80, fp), put64(m + 88, soff);
     for (size_t i = 0; i < t->n; i++) m[loff + 2 * i] = (uint8_t)t->labels[i], m[loff + 2 * i + 1] = (uint8_t)(t->labels[i] >> 8);
     char *np = (char *)m + noff;
     for (int i = 0; i < n_classes; i++) np += sprintf(np, "%s\n", classes[i]);
-    put64(m + 120, checksum(m, t->n, loff, noff, names_bytes));
-
-    pack_job j = {.t = t, .data = m + doff, .d = d, .channels = o->channels, .side = o->image_size};
+    pack_job j = {.t = t, .data = m + doff, .sums = m + soff, .d = d, .channels = o->channels, .side = o->image_size};
     pthread_mutex_init(&j.mu, NULL);
     int nt = o->threads > 0 ? o->threads : 1;
     pthread_t th[64];
@@ -257,6 +290,7 @@ static int pack_write(const char *root, const char *split, char **classes, int n
         goto fail;
     }
     if (o->progress) o->progress(o->progress_arg, what, t->n, t->n, now() - t0);
+    put64(m + 120, checksum(m, t->n, loff, noff, names_bytes, soff)); /* the image checksums are in now */
     if (msync(m, bytes, MS_SYNC) != 0 || fsync(fd) != 0) {
         dt_fail("%s: cannot write (%s)", tmp, strerror(errno));
         goto fail;

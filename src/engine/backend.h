@@ -83,6 +83,8 @@ struct dt_backend {
     int (*copy)(dt_backend *be, void *dst, const void *src, size_t bytes); /* device to device */
     /* waits until queued work is done (timing, host reads) */
     int (*sync)(dt_backend *be);
+    /* bytes of its memory free now and in all (for checks before large allocations) */
+    int (*memory)(dt_backend *be, size_t *free_bytes, size_t *total_bytes);
 
     /* C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C (row-major, like cblas_sgemm) */
     int (*gemm)(dt_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,

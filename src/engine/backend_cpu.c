@@ -66,6 +66,23 @@ static int cpu_sync(dt_backend *be)
     return 0;
 }
 
+/* MemAvailable and MemTotal of /proc/meminfo: what the kernel can give without swapping */
+static int cpu_memory(dt_backend *be, size_t *free_bytes, size_t *total_bytes)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb;
+    int found = 0;
+    (void)be;
+    if (!f) return dt_fail("cannot read /proc/meminfo");
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) *free_bytes = (size_t)kb * 1024, found |= 1;
+        if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) *total_bytes = (size_t)kb * 1024, found |= 2;
+    }
+    fclose(f);
+    return found == 3 ? 0 : dt_fail("/proc/meminfo has no MemAvailable and MemTotal");
+}
+
 static int cpu_gemm(dt_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, float beta, float *c, int ldc)
 {
@@ -308,6 +325,7 @@ int backend_cpu_create(dt_backend **out, int n_threads)
     be->to_host = cpu_copy;
     be->copy = cpu_copy;
     be->sync = cpu_sync;
+    be->memory = cpu_memory;
     be->gemm = cpu_gemm;
     be->bias_add = cpu_bias_add;
     be->bias_grad = cpu_bias_grad;

@@ -97,8 +97,13 @@ static int conv_infer(dt_layer *l, const char *where)
     l->out_size = (size_t)s->out * oh * ow;
     s->cfg = (dt_conv_cfg){c, h, w, s->out, oh, ow, s->kh, s->kw, s->sh, s->sw, pt, pb, pl, pr, s->groups, s->bias,
                            DT_LAYOUT_PLAIN, DT_LAYOUT_PLAIN};
+    /* sizes in 64 bits: channels up to 2^20 times a kernel up to 2^16 x 2^16 overflow an int */
+    int64_t per_out = (int64_t)(c / s->groups) * s->kh * s->kw, n_w = per_out * s->out;
+    if (n_w > INT32_MAX || (int64_t)s->out * oh * ow > INT32_MAX)
+        return dt_fail("%s: conv: %lld weights and %lld outputs per sample (at most 2^31 each)", where, (long long)n_w,
+                       (long long)s->out * oh * ow);
     int dims[4] = {s->out, c / s->groups, s->kh, s->kw};
-    int fan_in = c / s->groups * s->kh * s->kw, fan_out = s->out / s->groups * s->kh * s->kw;
+    int fan_in = (int)per_out, fan_out = (int)((int64_t)(s->out / s->groups) * s->kh * s->kw);
     l->n_params = 0;
     layer_param(l, "weight", 4, dims, s->init, fan_in, fan_out);
     if (s->bias) {

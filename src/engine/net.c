@@ -14,6 +14,7 @@
 #define MAX_LINE 4096
 #define MAX_BLOCKS 64
 #define MAX_DEPTH 8
+#define MAX_LINES 100000 /* after blocks are expanded: resnet50 has 230 */
 
 static void layer_free(dt_layer *l, dt_backend *be)
 {
@@ -288,6 +289,9 @@ typedef struct expander {
 
 static int emit(expander *x, const char *text, int line, const char *where)
 {
+    if (x->n_out == MAX_LINES)
+        return dt_fail("%s: the blocks expand to more than %d layers (a block used inside itself too often?)", where,
+                       MAX_LINES);
     if (x->n_out == x->cap_out) {
         int cap = x->cap_out ? 2 * x->cap_out : 64;
         src_line *g = realloc(x->out, sizeof *g * (size_t)cap);
@@ -577,14 +581,42 @@ out:
     return rc;
 }
 
+/* What net_alloc will ask the backend for, at least: the arenas (weights, gradients, state) and
+ * every layer's output and the largest output gradient, for max_batch rows. */
+static double memory_needed(const dt_net *net, dt_backend *be, double *arenas, double *acts)
+{
+    double largest = 0.0;
+    *arenas = 4.0 * (2.0 * (double)net->n_params + (double)net->n_state);
+    *acts = 0.0;
+    for (int i = 0; i < net->n_layers; i++) {
+        double n = 4.0 * (double)layer_act_size(net->layers[i], be, net->max_batch);
+        *acts += n;
+        largest = n > largest ? n : largest;
+    }
+    *acts += largest;
+    return *arenas + *acts;
+}
+
 int net_alloc(dt_net *net, dt_backend *be, int max_batch)
 {
+    double arenas, acts, need;
+    size_t avail = 0, total = 0;
     net->be = be;
     net->max_batch = max_batch < 1 ? 1 : max_batch;
     for (int i = 0; i < net->n_layers; i++) {
         dt_layer *l = net->layers[i];
         l->layout = DT_LAYOUT_PLAIN;
         if (i > 0 && l->out.n_dims == 3) l->layout = be->layout_for(be, l->out.d[0], l->out.d[1], l->out.d[2]);
+    }
+    need = memory_needed(net, be, &arenas, &acts);
+    if (be->memory && be->memory(be, &avail, &total) == 0 && need > (double)avail)
+        return dt_fail("%s: needs at least %.3g GB on %s (%.3g GB of weights, gradients and state; %.3g GB of "
+                       "activations for %d samples per rank), and %.3g GB of its %.3g GB are free (expected a smaller "
+                       "--batch or net)",
+                       net->origin, need / 1e9, be->name, arenas / 1e9, acts / 1e9, net->max_batch, (double)avail / 1e9,
+                       (double)total / 1e9);
+    for (int i = 0; i < net->n_layers; i++) {
+        dt_layer *l = net->layers[i];
         size_t n = layer_act_size(l, be, net->max_batch);
         if (!(l->y = be->alloc(be, n * sizeof(float)))) return -1;
     }
