@@ -56,10 +56,10 @@ int log_open(dt_log **out, int enabled, const char *json_path, const char *progr
     if (enabled && json_path) {
         /* appended to as it goes (not replaced atomically): a device or a pipe (/dev/stdout) is fine */
         if (!(l->json_path = dt_strdup(json_path)) || !(l->json = fopen(json_path, "w"))) {
-            if (l->json_path) dt_fail("%s: cannot create (%s)", json_path, strerror(errno));
+            if (l->json_path) dt_fail("--log %s: cannot create (%s)", json_path, strerror(errno));
             free(l->json_path);
             free(l);
-            return dt_fail_prefix("--log");
+            return -1;
         }
     }
     *out = l;

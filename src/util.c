@@ -163,7 +163,7 @@ int dt_check_target(const char *path)
         return dt_fail("%s is %s (expected a regular file or no file: dtrain replaces it)", path, file_kind(st.st_mode));
     if (slash) snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
     else snprintf(dir, sizeof dir, ".");
-    if (stat(dir, &st) != 0) return dt_fail("%s: no directory %s (%s)", path, dir, strerror(errno));
+    if (stat(dir, &st) != 0) return dt_fail("%s: cannot create: no directory %s (%s)", path, dir, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return dt_fail("%s: %s is %s, not a directory", path, dir, file_kind(st.st_mode));
     if (access(dir, W_OK | X_OK) != 0) return dt_fail("%s: cannot write in %s (%s)", path, dir, strerror(errno));
     return 0;
