@@ -23,7 +23,7 @@
 #include "util.h"
 
 #define CKPT_FORMAT WEIGHTS_CKPT_FORMAT
-#define CKPT_VERSION "1"
+#define CKPT_VERSION "2" /* 2: the checksum covers the metadata, names and shapes too */
 
 /* every rank learns whether any failed; r->failed_rank holds the lowest that did */
 #define AGREE(r, rc) ((r)->failed_rank = comm_agree((r)->comm, (rc) != 0), (r)->failed_rank >= 0)
@@ -210,6 +210,10 @@ int ckpt_save(dt_ckpt_state *r, long done, const char *path)
             if (r->be->to_host(r->be, host, net->w, n * sizeof(float)) != 0 ||
                 (r->momentum && r->be->to_host(r->be, host + n, r->momentum, n * sizeof(float)) != 0))
                 rc = -1;
+            /* a diverged run must not replace the last good checkpoint */
+            if (rc == 0 && weights_check_finite(net, host, avg, "the weights") != 0)
+                rc = dt_fail("%s not written at iteration %ld: %s (the file keeps the last good checkpoint)", path, done,
+                             dt_errmsg());
         }
         if (rc == 0) {
             for (int i = 0; i < net->n_tensors; i++) {
@@ -431,18 +435,32 @@ fail:
 
 /* ---- the file ---------------------------------------------------------------------------------- */
 
+/* The checksum of a checkpoint: every metadata pair but the checksum itself, in order, then every
+ * tensor's name, shape and data. */
+static uint64_t meta_sum(const char *const *keys, const char *const *vals, int n)
+{
+    uint64_t h = DT_HASH_INIT;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(keys[i], "checksum") == 0) continue;
+        h = dt_hash64(keys[i], strlen(keys[i]) + 1, h);
+        h = dt_hash64(vals[i], strlen(vals[i]) + 1, h);
+    }
+    return h;
+}
+
 int ckpt_write(const char *path, const st_tensor *t, int n, const char *const *mk, const char *const *mv, int n_meta)
 {
     const char *keys[32], *vals[32];
     char sum[32];
-    int k = 0;
+    int k = 0, at;
     if (n_meta > 28) return dt_fail("internal: too much checkpoint metadata");
-    snprintf(sum, sizeof sum, "%016llx", (unsigned long long)st_checksum_tensors(t, n));
     keys[k] = "format", vals[k++] = CKPT_FORMAT;
     keys[k] = "version", vals[k++] = CKPT_VERSION;
     keys[k] = "producer", vals[k++] = "dtrain " PACKAGE_VERSION;
-    keys[k] = "checksum", vals[k++] = sum;
+    at = k, keys[k] = "checksum", vals[k++] = "";
     for (int i = 0; i < n_meta; i++) keys[k] = mk[i], vals[k++] = mv[i];
+    snprintf(sum, sizeof sum, "%016llx", (unsigned long long)st_checksum_tensors(meta_sum(keys, vals, k), t, n));
+    vals[at] = sum;
     return st_write(path, t, n, keys, vals, k);
 }
 
@@ -466,9 +484,10 @@ int ckpt_open(const char *path, st_file **out)
         st_close(f);
         return -1;
     }
-    snprintf(sum, sizeof sum, "%016llx", (unsigned long long)st_checksum_data(f));
+    uint64_t h = meta_sum((const char *const *)f->meta_keys, (const char *const *)f->meta_vals, f->n_meta);
+    snprintf(sum, sizeof sum, "%016llx", (unsigned long long)st_checksum_file(h, f));
     if (!want || strcmp(want, sum) != 0) {
-        dt_fail("%s: checksum %s of the data, the header says %s (the file is damaged)", path, sum,
+        dt_fail("%s: checksum %s of the header and data, the header says %s (the file is damaged)", path, sum,
                 want ? want : "nothing");
         st_close(f);
         return -1;

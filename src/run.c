@@ -182,7 +182,8 @@ static int setup_weights(dt_run *r)
     if (comm_rank(r->comm) == 0) {
         if (r->opts->load) {
             rc = weights_read(net, r->opts->load, host, state);
-            if (rc == 0 && !r->opts->allow_nonfinite) rc = weights_check_finite(net, host, state, r->opts->load);
+            if (rc == 0 && !r->opts->allow_nonfinite && weights_check_finite(net, host, state, r->opts->load) != 0)
+                rc = dt_fail("%s: refused (expected finite weights; --allow-nonfinite loads them anyway)", dt_errmsg());
             if (rc != 0) dt_fail_prefix("--load");
         } else {
             rc = net_init_params(net, (uint64_t)r->opts->seed);

@@ -320,15 +320,31 @@ static uint64_t fnv_words(uint64_t h, const uint8_t *p, size_t bytes)
     return h;
 }
 
-uint64_t st_checksum_tensors(const st_tensor *t, int n)
+/* one tensor's name, shape and data into the checksum */
+static uint64_t sum_tensor(uint64_t h, const char *name, int n_dims, const int64_t *shape, const uint8_t *data,
+                           size_t bytes)
 {
-    uint64_t h = 1469598103934665603ull;
+    h = dt_hash64(name, strlen(name) + 1, h);
+    h = dt_hash64(&n_dims, sizeof n_dims, h);
+    h = dt_hash64(shape, sizeof *shape * (size_t)n_dims, h);
+    return fnv_words(h, data, bytes);
+}
+
+uint64_t st_checksum_tensors(uint64_t h, const st_tensor *t, int n)
+{
     for (int i = 0; i < n; i++) {
         size_t count = 1;
         for (int d = 0; d < t[i].n_dims; d++) count *= (size_t)t[i].shape[d];
-        h = fnv_words(h, (const uint8_t *)t[i].data, count * sizeof(float));
+        h = sum_tensor(h, t[i].name, t[i].n_dims, t[i].shape, (const uint8_t *)t[i].data, count * sizeof(float));
     }
     return h;
 }
 
-uint64_t st_checksum_data(const st_file *f) { return fnv_words(1469598103934665603ull, f->data, f->data_bytes); }
+uint64_t st_checksum_file(uint64_t h, const st_file *f)
+{
+    for (int i = 0; i < f->n; i++) {
+        const st_entry *e = &f->e[i];
+        h = sum_tensor(h, e->name, e->n_dims, e->shape, f->data + e->begin, (size_t)(e->end - e->begin));
+    }
+    return h;
+}

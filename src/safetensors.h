@@ -57,8 +57,9 @@ typedef struct st_tensor {
 int st_write(const char *path, const st_tensor *t, int n, const char *const *meta_keys, const char *const *meta_vals,
              int n_meta);
 
-/* A checksum of the data section: of the tensors about to be written (in order), and of a file's. */
-uint64_t st_checksum_tensors(const st_tensor *t, int n);
-uint64_t st_checksum_data(const st_file *f);
+/* A checksum (continuing h) of every tensor's name, shape and data, in order: of the tensors about
+ * to be written, and of a file's as read. Equal for the same F32 tensors. */
+uint64_t st_checksum_tensors(uint64_t h, const st_tensor *t, int n);
+uint64_t st_checksum_file(uint64_t h, const st_file *f);
 
 #endif

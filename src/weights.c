@@ -55,9 +55,8 @@ int weights_check_finite(const dt_net *net, const float *w, const float *state, 
         for (size_t k = 0; k < p->n; k++)
             if (!isfinite(d[k]) && !bad++) first = k;
         if (bad)
-            return dt_fail("%s: tensor '%s' holds %zu non-finite values (the first, [%zu], is %g): refused (expected "
-                           "finite weights; --allow-nonfinite loads them anyway)",
-                           path, p->name, bad, first, (double)d[first]);
+            return dt_fail("%s: tensor '%s' holds %zu non-finite values (the first, [%zu], is %g)", path, p->name, bad,
+                           first, (double)d[first]);
     }
     return 0;
 }
