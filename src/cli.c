@@ -80,6 +80,8 @@ static const dt_optdef table[] = {
      "compute threads per rank (0: the cores of this host divided by its ranks)", NULL},
     {"Run", "device", OPT_STRING, DEVICE_CHOICES, OFF(device), 0, 0, NULL, "auto", 0, 0,
      "compute backend (--list-devices; auto: the best one that runs here)", check_device},
+    {"Run", "no-shuffle", OPT_FLAG, NULL, OFF(no_shuffle), 0, 0, NULL, NULL, 0, 0,
+     "take the training samples in file order every epoch (for debugging and cross-checks)", NULL},
     {"Run", "augment", OPT_STRING, "SPEC", OFF(augment), 0, 0, NULL, "default", 0, 0,
      "training augmentation: default (the dataset's), none, or a list of crop=PAD, resized-crop, flip", check_augment},
     {"Run", "image-size", OPT_INT, "S", OFF(image_size), 0, 4096, NULL, "0", 0, 0,
@@ -101,24 +103,29 @@ static const dt_optdef table[] = {
     {"Communication", "mode", OPT_STRING, "NAME", OFF(mode), 0, 0, NULL, "dsync", 0, 0,
      "how ranks combine gradients (--list-modes)", check_mode},
 
+    {"Communication", "comm-timeout", OPT_DOUBLE, "S", OFF(comm_timeout), 0, 1e7, NULL, "300", OPT_LOCAL | OPT_AGREE,
+     0, "end the job when a rank waits more than S seconds for another (0: wait forever)", NULL},
+
     {"Output", "log", OPT_STRING, "FILE", OFF(log), 0, 0, NULL, NULL, OPT_LOCAL, 0,
      "write JSON lines (iterations, epochs, summary) to FILE", NULL},
-    {"Output", "log-every", OPT_INT, "N", OFF(log_every), 1, 1e9, NULL, "50", OPT_LOCAL, 0,
+    {"Output", "log-every", OPT_INT, "N", OFF(log_every), 1, 1e9, NULL, "50", OPT_LOCAL | OPT_AGREE, 0,
      "iterations between \"iter\" records and progress lines", NULL},
     {"Output", "progress", OPT_CHOICE, "WHEN", OFF(progress), 0, 0, "auto|bar|lines|none", "auto", OPT_LOCAL, 0,
      "progress on rank 0: bar (redrawn), lines, none; auto: bar on a terminal", NULL},
-    {"Output", "save", OPT_STRING, "FILE", OFF(save), 0, 0, NULL, NULL, OPT_LOCAL, 0,
+    {"Output", "save", OPT_STRING, "FILE", OFF(save), 0, 0, NULL, NULL, OPT_LOCAL | OPT_AGREE_SET, 0,
      "write the trained weights (safetensors) to FILE", NULL},
-    {"Output", "load", OPT_STRING, "FILE", OFF(load), 0, 0, NULL, NULL, OPT_LOCAL, 0,
+    {"Output", "load", OPT_STRING, "FILE", OFF(load), 0, 0, NULL, NULL, OPT_LOCAL | OPT_AGREE_SET, 0,
      "start from the weights in FILE (safetensors)", NULL},
     {"Output", "allow-nonfinite", OPT_FLAG, NULL, OFF(allow_nonfinite), 0, 0, NULL, NULL, OPT_LOCAL, 0,
      "--load: accept weights that hold NaN or infinity (refused by default)", NULL},
 
-    {"Checkpoints", "checkpoint", OPT_STRING, "FILE", OFF(checkpoint), 0, 0, NULL, NULL, OPT_LOCAL, 0,
+    {"Checkpoints", "checkpoint", OPT_STRING, "FILE", OFF(checkpoint), 0, 0, NULL, NULL, OPT_LOCAL | OPT_AGREE_SET,
+     0,
      "write a checkpoint to FILE (safetensors) every --checkpoint-every and at the end", NULL},
-    {"Checkpoints", "checkpoint-every", OPT_STRING, "N[it|ep]", OFF(checkpoint_every), 0, 0, NULL, "1ep", OPT_LOCAL, 0,
+    {"Checkpoints", "checkpoint-every", OPT_STRING, "N[it|ep]", OFF(checkpoint_every), 0, 0, NULL, "1ep",
+     OPT_LOCAL | OPT_AGREE, 0,
      "checkpoint cadence: N iterations (Nit) or N epochs (N or Nep)", check_every},
-    {"Checkpoints", "resume", OPT_STRING, "FILE", OFF(resume), 0, 0, NULL, NULL, OPT_LOCAL, 0,
+    {"Checkpoints", "resume", OPT_STRING, "FILE", OFF(resume), 0, 0, NULL, NULL, OPT_LOCAL | OPT_AGREE_SET, 0,
      "continue the run a checkpoint FILE stopped, exactly where it stopped", NULL},
 
     {"Information", "help", OPT_ACTION, NULL, 0, 0, 0, NULL, NULL, OPT_LOCAL | OPT_NO_CONFIG, DT_ACT_HELP,
@@ -401,7 +408,7 @@ void cli_help(FILE *f)
     fprintf(f, "\nExample: mpirun -np 4 dtrain --net mlp --dataset fashion-mnist --epochs 2\n");
 }
 
-char *cli_canonical(const dt_opts *o)
+static char *canonical(const dt_opts *o, int agreement)
 {
     size_t cap = 4096, off = 0;
     char *buf = dt_malloc(cap);
@@ -412,8 +419,10 @@ char *cli_canonical(const dt_opts *o)
         const entry *e = &all[i];
         const dt_optdef *d = e->d;
         char val[600];
-        if (d->flags & OPT_LOCAL || d->kind == OPT_ACTION) continue;
-        switch (d->kind) {
+        if (d->kind == OPT_ACTION || (d->flags & OPT_LOCAL && !(agreement && d->flags & (OPT_AGREE | OPT_AGREE_SET))))
+            continue;
+        if (d->flags & OPT_AGREE_SET) snprintf(val, sizeof val, "%s", o->given[i] ? "(given)" : "(not given)");
+        else switch (d->kind) {
         case OPT_FLAG: snprintf(val, sizeof val, "%s", *(const int *)cfield(o, e) ? "true" : "false"); break;
         case OPT_INT: snprintf(val, sizeof val, "%ld", *(const long *)cfield(o, e)); break;
         case OPT_DOUBLE: { /* the shortest text that reads back as the same double */
@@ -443,3 +452,6 @@ char *cli_canonical(const dt_opts *o)
     }
     return buf;
 }
+
+char *cli_canonical(const dt_opts *o) { return canonical(o, 0); }
+char *cli_agreement(const dt_opts *o) { return canonical(o, 1); }

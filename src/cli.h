@@ -23,8 +23,12 @@ void cli_help(FILE *f);
 int cli_given(const dt_opts *o, const char *name);
 /* Applies one option by long name; `origin` prefixes messages ("--lr", "x.conf:3: lr"). */
 int cli_apply(dt_opts *o, const char *name, const char *value, const char *origin, int from_config);
-/* "key = value\n" for every option that changes the computation, in table order (malloc'd). */
+/* "key = value\n" for every option that changes the computation, in table order (malloc'd): what
+ * identifies a run (a checkpoint keeps it). */
 char *cli_canonical(const dt_opts *o);
+/* The same, and the options that change what ranks do together although they do not change the
+ * result (--log-every, whether --save is given, ...): what every rank must agree on at start-up. */
+char *cli_agreement(const dt_opts *o);
 
 
 #endif

@@ -94,7 +94,7 @@ int main(int argc, char **argv)
 {
     dt_opts opts;
     dt_run run;
-    char *canon;
+    char *canon, *agree;
     dt_comm *comm;
     int parse_rc, rc, rank, launched_rank = launcher_rank();
 
@@ -133,11 +133,12 @@ int main(int argc, char **argv)
     memset(&run, 0, sizeof run);
     run.opts = &opts;
     run.options = canon = cli_canonical(&opts); /* NULL (out of memory) fails the set-up on this rank */
+    run.agreement = agree = cli_agreement(&opts);
     run.comm = comm;
     run.launched = launched_rank >= 0;
     rc = run_setup(&run);
     if (rc == 0) rc = train_run(&run);
-    if (rc != 0 && run.failed_rank < 0) { /* only this rank knows: the others may wait in a collective */
+    if (rc != 0 && (run.failed_rank < 0 || comm_broken(comm))) { /* only this rank knows: the others may wait */
         fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
         if (comm_size(comm) > 1) comm_abort(comm, 1);
         run.failed_rank = rank;
@@ -145,6 +146,7 @@ int main(int argc, char **argv)
     if (rc != 0 && rank == run.failed_rank) fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
     run_teardown(&run);
     free(canon);
+    free(agree);
     cli_free(&opts);
     comm_finalize(comm);
     return rc == 0 ? 0 : 1;

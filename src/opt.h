@@ -11,8 +11,10 @@
 typedef enum { OPT_FLAG, OPT_INT, OPT_DOUBLE, OPT_STRING, OPT_CHOICE, OPT_ACTION } dt_opt_kind;
 
 enum {
-    OPT_LOCAL = 1,     /* may differ between ranks (paths, output): not in the agreement check */
+    OPT_LOCAL = 1,     /* not part of what the run computes: may differ between ranks and runs (paths, output) */
     OPT_NO_CONFIG = 2, /* command line only */
+    OPT_AGREE = 4,     /* OPT_LOCAL, but it changes what ranks do together: all ranks must have the same value */
+    OPT_AGREE_SET = 8, /* OPT_LOCAL, but whether it is given changes what ranks do together (--save) */
 };
 
 typedef struct dt_optdef {

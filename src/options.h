@@ -23,6 +23,7 @@ typedef struct dt_opts {
     /* run */
     char *net, *dataset, *data_dir, *device, *config, *augment;
     long epochs, iters, batch, seed, threads, image_size, prefetch;
+    int no_shuffle;
     /* optimizer */
     double lr, momentum, wd, lr_warmup_epochs;
     int nesterov;
@@ -30,6 +31,7 @@ typedef struct dt_opts {
     /* communication: the mode, and the flags the comm modes declare (comm/mode.h) */
     char *mode;
     dt_comm_opts comm;
+    double comm_timeout;
     /* output */
     char *log, *save, *load, *progress;
     int allow_nonfinite;

@@ -154,16 +154,19 @@ static int start_loader(dt_run *r, long it0)
     const dt_opts *o = r->opts;
     if (!r->env.is_worker || it0 >= r->env.total_iters) return 0;
     return loader_create(&r->loader, r->ds, &r->aug, r->view_h, r->view_w, (int)o->batch, r->env.worker_rank,
-                         r->env.n_workers, (uint64_t)o->seed, (int)o->prefetch, it0, r->env.total_iters);
+                         r->env.n_workers, (uint64_t)o->seed, !o->no_shuffle, (int)o->prefetch, it0, r->env.total_iters);
 }
 
 /* What every rank must agree on: the options that change the computation, and what they led to. */
 static char *agreement_text(const dt_run *r)
 {
-    const char *opts = r->options;
+    const char *opts = r->agreement;
     char *text = NULL;
-    if (!opts || asprintf(&text, "%snet parameters = %zu + %zu state\ntraining samples = %zu\ntest samples = %zu\n", opts,
-                 r->net->n_params, r->net->n_state, r->ds->train.n, r->ds->test.n) < 0) {
+    if (!opts || asprintf(&text,
+                          "%snet parameters = %zu + %zu state\ntraining samples = %zu\ntest samples = %zu\n"
+                          "data fingerprint = %016llx\n",
+                          opts, r->net->n_params, r->net->n_state, r->ds->train.n, r->ds->test.n,
+                          (unsigned long long)r->ds->fingerprint) < 0) {
         dt_fail("out of memory");
         text = NULL;
     }
@@ -278,7 +281,10 @@ int run_setup(dt_run *r)
     int rc;
     r->failed_rank = -1;
     r->t_start = dt_now();
+    comm_set_timeout(r->comm, 0.0); /* the host's first rank may pack a dataset for long while the others wait */
+    comm_set_label(r->comm, "start-up");
     if (run_agree(r, setup_net(r)) != 0) return -1;
+    comm_set_timeout(r->comm, r->opts->comm_timeout);
     if (run_agree(r, setup_local(r)) != 0) return -1;
     if (!(text = agreement_text(r))) return run_agree(r, -1);
     rc = comm_check_same(r->comm, text, "configuration");
@@ -288,6 +294,8 @@ int run_setup(dt_run *r)
     if (run_agree(r, netmodel_init(&r->env.model, r->comm, &r->env.codec, &r->env.opts)) != 0) return -1;
     rc = r->mode->init(&r->mode_state, &r->env);
     r->mode_ready = rc == 0;
+    snprintf(r->comm_label, sizeof r->comm_label, "training, mode %s", r->mode->name);
+    comm_set_label(r->comm, r->comm_label);
     if (run_agree(r, rc) != 0) return -1;
     r->ckpt = (dt_ckpt_state){r->comm, r->be, r->net, r->optim->v, r->mode, r->mode_state, &r->env,
                               r->opts->dataset, r->ds->train.n, r->options, -1};

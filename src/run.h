@@ -41,7 +41,9 @@ typedef struct dt_run {
     uint32_t *eval_idx;
     double t_start;
     long it0;             /* the first iteration to run (after --resume) */
-    const char *options;  /* the canonical options, the text all ranks must agree on (from main) */
+    const char *options;   /* the canonical options: what identifies the run (from main) */
+    const char *agreement; /* the options every rank must agree on (from main) */
+    char comm_label[64];   /* what a timed-out wait says the job was doing */
     dt_ckpt_state ckpt;   /* what checkpoints hold: views of the parts above */
 } dt_run;
 

@@ -101,6 +101,7 @@ static int iteration(dt_run *r, long it, int epoch, float lr, dt_times *t, dt_pa
     dt_mode_env *env = &r->env;
     dt_iter info = {it, epoch, lr};
     double t_begin = dt_now();
+    comm_set_iteration(r->comm, it);
 
     if (r->mode->begin && r->mode->begin(r->mode_state, env, &info, t) != 0) return -1;
     if (env->arena.g != r->net->g) net_set_grad_arena(r->net, env->arena.g);

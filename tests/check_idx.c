@@ -250,7 +250,7 @@ START_TEST(sampler_slices_partition_batches)
     const size_t n = 103;
     const int batch = 10, p = 3;
     dt_sampler *s[3];
-    for (int r = 0; r < p; r++) ck_assert_int_eq(sampler_create(&s[r], n, batch, r, p, 42), 0);
+    for (int r = 0; r < p; r++) ck_assert_int_eq(sampler_create(&s[r], n, batch, r, p, 42, 1), 0);
     ck_assert_int_eq(s[0]->iters, 11);
     for (int r = 0; r < p; r++) sampler_epoch(s[r], 2);
     int seen[103] = {0};

@@ -57,7 +57,7 @@ int main(int argc, char **argv)
     float *x = malloc(sizeof(float) * d * (size_t)local);
     int32_t *y = malloc(sizeof(int32_t) * (size_t)local);
     for (int r = 0; r < p; r++) {
-        if (sampler_create(&smp[r], ds->train.n, batch, r, p, seed) != 0) DIE();
+        if (sampler_create(&smp[r], ds->train.n, batch, r, p, seed, 1) != 0) DIE();
         g[r] = dt_alloc(n * sizeof(float));
     }
     for (int i = 0; i < k; i++) sum[i] = dt_alloc(n * sizeof(float));

@@ -40,6 +40,13 @@ int comm_allreduce_sum_f64(dt_comm *c, double *buf, size_t n);
 int comm_allreduce_max_f64(dt_comm *c, double *buf, size_t n);
 int comm_bcast(dt_comm *c, void *buf, size_t bytes, int root);
 int comm_barrier(dt_comm *c);
+/* What a wait that never ends reports, and when it gives up: seconds (0: never; default 300), the
+ * iteration the job is in (-1: not training yet), a label ("mode dsync"). Shared with duplicates. */
+void comm_set_timeout(dt_comm *c, double seconds);
+void comm_set_iteration(dt_comm *c, long it);
+void comm_set_label(dt_comm *c, const char *label);
+/* 1 once a wait gave up: the ranks may be anywhere, so the job can only be aborted. */
+int comm_broken(const dt_comm *c);
 /* Whether several threads may call the transport at once (needed by modes with a comm thread). */
 int comm_thread_multiple(const dt_comm *c);
 

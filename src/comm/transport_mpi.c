@@ -1,6 +1,13 @@
-/* comm.h over MPI. Errors are returned (MPI_ERRORS_RETURN), with MPI's own error string. */
+/* transport.h over MPI. Errors are returned (MPI_ERRORS_RETURN), with MPI's own error string.
+ *
+ * Every operation that waits for other ranks (messages and collectives alike) is started
+ * non-blocking and waited for here, in one loop with a deadline (--comm-timeout): a peer that is
+ * stopped or wedged ends the job with a message naming it, the operation and the iteration,
+ * instead of leaving every other rank waiting forever. The loop polls MPI (as MPI_Wait would)
+ * and yields the core once a wait has lasted a millisecond. */
 #include <limits.h>
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,13 +15,23 @@
 #include "../util.h"
 #include "transport.h"
 
+/* what a timed-out wait reports: shared by a communicator and its duplicates */
+typedef struct context {
+    double timeout; /* seconds; 0: wait forever */
+    volatile long iteration; /* the train loop's, -1 before training */
+    const char *label;       /* what the job does ("mode dsync") */
+    volatile int broken;     /* a wait gave up: the ranks no longer agree on where they are */
+} context;
+
 struct dt_comm {
     MPI_Comm world, local;
     int rank, size, local_rank, local_size;
     int we_initialized, thread_multiple, is_dup;
+    context *ctx;
     double sent, recvd;
     MPI_Request req[DT_COMM_MAX_REQ];
     unsigned char req_used[DT_COMM_MAX_REQ], req_is_recv[DT_COMM_MAX_REQ];
+    int req_peer[DT_COMM_MAX_REQ];
 };
 
 static int mpi_fail(int rc, const char *what)
@@ -59,8 +76,47 @@ int comm_init(int *argc, char ***argv, dt_comm **out)
     MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &c->local);
     MPI_Comm_rank(c->local, &c->local_rank);
     MPI_Comm_size(c->local, &c->local_size);
+    if (!(c->ctx = calloc(1, sizeof *c->ctx))) {
+        free(c);
+        return dt_fail("out of memory");
+    }
+    c->ctx->timeout = 300.0;
+    c->ctx->iteration = -1;
+    c->ctx->label = "start-up";
     *out = c;
     return 0;
+}
+
+void comm_set_timeout(dt_comm *c, double seconds) { c->ctx->timeout = seconds; }
+void comm_set_iteration(dt_comm *c, long it) { c->ctx->iteration = it; }
+void comm_set_label(dt_comm *c, const char *label) { c->ctx->label = label; }
+int comm_broken(const dt_comm *c) { return c->ctx->broken; }
+
+/* Waits for n requests; on the deadline, an error naming the operation, the peer (-1: a collective
+ * of all ranks) and where the job was. */
+static int wait_all(dt_comm *c, int n, MPI_Request *r, MPI_Status *st, const char *op, int peer)
+{
+    int done = 0, rc = MPI_Testall(n, r, &done, st);
+    double t0 = 0.0;
+    for (unsigned spins = 0; rc == MPI_SUCCESS && !done; spins++) {
+        if ((spins & 127) == 127) {
+            double now = dt_now();
+            if (t0 == 0.0) t0 = now;
+            if (c->ctx->timeout > 0 && now - t0 > c->ctx->timeout) {
+                char who[48], when[64] = "";
+                if (peer >= 0) snprintf(who, sizeof who, "rank %d", peer);
+                else snprintf(who, sizeof who, "the other ranks");
+                if (c->ctx->iteration >= 0) snprintf(when, sizeof when, ", iteration %ld", c->ctx->iteration + 1);
+                c->ctx->broken = 1;
+                return dt_fail("waited %.0f s for %s in %s (%s%s) and gave up (--comm-timeout %g): is a rank stopped, "
+                               "wedged or gone?",
+                               now - t0, who, op, c->ctx->label, when, c->ctx->timeout);
+            }
+            if (now - t0 > 1e-3) sched_yield(); /* a long wait: let compute threads have the core */
+        }
+        rc = MPI_Testall(n, r, &done, st);
+    }
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, op);
 }
 
 void comm_finalize(dt_comm *c)
@@ -75,7 +131,7 @@ int comm_dup(dt_comm *c, dt_comm **out)
 {
     dt_comm *d = calloc(1, sizeof *d);
     if (!d) return dt_fail("out of memory");
-    *d = *c;
+    *d = *c; /* the context is shared: a comm thread's waits report the same iteration */
     d->we_initialized = 0;
     d->is_dup = 1;
     d->sent = d->recvd = 0;
@@ -99,6 +155,7 @@ void comm_free(dt_comm *c)
             MPI_Request_free(&c->req[i]);
         }
     if (c->local != MPI_COMM_NULL && !c->is_dup) MPI_Comm_free(&c->local);
+    if (!c->is_dup) free(c->ctx);
     MPI_Comm_free(&c->world);
     free(c);
 }
@@ -133,7 +190,10 @@ const char *comm_library(void)
 int comm_agree(dt_comm *c, int failed)
 {
     int mine = failed ? c->rank : c->size, lowest = c->size;
-    if (MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, c->world) != MPI_SUCCESS) return c->rank;
+    MPI_Request r;
+    if (MPI_Iallreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, c->world, &r) != MPI_SUCCESS ||
+        wait_all(c, 1, &r, MPI_STATUS_IGNORE, "an agreement of all ranks", -1) != 0)
+        return c->rank;
     return lowest == c->size ? -1 : lowest;
 }
 
@@ -150,12 +210,12 @@ int comm_check_same(dt_comm *c, const char *text, const char *what)
 {
     long len = (long)strlen(text), len0 = len;
     char *ref;
-    MPI_CHECK(MPI_Bcast(&len0, 1, MPI_LONG, 0, c->world), "MPI_Bcast");
+    if (comm_bcast(c, &len0, sizeof len0, 0) != 0) return -1;
     if (!(ref = malloc((size_t)len0 + 1))) return dt_fail("out of memory");
     if (c->rank == 0) memcpy(ref, text, (size_t)len0 + 1);
-    if (MPI_Bcast(ref, (int)len0 + 1, MPI_CHAR, 0, c->world) != MPI_SUCCESS) {
+    if (comm_bcast(c, ref, (size_t)len0 + 1, 0) != 0) {
         free(ref);
-        return dt_fail("MPI: MPI_Bcast of the %s failed", what);
+        return dt_fail_prefix("the %s", what);
     }
     if (strcmp(ref, text) != 0) {
         size_t i = 0;
@@ -164,7 +224,7 @@ int comm_check_same(dt_comm *c, const char *text, const char *what)
         line_at(ref, i < (size_t)len0 ? i : (size_t)len0, a, sizeof a);
         line_at(text, i < (size_t)len ? i : (size_t)len, b, sizeof b);
         dt_fail("the %s differs from rank 0's (rank 0: '%s', this rank: '%s'); every rank must be started with the "
-                "same options",
+                "same options and data",
                 what, a[0] ? a : "(end)", b[0] ? b : "(end)");
         free(ref);
         return -1;
@@ -178,7 +238,9 @@ static int allreduce(dt_comm *c, void *buf, size_t n, MPI_Datatype type, size_t 
     char *p = buf;
     while (n > 0) {
         int chunk = n > (size_t)(INT_MAX / 2) ? INT_MAX / 2 : (int)n;
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, chunk, type, op, c->world), "MPI_Allreduce");
+        MPI_Request r;
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, p, chunk, type, op, c->world, &r), "MPI_Iallreduce");
+        if (wait_all(c, 1, &r, MPI_STATUS_IGNORE, "an allreduce of all ranks", -1) != 0) return -1;
         p += (size_t)chunk * elem;
         n -= (size_t)chunk;
     }
@@ -194,7 +256,10 @@ int comm_bcast(dt_comm *c, void *buf, size_t bytes, int root)
     char *p = buf;
     while (bytes > 0) {
         int chunk = bytes > (size_t)(INT_MAX / 2) ? INT_MAX / 2 : (int)bytes;
-        MPI_CHECK(MPI_Bcast(p, chunk, MPI_BYTE, root, c->world), "MPI_Bcast");
+        MPI_Request r;
+        MPI_CHECK(MPI_Ibcast(p, chunk, MPI_BYTE, root, c->world, &r), "MPI_Ibcast");
+        if (wait_all(c, 1, &r, MPI_STATUS_IGNORE, "a broadcast from rank 0", c->rank == root ? -1 : root) != 0)
+            return -1;
         p += chunk;
         bytes -= (size_t)chunk;
     }
@@ -203,8 +268,9 @@ int comm_bcast(dt_comm *c, void *buf, size_t bytes, int root)
 
 int comm_barrier(dt_comm *c)
 {
-    MPI_CHECK(MPI_Barrier(c->world), "MPI_Barrier");
-    return 0;
+    MPI_Request r;
+    MPI_CHECK(MPI_Ibarrier(c->world, &r), "MPI_Ibarrier");
+    return wait_all(c, 1, &r, MPI_STATUS_IGNORE, "a barrier", -1);
 }
 
 static int check_bytes(size_t bytes)
@@ -215,8 +281,10 @@ static int check_bytes(size_t bytes)
 
 int comm_send(dt_comm *c, const void *buf, size_t bytes, int dst, int tag)
 {
+    MPI_Request r;
     if (check_bytes(bytes) != 0) return -1;
-    MPI_CHECK(MPI_Send(buf, (int)bytes, MPI_BYTE, dst, tag, c->world), "MPI_Send");
+    MPI_CHECK(MPI_Isend(buf, (int)bytes, MPI_BYTE, dst, tag, c->world, &r), "MPI_Isend");
+    if (wait_all(c, 1, &r, MPI_STATUS_IGNORE, "a send", dst) != 0) return -1;
     c->sent += (double)bytes;
     return 0;
 }
@@ -224,10 +292,12 @@ int comm_send(dt_comm *c, const void *buf, size_t bytes, int dst, int tag)
 int comm_recv(dt_comm *c, void *buf, size_t bytes, int src, int tag, int *from, size_t *got)
 {
     MPI_Status st;
+    MPI_Request r;
     int n;
     if (check_bytes(bytes) != 0) return -1;
-    MPI_CHECK(MPI_Recv(buf, (int)bytes, MPI_BYTE, src == DT_COMM_ANY ? MPI_ANY_SOURCE : src, tag, c->world, &st),
-              "MPI_Recv");
+    MPI_CHECK(MPI_Irecv(buf, (int)bytes, MPI_BYTE, src == DT_COMM_ANY ? MPI_ANY_SOURCE : src, tag, c->world, &r),
+              "MPI_Irecv");
+    if (wait_all(c, 1, &r, &st, "a receive", src == DT_COMM_ANY ? -1 : src) != 0) return -1;
     MPI_Get_count(&st, MPI_BYTE, &n);
     c->recvd += n;
     if (from) *from = st.MPI_SOURCE;
@@ -237,12 +307,14 @@ int comm_recv(dt_comm *c, void *buf, size_t bytes, int src, int tag, int *from, 
 
 int comm_sendrecv(dt_comm *c, const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes, int src, int tag)
 {
-    MPI_Status st;
+    MPI_Status st[2];
+    MPI_Request r[2];
     int n;
     if (check_bytes(sbytes) != 0 || check_bytes(rbytes) != 0) return -1;
-    MPI_CHECK(MPI_Sendrecv(sbuf, (int)sbytes, MPI_BYTE, dst, tag, rbuf, (int)rbytes, MPI_BYTE, src, tag, c->world, &st),
-              "MPI_Sendrecv");
-    MPI_Get_count(&st, MPI_BYTE, &n);
+    MPI_CHECK(MPI_Irecv(rbuf, (int)rbytes, MPI_BYTE, src, tag, c->world, &r[0]), "MPI_Irecv");
+    MPI_CHECK(MPI_Isend(sbuf, (int)sbytes, MPI_BYTE, dst, tag, c->world, &r[1]), "MPI_Isend");
+    if (wait_all(c, 2, r, st, "an exchange with the ring's neighbours", src) != 0) return -1;
+    MPI_Get_count(&st[0], MPI_BYTE, &n);
     c->sent += (double)sbytes;
     c->recvd += n;
     return 0;
@@ -261,6 +333,7 @@ int comm_isend(dt_comm *c, const void *buf, size_t bytes, int dst, int tag, int 
     if (i < 0 || check_bytes(bytes) != 0) return -1;
     MPI_CHECK(MPI_Isend(buf, (int)bytes, MPI_BYTE, dst, tag, c->world, &c->req[i]), "MPI_Isend");
     c->req_used[i] = 1;
+    c->req_peer[i] = dst;
     c->req_is_recv[i] = 0;
     c->sent += (double)bytes;
     *req = i;
@@ -274,6 +347,7 @@ int comm_irecv(dt_comm *c, void *buf, size_t bytes, int src, int tag, int *req)
     MPI_CHECK(MPI_Irecv(buf, (int)bytes, MPI_BYTE, src == DT_COMM_ANY ? MPI_ANY_SOURCE : src, tag, c->world, &c->req[i]),
               "MPI_Irecv");
     c->req_used[i] = 1;
+    c->req_peer[i] = src == DT_COMM_ANY ? -1 : src;
     c->req_is_recv[i] = 1;
     *req = i;
     return 0;
@@ -295,7 +369,8 @@ int comm_wait(dt_comm *c, int req, int *from, size_t *got)
 {
     MPI_Status st;
     if (req < 0 || req >= DT_COMM_MAX_REQ || !c->req_used[req]) return dt_fail("internal: wait on a free request %d", req);
-    MPI_CHECK(MPI_Wait(&c->req[req], &st), "MPI_Wait");
+    if (wait_all(c, 1, &c->req[req], &st, c->req_is_recv[req] ? "a receive" : "a send", c->req_peer[req]) != 0)
+        return -1;
     finish_req(c, req, &st, from, got);
     return 0;
 }

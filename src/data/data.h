@@ -29,6 +29,7 @@ typedef struct dt_split {
     const uint8_t *sums; /* packed: each image's checksum (u64 LE, pack_image_sum), NULL otherwise */
     uint8_t *checked;    /* packed: 1 once image i's pixels were found intact in this run */
     char origin[256];    /* the file, for messages */
+    uint64_t pack_sum;   /* packed: the header's checksum */
 } dt_split;
 
 typedef struct dt_dataset {
@@ -39,6 +40,7 @@ typedef struct dt_dataset {
     int crop;    /* samples are larger than a net's input and cropped to it (ImageNet-style) */
     float mean[3], std[3]; /* per channel, in [0, 1] pixel units: x = (pixel/255 - mean) / std */
     dt_split train, test;
+    uint64_t fingerprint; /* of both splits' samples and labels: ranks compare it at start-up */
 } dt_dataset;
 
 /* What opening may need beyond the name and directory. */
@@ -105,9 +107,10 @@ typedef struct dt_batch {
 typedef struct dt_loader dt_loader;
 
 /* A loader of the training batches of this rank: iterations it0.. of `iters_per_epoch` per epoch,
- * up to `depth` batches ahead on a thread of its own (depth 0: in the caller, on demand). */
+ * shuffled each epoch (or in file order), up to `depth` batches ahead on a thread of its own
+ * (depth 0: in the caller, on demand). */
 int loader_create(dt_loader **out, const dt_dataset *ds, const dt_augment *aug, int out_h, int out_w, int batch,
-                  int rank, int size, uint64_t seed, int depth, long it0, long total);
+                  int rank, int size, uint64_t seed, int shuffle, int depth, long it0, long total);
 /* The batch of iteration it (they come in order); valid until the next call. */
 int loader_next(dt_loader *l, long it, dt_batch *b);
 void loader_destroy(dt_loader *l);

@@ -166,6 +166,15 @@ int dataset_open(const char *name, const char *dir, dt_dataset **out)
     return dataset_open_opts(name, dir, &o, out);
 }
 
+/* A split's fingerprint: a pack's header checksum (it covers the labels and every image's
+ * checksum), or a hash of the samples and labels read into memory. */
+static uint64_t split_sum(const dt_dataset *ds, const dt_split *s)
+{
+    if (s->map) return s->pack_sum;
+    size_t d = (size_t)ds->c * ds->h * ds->w;
+    return pack_image_sum(s->x, s->n * d) ^ dt_hash64(s->y, s->n * sizeof *s->y, DT_HASH_INIT);
+}
+
 int dataset_open_opts(const char *name, const char *dir, const dt_data_opts *o, dt_dataset **out)
 {
     const dataset_desc *d = find_desc(name);
@@ -213,6 +222,7 @@ int dataset_open_opts(const char *name, const char *dir, const dt_data_opts *o, 
         dataset_close(ds);
         return -1;
     }
+    ds->fingerprint = split_sum(ds, &ds->train) ^ (split_sum(ds, &ds->test) * 31);
     *out = ds;
     return 0;
 }

@@ -71,7 +71,7 @@ static void *run(void *arg)
 }
 
 int loader_create(dt_loader **out, const dt_dataset *ds, const dt_augment *aug, int out_h, int out_w, int batch,
-                  int rank, int size, uint64_t seed, int depth, long it0, long total)
+                  int rank, int size, uint64_t seed, int shuffle, int depth, long it0, long total)
 {
     dt_loader *l = calloc(1, sizeof *l);
     size_t rows = (size_t)(batch + size - 1) / (size_t)size, d = (size_t)ds->c * out_h * out_w;
@@ -87,7 +87,7 @@ int loader_create(dt_loader **out, const dt_dataset *ds, const dt_augment *aug, 
     l->n_slots = depth + 1; /* the batch in use and depth ahead */
     l->next_fill = l->taken = it0;
     l->total = total;
-    if (sampler_create(&l->sampler, ds->train.n, batch, rank, size, seed) != 0) return -1;
+    if (sampler_create(&l->sampler, ds->train.n, batch, rank, size, seed, shuffle) != 0) return -1;
     l->ipe = l->sampler->iters;
     if (!(l->slots = calloc((size_t)l->n_slots, sizeof *l->slots))) return dt_fail("out of memory");
     for (int i = 0; i < l->n_slots; i++) {

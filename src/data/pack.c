@@ -176,6 +176,7 @@ static int pack_open(const char *path, int channels, int side, int check_fp, uin
     s->map_bytes = bytes;
     s->x = m + doff;
     s->sums = m + soff;
+    s->pack_sum = get64(m + 120);
     snprintf(s->origin, sizeof s->origin, "%s", path);
     return 0;
 bad:

@@ -9,7 +9,7 @@
 #include "../util.h"
 #include "sampler.h"
 
-int sampler_create(dt_sampler **out, size_t n, int batch, int rank, int size, uint64_t seed)
+int sampler_create(dt_sampler **out, size_t n, int batch, int rank, int size, uint64_t seed, int shuffle)
 {
     dt_sampler *s = calloc(1, sizeof *s);
     if (!s) return dt_fail("out of memory");
@@ -27,6 +27,7 @@ int sampler_create(dt_sampler **out, size_t n, int batch, int rank, int size, ui
     s->rank = rank;
     s->size = size;
     s->seed = seed;
+    s->shuffle = shuffle;
     s->iters = (long)((n + (size_t)batch - 1) / (size_t)batch);
     s->epoch = -1;
     for (size_t i = 0; i < n; i++) s->perm[i] = (uint32_t)i;
@@ -39,7 +40,7 @@ void sampler_epoch(dt_sampler *s, int epoch)
     dt_rng rng;
     rng_seed(&rng, s->seed, rng_stream_id("shuffle") + (uint64_t)epoch);
     for (size_t i = 0; i < s->n; i++) s->perm[i] = (uint32_t)i;
-    for (size_t i = s->n; i > 1; i--) {
+    for (size_t i = s->n; s->shuffle && i > 1; i--) {
         size_t j = (size_t)rng_below(&rng, i);
         uint32_t t = s->perm[i - 1];
         s->perm[i - 1] = s->perm[j];

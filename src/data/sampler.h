@@ -16,10 +16,11 @@ typedef struct dt_sampler {
     int batch;     /* global batch */
     int rank, size;
     long iters;    /* batches per epoch: ceil(n / batch); the last may be short */
+    int shuffle;   /* 0: every epoch in file order (--no-shuffle) */
 } dt_sampler;
 
-int sampler_create(dt_sampler **out, size_t n, int batch, int rank, int size, uint64_t seed);
-/* Draws the order of epoch e (0-based); a pure function of (seed, e). */
+int sampler_create(dt_sampler **out, size_t n, int batch, int rank, int size, uint64_t seed, int shuffle);
+/* Draws the order of epoch e (0-based); a pure function of (seed, e); file order without shuffle. */
 void sampler_epoch(dt_sampler *s, int epoch);
 /* This rank's part of global batch it: indices (into the split), how many, the global row of
  * the first one, and the size of the whole global batch (shorter for the last batch). */
