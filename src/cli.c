@@ -427,6 +427,10 @@ static char *canonical(const dt_opts *o, int agreement)
         case OPT_INT: snprintf(val, sizeof val, "%ld", *(const long *)cfield(o, e)); break;
         case OPT_DOUBLE: { /* the shortest text that reads back as the same double */
             double v = *(const double *)cfield(o, e);
+            if (v == floor(v) && fabs(v) < 1e9) { /* whole numbers as people write them: 300, not 3e+02 */
+                snprintf(val, sizeof val, "%.0f", v);
+                break;
+            }
             for (int prec = 1; prec <= 17; prec++) {
                 snprintf(val, sizeof val, "%.*g", prec, v);
                 if (strtod(val, NULL) == v) break;

@@ -136,18 +136,18 @@ int main(int argc, char **argv)
     run.agreement = agree = cli_agreement(&opts);
     run.comm = comm;
     run.launched = launched_rank >= 0;
+    dt_signals_install();
     rc = run_setup(&run);
     if (rc == 0) rc = train_run(&run);
     if (rc != 0 && (run.failed_rank < 0 || comm_broken(comm))) { /* only this rank knows: the others may wait */
         fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
         if (comm_size(comm) > 1) comm_abort(comm, 1);
         run.failed_rank = rank;
-    }
-    if (rc != 0 && rank == run.failed_rank) fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
+    } else if (rc != 0 && rank == run.failed_rank) fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
     run_teardown(&run);
     free(canon);
     free(agree);
     cli_free(&opts);
     comm_finalize(comm);
-    return rc == 0 ? 0 : 1;
+    return rc != 0 ? 1 : run.stopped ? 128 + run.stopped : 0; /* stopped by a signal: as the shell reports it */
 }

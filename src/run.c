@@ -292,6 +292,8 @@ int run_setup(dt_run *r)
     if (run_agree(r, rc) != 0) return -1;
     if (setup_weights(r) != 0) return -1;
     if (run_agree(r, netmodel_init(&r->env.model, r->comm, &r->env.codec, &r->env.opts)) != 0) return -1;
+    r->stop_req = -1;
+    if (comm_size(r->comm) > 1 && run_agree(r, comm_dup(r->comm, &r->ctl)) != 0) return -1;
     rc = r->mode->init(&r->mode_state, &r->env);
     r->mode_ready = rc == 0;
     snprintf(r->comm_label, sizeof r->comm_label, "training, mode %s", r->mode->name);
@@ -318,6 +320,8 @@ int run_setup(dt_run *r)
 void run_teardown(dt_run *r)
 {
     if (r->mode_ready) r->mode->finalize(r->mode_state, &r->env);
+    if (r->ctl && r->stop_req >= 0 && !comm_broken(r->ctl)) comm_wait(r->ctl, r->stop_req, NULL, NULL);
+    if (r->ctl) comm_free(r->ctl);
     log_close(r->log);
     loader_destroy(r->loader);
     optim_destroy(r->optim);

@@ -44,6 +44,9 @@ typedef struct dt_run {
     const char *options;   /* the canonical options: what identifies the run (from main) */
     const char *agreement; /* the options every rank must agree on (from main) */
     char comm_label[64];   /* what a timed-out wait says the job was doing */
+    dt_comm *ctl;          /* a duplicate for the stop protocol (train.c): apart from the modes' traffic */
+    int stop_req, stop_buf; /* its request in flight (-1: none) and the value it reduces */
+    int stopped;            /* the signal the run stopped for (all ranks after the same iteration), 0 */
     dt_ckpt_state ckpt;   /* what checkpoints hold: views of the parts above */
 } dt_run;
 

@@ -4,6 +4,7 @@
 #include "train.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,6 +134,39 @@ static int iteration(dt_run *r, long it, int epoch, float lr, dt_times *t, dt_pa
     return 0;
 }
 
+/* The name of the first tensor in arena order (the order backward computes them: the last layer's
+ * first) whose values in the host copy `a` of an arena are not finite, or NULL. */
+static const char *first_nonfinite(const dt_net *net, const float *a)
+{
+    for (int i = 0; i < net->n_tensors; i++) {
+        const dt_param *p = net->tensors[i];
+        for (size_t k = 0; k < p->n; k++)
+            if (!isfinite(a[p->offset + k])) return p->name;
+    }
+    return NULL;
+}
+
+/* This worker's loss of iteration `it` (0-based) is not finite: the error names the iteration and
+ * where it shows first, in the gradients and in the weights. Only this rank may know yet: main
+ * aborts the job, so no other rank goes on to write a checkpoint of it. */
+static int diverged(dt_run *r, long it, double loss)
+{
+    dt_net *net = r->net;
+    size_t bytes = net->n_params * sizeof(float);
+    float *g = dt_alloc(bytes + sizeof(float)), *w = dt_alloc(bytes + sizeof(float));
+    const char *gname = NULL, *wname = NULL;
+    if (g && w && r->be->to_host(r->be, g, net->g, bytes) == 0 && r->be->to_host(r->be, w, net->w, bytes) == 0) {
+        gname = first_nonfinite(net, g);
+        wname = first_nonfinite(net, w);
+    }
+    dt_free(g);
+    dt_free(w);
+    return dt_fail("training diverged: the loss is %s in iteration %ld; the first non-finite gradient (in backward "
+                   "order) is %s%s%s, the first non-finite weight %s%s%s (try a smaller --lr, or --lr-warmup-epochs)",
+                   isnan(loss) ? "nan" : "infinite", it + 1, gname ? "'" : "", gname ? gname : "none", gname ? "'" : "",
+                   wname ? "'" : "", wname ? wname : "none", wname ? "'" : "");
+}
+
 /* Writes --checkpoint after `done` iterations (collective) and logs it; *seconds: how long it took. */
 static int checkpoint(dt_run *r, long done, double *seconds)
 {
@@ -166,6 +200,46 @@ static int finish(dt_run *r, float lr, dt_times *t, double *ckpt_seconds)
     double f0 = dt_now();
     if (r->mode->flush(r->mode_state, &r->env, lr, t) != 0) return -1;
     t->iter += dt_now() - f0;
+    return 0;
+}
+
+/* How many iterations a stop request takes to reach every rank: an allreduce of the signals seen
+ * starts every STOP_LAG iterations and is read STOP_LAG iterations later, in the background
+ * meanwhile, so no iteration waits for it. */
+#define STOP_LAG 4
+
+/* After `done` iterations: sets r->stopped when the run is to stop here, the same `done` on every
+ * rank (a signal on any rank stops all). */
+static int stop_poll(dt_run *r, long done)
+{
+    if (!r->ctl) { /* one rank: at once */
+        r->stopped = dt_stop_signal();
+        return 0;
+    }
+    if (done % STOP_LAG != 0) return 0;
+    if (r->stop_req >= 0) {
+        if (comm_wait(r->ctl, r->stop_req, NULL, NULL) != 0) return -1;
+        r->stop_req = -1;
+        if ((r->stopped = r->stop_buf) != 0) return 0;
+    }
+    r->stop_buf = dt_stop_signal();
+    return comm_iallreduce_max_int(r->ctl, &r->stop_buf, 1, &r->stop_req);
+}
+
+/* The run stops after `done` iterations, asked by signal r->stopped: a checkpoint if there is to
+ * be one, and one line that says where it stopped. */
+static int stop_here(dt_run *r, long done)
+{
+    double seconds;
+    const char *sig = r->stopped == SIGINT ? "SIGINT" : r->stopped == SIGTERM ? "SIGTERM" : "SIGUSR1";
+    if (r->opts->checkpoint && checkpoint(r, done, &seconds) != 0) return -1;
+    if (r->opts->checkpoint)
+        log_text(r->log, "stopped by %s after iteration %ld of %ld: continue with --resume %s\n", sig, done,
+                 r->env.total_iters, r->opts->checkpoint);
+    else
+        log_text(r->log, "stopped by %s after iteration %ld of %ld; nothing saved (with --checkpoint FILE a stopped run "
+                         "can be resumed)\n",
+                 sig, done, r->env.total_iters);
     return 0;
 }
 
@@ -203,6 +277,7 @@ static int train_epoch(dt_run *r, int e, long *it, span *ep, float *lr)
         double paused = 0.0; /* checkpoint seconds: not training */
         *lr = (float)lr_at(&r->lr, *it, ipe);
         if (iteration(r, *it, e, *lr, &t, &pass) != 0) return -1;
+        if (!isfinite(pass.loss_sum)) return diverged(r, *it, pass.loss_sum);
         ++*it;
         if (*it == total && finish(r, *lr, &t, &paused) != 0) return -1;
         times_add(&win.t, &t);
@@ -219,6 +294,8 @@ static int train_epoch(dt_run *r, int e, long *it, span *ep, float *lr)
         if ((*it % r->opts->log_every == 0 || i + 1 == ipe || *it == total) &&
             close_window(r, &win, ep, e, *it, *lr) != 0)
             return -1;
+        if (*it < total && stop_poll(r, *it) != 0) return -1;
+        if (r->stopped) return stop_here(r, *it);
         if (checkpoint_due(r, *it, 0) && checkpoint(r, *it, &paused) != 0) return -1;
         ep->t0 += paused, win.t0 += paused;
     }
@@ -260,6 +337,7 @@ static int save_weights(dt_run *r)
         if (!host) rc = -1;
         if (rc == 0) rc = r->be->to_host(r->be, host, net->w, net->n_params * sizeof(float));
         if (rc == 0) rc = r->be->to_host(r->be, host + net->n_params, net->state, net->n_state * sizeof(float));
+        if (rc == 0) rc = weights_check_finite(net, host, host + net->n_params, "the trained weights (not written)");
         if (rc == 0) rc = weights_save(net, host, host + net->n_params, r->opts->save, r->opts->dataset);
         if (rc != 0) dt_fail_prefix("--save");
         dt_free(host);
@@ -315,7 +393,9 @@ int train_run(dt_run *r)
                          "or --iters to go on); evaluating\n",
                  r->opts->resume, it);
     for (int e = (int)(it / ipe); e < epochs && it < total; e++) {
-        if (train_epoch(r, e, &it, &ep, &lr) != 0 || evaluate_epoch(r, e + 1, it, &ep, 1, lr, test) != 0) return -1;
+        if (train_epoch(r, e, &it, &ep, &lr) != 0) return -1;
+        if (r->stopped) return 0;
+        if (evaluate_epoch(r, e + 1, it, &ep, 1, lr, test) != 0) return -1;
         span_add(&run, &ep);
         if (checkpoint_due(r, it, 1) && checkpoint(r, it, &paused) != 0) return -1;
     }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,6 +201,33 @@ void dt_remove_temp_files(void)
         if (p) unlink(p);
     }
 }
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+    if (stop_signal) { /* asked twice: go now, leaving nothing half-written */
+        dt_remove_temp_files();
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    stop_signal = sig;
+}
+
+void dt_signals_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
+int dt_stop_signal(void) { return stop_signal; }
 
 int dt_atomic_open(dt_atomic *a, const char *path)
 {

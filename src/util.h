@@ -64,6 +64,12 @@ void dt_temp_add(char *path);
 void dt_temp_remove(const char *path);
 void dt_remove_temp_files(void);
 
+/* SIGTERM, SIGINT and SIGUSR1 ask the run to stop: the first is recorded (dt_stop_signal) for the
+ * train loop and long loops to act on at a safe point; a second removes the temporary files and
+ * ends the process at once, by that signal. */
+void dt_signals_install(void);
+int dt_stop_signal(void); /* the first stop signal received, 0 if none */
+
 /* FNV-1a, for configuration fingerprints and RNG stream names. */
 uint64_t dt_hash64(const void *data, size_t n, uint64_t h);
 #define DT_HASH_INIT 0xcbf29ce484222325ULL

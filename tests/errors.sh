@@ -88,7 +88,7 @@ expect_error "a bad checkpoint cadence" "--checkpoint-every: expected N, Nit or 
 expect_error "resume and load" "--resume and --load exclude each other" "$DTRAIN" $D --resume a.st --load b.st
 
 printf 'input shape=1x28x28\ndense out=500 init=normal:1e5\nrelu\ndense out=500 init=normal:1e5\nrelu\ndense out=10 init=normal:1e5\nsoftmax_xent\n' > "$T/huge.net"
-expect_error "a non-finite loss stops the run" "training diverged: the loss is nan by iteration 2" \
+expect_error "a non-finite loss stops the run" "training diverged: the loss is nan in iteration 2" \
     mpi -np 2 "$DTRAIN" --net "$T/huge.net" $D --lr 1 --log-every 1
 
 # rank counts and several ranks

@@ -64,6 +64,9 @@ int comm_recv(dt_comm *c, void *buf, size_t bytes, int src, int tag, int *from, 
 int comm_sendrecv(dt_comm *c, const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes, int src, int tag);
 int comm_isend(dt_comm *c, const void *buf, size_t bytes, int dst, int tag, int *req);
 int comm_irecv(dt_comm *c, void *buf, size_t bytes, int src, int tag, int *req);
+/* Starts an elementwise max of n ints over all ranks in place, completed by comm_wait: a collective,
+ * so every rank starts the same ones in the same order. */
+int comm_iallreduce_max_int(dt_comm *c, int *buf, int n, int *req);
 /* Waits for one request; for a receive, from and got (may be NULL) say from whom and how much. */
 int comm_wait(dt_comm *c, int req, int *from, size_t *got);
 /* 1 if done (and then the request is released), 0 if not yet. */

@@ -32,6 +32,7 @@ struct dt_comm {
     MPI_Request req[DT_COMM_MAX_REQ];
     unsigned char req_used[DT_COMM_MAX_REQ], req_is_recv[DT_COMM_MAX_REQ];
     int req_peer[DT_COMM_MAX_REQ];
+    const char *req_what[DT_COMM_MAX_REQ];
 };
 
 static int mpi_fail(int rc, const char *what)
@@ -334,6 +335,7 @@ int comm_isend(dt_comm *c, const void *buf, size_t bytes, int dst, int tag, int 
     MPI_CHECK(MPI_Isend(buf, (int)bytes, MPI_BYTE, dst, tag, c->world, &c->req[i]), "MPI_Isend");
     c->req_used[i] = 1;
     c->req_peer[i] = dst;
+    c->req_what[i] = "a send";
     c->req_is_recv[i] = 0;
     c->sent += (double)bytes;
     *req = i;
@@ -348,7 +350,21 @@ int comm_irecv(dt_comm *c, void *buf, size_t bytes, int src, int tag, int *req)
               "MPI_Irecv");
     c->req_used[i] = 1;
     c->req_peer[i] = src == DT_COMM_ANY ? -1 : src;
+    c->req_what[i] = "a receive";
     c->req_is_recv[i] = 1;
+    *req = i;
+    return 0;
+}
+
+int comm_iallreduce_max_int(dt_comm *c, int *buf, int n, int *req)
+{
+    int i = req_slot(c);
+    if (i < 0) return -1;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_INT, MPI_MAX, c->world, &c->req[i]), "MPI_Iallreduce");
+    c->req_used[i] = 1;
+    c->req_peer[i] = -1;
+    c->req_what[i] = "an allreduce of all ranks";
+    c->req_is_recv[i] = 0;
     *req = i;
     return 0;
 }
@@ -369,7 +385,7 @@ int comm_wait(dt_comm *c, int req, int *from, size_t *got)
 {
     MPI_Status st;
     if (req < 0 || req >= DT_COMM_MAX_REQ || !c->req_used[req]) return dt_fail("internal: wait on a free request %d", req);
-    if (wait_all(c, 1, &c->req[req], &st, c->req_is_recv[req] ? "a receive" : "a send", c->req_peer[req]) != 0)
+    if (wait_all(c, 1, &c->req[req], &st, c->req_what[req], c->req_peer[req]) != 0)
         return -1;
     finish_req(c, req, &st, from, got);
     return 0;

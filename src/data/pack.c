@@ -209,6 +209,13 @@ static void *pack_worker(void *arg)
     for (;;) {
         size_t i = atomic_fetch_add(&j->next, 1);
         if (i >= j->t->n || atomic_load(&j->failed)) break;
+        if (dt_stop_signal()) {
+            pthread_mutex_lock(&j->mu);
+            if (!atomic_load(&j->failed)) snprintf(j->err, sizeof j->err, "packing stopped by a signal; run again to pack");
+            atomic_store(&j->failed, 1);
+            pthread_mutex_unlock(&j->mu);
+            break;
+        }
         if (png_load_square(j->t->files[i], j->channels, j->side, j->data + i * j->d) == 0)
             put64(j->sums + 8 * i, pack_image_sum(j->data + i * j->d, j->d));
         else {
@@ -246,6 +253,7 @@ static int pack_write(const char *root, const char *split, char **classes, int n
     uint64_t bytes = doff + (uint64_t)t->n * d;
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) dt_temp_add(tmp);
     if (fd < 0) {
         pngdir_free(t);
         return dt_fail("%s: cannot create (%s)", tmp, strerror(errno));
@@ -299,6 +307,7 @@ static int pack_write(const char *root, const char *split, char **classes, int n
     munmap(m, bytes);
     close(fd);
     pngdir_free(t);
+    dt_temp_remove(tmp);
     if (rename(tmp, path) != 0) {
         unlink(tmp);
         return dt_fail("%s: cannot rename into place (%s)", path, strerror(errno));
@@ -308,6 +317,7 @@ fail:
     if (m != MAP_FAILED) munmap(m, bytes);
     close(fd);
     unlink(tmp);
+    dt_temp_remove(tmp);
     pngdir_free(t);
     return -1;
 }

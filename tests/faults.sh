@@ -1,0 +1,141 @@
+#!/bin/bash
+# Faults end a job cleanly, each within a time bound:
+#  - kill -9 of one rank: the job ends within 30 s, non-zero, and mpirun names the rank
+#  - SIGSTOP of one rank: another rank gives up after --comm-timeout, naming the rank, the
+#    operation and the iteration; the job ends within the timeout plus 10 s
+#  - SIGTERM to one rank with --checkpoint: every rank stops after the same iteration, the
+#    checkpoint is written, the exit status is 143, no temporary file is left; resuming gives the
+#    weights of the run that was never stopped, bit for bit
+#  - SIGUSR1 to mpirun (which forwards it): the same stop, exit status 138; SIGINT to a single rank
+#    without --checkpoint: one line, exit status 130
+#  - a full disk under --log (/dev/full): reported, exit 1
+#  - ranks whose options differ only in what they do together (--log-every, --save given on one
+#    rank) or whose data differ with the same sizes: refused at start-up, naming the option
+#  - a non-finite loss: stopped in that iteration, naming the layers
+. "$(dirname "$0")/lib.sh"
+need_mpirun
+make_idx "$T/data" 2000 200
+D="--dataset mnist --data-dir $T/data --progress none --threads 1"
+# a run of ~10-20 s on one core per rank: long enough to be hit while it trains
+LONG="$D --net mlp --batch 20 --epochs 40"
+
+# pid of the rank RANK of the dtrain job whose command line holds TAG (Open MPI's rank variable)
+rank_pid() {
+    local tag=$1 rank=$2 p
+    for p in $(pgrep -f -- "dtrain .*$tag"); do
+        tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank" && { echo $p; return; }
+    done
+}
+# waits until the JSON log FILE has an "iter" record (the job is training)
+wait_training() {
+    for _ in $(seq 600); do grep -q '"type":"iter"' "$1" 2>/dev/null && return; sleep 0.05; done
+    fail "the job did not start training within 30 s"
+}
+
+# kill -9 of rank 1
+mpi -np 3 "$DTRAIN" $LONG --log "$T/k9.jsonl" > "$T/k9.out" 2>&1 &
+job=$!
+wait_training "$T/k9.jsonl"
+kill -9 "$(rank_pid k9.jsonl 1)"
+t0=$(date +%s)
+wait $job
+rc=$?
+dt=$(( $(date +%s) - t0 ))
+[ $rc -ne 0 ] || fail "kill -9: the job exited 0"
+[ $dt -le 30 ] || fail "kill -9: the job took $dt s to end"
+grep -q "rank 1 with PID .* exited on signal 9\|\[\[[0-9]*,1\],1\]" "$T/k9.out" || { cat "$T/k9.out"; fail "kill -9: rank 1 not named"; }
+note "kill -9 of rank 1: ended in $dt s, exit $rc"
+
+# SIGSTOP of rank 2
+mpi -np 3 "$DTRAIN" $LONG --comm-timeout 3 --log "$T/stop.jsonl" > "$T/stop.out" 2>&1 &
+job=$!
+wait_training "$T/stop.jsonl"
+victim=$(rank_pid stop.jsonl 2)
+kill -STOP "$victim"
+t0=$(date +%s)
+wait $job
+rc=$?
+dt=$(( $(date +%s) - t0 ))
+kill -9 "$victim" 2>/dev/null
+[ $rc -ne 0 ] || fail "SIGSTOP: the job exited 0"
+[ $dt -le 13 ] || fail "SIGSTOP: the job took $dt s to end (comm timeout 3 s)"
+grep -q "waited [0-9]* s for \(rank 2\|the other ranks\) in .*(training, mode dsync, iteration [0-9]*) and gave up (--comm-timeout 3)" \
+    "$T/stop.out" || { cat "$T/stop.out"; fail "SIGSTOP: no message naming the peer, the operation and the iteration"; }
+note "SIGSTOP of rank 2: ended in $dt s: $(grep -o 'waited.*gave up' "$T/stop.out" | head -n 1)"
+
+# SIGTERM to rank 1 with --checkpoint, then resume: the weights of an uninterrupted run
+S="$D --net mlp --batch 20 --epochs 6"
+mpi -np 2 "$DTRAIN" $S --save "$T/straight.st" > "$T/out" 2>&1 || { cat "$T/out"; fail "the straight run failed"; }
+mpi -np 2 "$DTRAIN" $S --checkpoint "$T/term.ckpt" --checkpoint-every 100ep --log "$T/term.jsonl" \
+    --save "$T/never.st" > "$T/term.out" 2>&1 &
+job=$!
+wait_training "$T/term.jsonl"
+kill -TERM "$(rank_pid term.jsonl 1)"
+wait $job
+rc=$?
+[ $rc -eq 143 ] || { cat "$T/term.out"; fail "SIGTERM: exit status $rc (expected 143)"; }
+[ -f "$T/never.st" ] && fail "SIGTERM: the run finished before the signal (make it longer)"
+grep -q "stopped by SIGTERM after iteration [0-9]* of 600: continue with --resume $T/term.ckpt" "$T/term.out" ||
+    { cat "$T/term.out"; fail "SIGTERM: no line saying where it stopped"; }
+ls "$T"/term.ckpt.tmp.* 2>/dev/null && fail "SIGTERM: a temporary file was left behind"
+at=$(sed -n 's/.*stopped by SIGTERM after iteration \([0-9]*\).*/\1/p' "$T/term.out")
+mpi -np 2 "$DTRAIN" $S --resume "$T/term.ckpt" --save "$T/resumed.st" > "$T/out" 2>&1 || { cat "$T/out"; fail "resume after SIGTERM failed"; }
+grep -q "resumed from $T/term.ckpt at iteration $at of 600" "$T/out" || { cat "$T/out"; fail "no resume message"; }
+cmp -s "$T/straight.st" "$T/resumed.st" || fail "stopped at $at and resumed: the weights differ from the straight run"
+note "SIGTERM to rank 1: stopped after iteration $at, checkpoint written; resumed: bit-identical weights"
+
+# SIGUSR1 to mpirun: forwarded to every rank
+mpi -np 2 "$DTRAIN" $LONG --checkpoint "$T/usr1.ckpt" --checkpoint-every 100ep --log "$T/usr1.jsonl" > "$T/usr1.out" 2>&1 &
+job=$!
+wait_training "$T/usr1.jsonl"
+kill -USR1 "$(pgrep -f -- "^$MPIRUN .*usr1.jsonl" | head -n 1)"
+wait $job
+rc=$?
+[ $rc -eq 138 ] || { cat "$T/usr1.out"; fail "SIGUSR1 to mpirun: exit status $rc (expected 138)"; }
+grep -q "stopped by SIGUSR1 after iteration" "$T/usr1.out" || { cat "$T/usr1.out"; fail "SIGUSR1: no line"; }
+[ -f "$T/usr1.ckpt" ] || fail "SIGUSR1: no checkpoint"
+
+# SIGINT to a single rank without --checkpoint
+timeout 120 "$DTRAIN" $LONG --log "$T/int.jsonl" > "$T/int.out" 2>&1 &
+job=$!
+wait_training "$T/int.jsonl"
+kill -INT "$(pgrep -f -- "^$DTRAIN .*int.jsonl")"
+wait $job
+rc=$?
+[ $rc -eq 130 ] || { cat "$T/int.out"; fail "SIGINT: exit status $rc (expected 130)"; }
+grep -q "stopped by SIGINT after iteration [0-9]* of 4000; nothing saved" "$T/int.out" || { cat "$T/int.out"; fail "SIGINT: no line"; }
+note "SIGUSR1 to mpirun: exit 138 with a checkpoint; SIGINT to one rank: exit 130"
+
+# a full disk under --log
+timeout 60 "$DTRAIN" $D --iters 5 --log /dev/full > "$T/full.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] || { cat "$T/full.out"; fail "--log /dev/full: exit status $rc (expected 1)"; }
+grep -q -- "--log /dev/full: .*No space left on device" "$T/full.out" || { cat "$T/full.out"; fail "--log /dev/full: not reported"; }
+
+# ranks that disagree on what they do together
+expect_refused() {
+    local what=$1 want=$2
+    shift 2
+    mpi "$@" > "$T/out" 2>&1
+    local rc=$?
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || { cat "$T/out"; fail "$what: exit status $rc"; }
+    grep -qF -- "$want" "$T/out" || { cat "$T/out"; fail "$what: output lacks '$want'"; }
+}
+expect_refused "--log-every on one rank" "rank 0: 'log-every = 50', this rank: 'log-every = 10'" \
+    -np 1 "$DTRAIN" $D --iters 5 : -np 1 "$DTRAIN" $D --iters 5 --log-every 10
+expect_refused "--save on one rank" "rank 0: 'save = (not given)', this rank: 'save = (given)'" \
+    -np 1 "$DTRAIN" $D --iters 5 : -np 1 "$DTRAIN" $D --iters 5 --save "$T/one.st"
+expect_refused "--comm-timeout differs" "rank 0: 'comm-timeout = 300', this rank: 'comm-timeout = 10'" \
+    -np 1 "$DTRAIN" $D --iters 5 : -np 1 "$DTRAIN" $D --iters 5 --comm-timeout 10
+mkdir -p "$T/data2" && make_idx "$T/data2" 2000 200 8
+expect_refused "same sizes, other data" "this rank: 'data fingerprint = " \
+    -np 1 "$DTRAIN" $D --iters 5 : -np 1 "$DTRAIN" --dataset mnist --data-dir "$T/data2" --progress none --threads 1 --iters 5
+
+# a loss that becomes NaN: stopped in that iteration (not at the next --log-every)
+timeout 120 "$DTRAIN" $D --net mlp --lr 90 --epochs 1 > "$T/nan.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] || { cat "$T/nan.out"; fail "NaN loss: exit status $rc"; }
+grep -q "training diverged: the loss is \(nan\|infinite\) in iteration [0-9]*; the first non-finite gradient (in backward order) is 'fc3\.[a-z]*'" \
+    "$T/nan.out" || { cat "$T/nan.out"; fail "NaN loss: not reported with the iteration and layer"; }
+note "NaN loss: $(grep -o 'the loss is [a-z]* in iteration [0-9]*' "$T/nan.out")"
+echo "PASS: kill -9, SIGSTOP, SIGTERM/SIGUSR1/SIGINT, a full disk, disagreeing ranks and a NaN loss all end cleanly"
