@@ -241,8 +241,9 @@ static int apply(dt_opts *o, const entry *e, const char *value, const char *orig
 int cli_apply(dt_opts *o, const char *name, const char *value, const char *origin, int from_config)
 {
     const entry *e = find_opt(name);
-    if (!e || (from_config && (e->d->flags & OPT_NO_CONFIG)))
-        return dt_fail("%s: unknown option '%s' (see dtrain --help)", origin, name);
+    if (!e) return dt_fail("%s: unknown option '%s' (see dtrain --help)", origin, name);
+    if (from_config && (e->d->flags & OPT_NO_CONFIG))
+        return dt_fail("%s: '%s' is an option of the command line only (not of a config file)", origin, name);
     if (apply(o, e, value, origin) != 0) return -1;
     o->given[e - all] = 1;
     return 0;

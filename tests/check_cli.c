@@ -96,8 +96,8 @@ START_TEST(config_file_then_command_line)
         {"epochs = many\n", "b.conf:1: epochs: expected an integer in [0, 1000000], found 'many'"},
         {"nesterov = maybe\n", "b.conf:1: nesterov: expected true or false, found 'maybe'"},
         {"--lr = 1\n", "b.conf:1: write '--lr' without the dashes"},
-        {"config = other.conf\n", "b.conf:1: config: unknown option 'config'"},
-        {"help = true\n", "b.conf:1: help: unknown option 'help'"},
+        {"config = other.conf\n", "b.conf:1: config: 'config' is an option of the command line only"},
+        {"help = true\n", "b.conf:1: help: 'help' is an option of the command line only"},
     };
     for (size_t i = 0; i < sizeof badconf / sizeof badconf[0]; i++) {
         const char *q = write_text("b.conf", badconf[i].text);

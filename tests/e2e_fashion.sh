@@ -5,6 +5,7 @@
 #  - NumPy, reading the safetensors file with no dtrain code, gets the same accuracy
 . "$(dirname "$0")/lib.sh"
 need_mpirun
+skip_if_sanitized "hours of training on all of Fashion-MNIST for an accuracy bound"
 FM=/usr/share/datasets/fashion-mnist
 [ -f $FM/train-images-idx3-ubyte.gz ] || fail "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"
 

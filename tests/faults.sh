@@ -28,8 +28,8 @@ rank_pid() {
 }
 # waits until the JSON log FILE has an "iter" record (the job is training)
 wait_training() {
-    for _ in $(seq 600); do grep -q '"type":"iter"' "$1" 2>/dev/null && return; sleep 0.05; done
-    fail "the job did not start training within 30 s"
+    for _ in $(seq $((MPI_TIMEOUT * 2))); do grep -q '"type":"iter"' "$1" 2>/dev/null && return; sleep 0.05; done
+    fail "the job did not start training within $((MPI_TIMEOUT / 10)) s"
 }
 
 # kill -9 of rank 1

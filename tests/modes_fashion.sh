@@ -8,6 +8,7 @@
 #                      server under BSP (the server sends workers their weights in turn)
 . "$(dirname "$0")/lib.sh"
 need_mpirun
+skip_if_sanitized "hours of training on all of Fashion-MNIST for an accuracy bound"
 [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || fail "Fashion-MNIST is not installed"
 N=648010 P=4
 common="--net mlp --dataset fashion-mnist --epochs 3 --batch 100 --progress none --seed 11"

@@ -117,5 +117,15 @@ int main(int argc, char **argv)
     }
     if (weights_save(net, net->w, net->state, out, "mnist") != 0) DIE();
     printf("pipesim: P=%d K=%d, %ld iterations, pipeline from iteration %ld\n", p, k, it, start);
+    for (int r = 0; r < p; r++) {
+        sampler_destroy(smp[r]);
+        dt_free(g[r]);
+    }
+    for (int i = 0; i < k; i++) dt_free(sum[i]);
+    free(smp), free(g), free(sum), free(pending), free(pend_it), free(x), free(y);
+    optim_destroy(opt);
+    net_destroy(net);
+    dataset_close(ds);
+    backend_destroy(be);
     return 0;
 }

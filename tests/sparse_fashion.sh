@@ -11,6 +11,7 @@
 #      terngrad: (P-1) (d/4 + 4 L) bytes (allgather of 2-bit codes and of L scalers)
 . "$(dirname "$0")/lib.sh"
 need_mpirun
+skip_if_sanitized "hours of training on all of Fashion-MNIST for an accuracy bound"
 [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || fail "Fashion-MNIST is not installed"
 N=648010 P=4
 common="--net mlp --dataset fashion-mnist --batch 100 --progress none --seed 11"

@@ -59,7 +59,11 @@ static int gunzip(const char *path, const uint8_t *in, size_t n, uint8_t **out, 
             rc = inflate(&z, Z_NO_FLUSH);
             avail -= in0 - z.avail_in;
             len += out0 - z.avail_out;
-            if (rc == Z_BUF_ERROR && avail == 0 && z.avail_out > 0) rc = Z_DATA_ERROR; /* input ended inside the stream */
+            if (rc == Z_BUF_ERROR && avail == 0 && z.avail_out > 0) { /* input ended inside the stream */
+                inflateEnd(&z);
+                free(buf);
+                return dt_fail("%s: the file ends inside the gzip stream (truncated)", path);
+            }
             if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
                 inflateEnd(&z);
                 free(buf);

@@ -519,7 +519,14 @@ int net_load(const char *name_or_path, dt_net **out)
     if (bl >= sizeof base) bl = sizeof base - 1;
     memcpy(base, b, bl);
     base[bl] = 0;
-    if (dt_read_file(name_or_path, &text, NULL) != 0) return dt_fail_prefix("--net");
+    size_t n;
+    if (dt_read_file(name_or_path, &text, &n) != 0) return dt_fail_prefix("--net");
+    const char *nul = memchr(text, 0, n);
+    if (nul) {
+        size_t at = (size_t)(nul - text);
+        free(text);
+        return dt_fail("%s: a NUL byte at offset %zu (expected a text file: see dtrain-net(5))", name_or_path, at);
+    }
     int rc = net_parse(text, name_or_path, base, out);
     free(text);
     return rc;

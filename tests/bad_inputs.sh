@@ -1,0 +1,95 @@
+#!/bin/bash
+# The malformed-input corpus (tests/corpus/bad/, written by tests/corpus/make-bad): every file
+# through the option that reads it, with the exit status and message listed in
+# tests/corpus/bad/EXPECTED; never a crash, a hang or a silent success. Then damaged packs and
+# checkpoints, made here from good ones (their checksums are computed by dtrain).
+. "$(dirname "$0")/lib.sh"
+B=$top_srcdir/tests/corpus/bad
+make_idx "$T/good" 2000 200
+$PYTHON "$top_srcdir/tests/mkimages.py" cifar10 "$T/c10" 50 10 || fail "could not generate CIFAR files"
+$PYTHON "$top_srcdir/tests/mkimages.py" pngtree "$T/tree" 20 10 40 || fail "could not generate the PNG tree"
+D="--dataset mnist --data-dir $T/good --progress none --iters 2"
+n=0
+
+# check WHAT STATUS MESSAGE CMD...: CMD ends by itself with STATUS and MESSAGE in its output
+check() {
+    local what=$1 want_rc=$2 want=$3
+    shift 3
+    timeout 120 "$@" > "$T/out" 2>&1
+    local rc=$?
+    [ $rc -ne 124 ] || fail "$what: timed out (a hang)"
+    [ $rc -lt 128 ] || { cat "$T/out"; fail "$what: killed by signal $((rc - 128))"; }
+    [ $rc -eq "$want_rc" ] || { cat "$T/out"; fail "$what: exit status $rc (expected $want_rc)"; }
+    grep -qF -- "$want" "$T/out" || { cat "$T/out"; fail "$what: output lacks '$want'"; }
+    n=$((n + 1))
+}
+
+# a copy of the good data of KIND with FILE in place of the file it replaces; prints its directory
+dataset_with() {
+    local kind=$1 file=$2 dir=$T/case
+    rm -rf "$dir"
+    case $kind in
+    train-images) cp -r "$T/good" "$dir" && cp "$file" "$dir/train-images-idx3-ubyte.gz" ;;
+    train-labels) cp -r "$T/good" "$dir" && cp "$file" "$dir/train-labels-idx1-ubyte.gz" ;;
+    cifar) cp -r "$T/c10" "$dir" && cp "$file" "$dir/data_batch_1.bin" ;;
+    png) cp -r "$T/tree" "$dir" && cp "$file" "$dir/train/$(ls "$dir/train" | head -n 1)/x.png" ;;
+    esac
+    echo "$dir"
+}
+
+while IFS='|' read -r path status message; do
+    case $path in '#'* | '') continue ;; esac
+    kind=${path%%/*}
+    file=$B/$path
+    [ -f "$file" ] || fail "EXPECTED lists $path, which is not in the corpus (run tests/corpus/make-bad)"
+    message=${message//@FILE@/$file}
+    case $kind in
+    net) check "$path" "$status" "$message" "$DTRAIN" --net "$file" $D ;;
+    conf) check "$path" "$status" "$message" "$DTRAIN" --config "$file" $D ;;
+    load) check "$path" "$status" "$message" "$DTRAIN" $D --load "$file" ;;
+    train-images | train-labels)
+        dir=$(dataset_with "$kind" "$file")
+        check "$path" "$status" "$message" "$DTRAIN" --dataset mnist --data-dir "$dir" --progress none --iters 2 ;;
+    cifar)
+        dir=$(dataset_with cifar "$file")
+        check "$path" "$status" "$message" "$DTRAIN" --net cifar-quick --dataset cifar10 --data-dir "$dir" --progress none --iters 2 ;;
+    png)
+        dir=$(dataset_with png "$file")
+        check "$path" "$status" "$message" "$DTRAIN" --net "$top_srcdir/tests/nets/tiny-images.net" --dataset imagenet \
+            --image-size 36 --batch 10 --data-dir "$dir" --progress none --iters 2 ;;
+    *) fail "EXPECTED: unknown kind '$kind' in $path" ;;
+    esac
+done < "$B/EXPECTED"
+[ "$(find "$B" -type f ! -name EXPECTED | wc -l)" -eq $n ] || fail "$n cases in EXPECTED, but the corpus has $(find "$B" -type f ! -name EXPECTED | wc -l) files"
+note "$n corpus files"
+
+# packs: made by dtrain from the PNG tree, then damaged
+P="--net $top_srcdir/tests/nets/tiny-images.net --dataset imagenet --image-size 36 --batch 10 --progress none --iters 2"
+"$DTRAIN" $P --data-dir "$T/tree" > "$T/out" 2>&1 || { cat "$T/out"; fail "packing the PNG tree failed"; }
+pack=$(ls "$T/tree/.dtrain-pack"/train-*.pack)
+damage() { # NAME OFFSET BYTES: a copy of the packs with BYTES written at OFFSET of the train pack
+    rm -rf "$T/packs" && cp -r "$T/tree/.dtrain-pack" "$T/packs"
+    printf "$3" | dd of="$T/packs/$(basename "$pack")" bs=1 seek="$2" conv=notrunc status=none
+}
+damage magic 0 'XXXXXXXX'
+check "pack: bad magic" 1 "not a dtrain pack" "$DTRAIN" $P --data-dir "$T/packs"
+damage count 16 '\377\377\377\377\377\377\377\177'
+check "pack: huge image count" 1 "$(basename "$pack")" "$DTRAIN" $P --data-dir "$T/packs"
+damage pixels $(( $(stat -c %s "$pack") - 100 )) '\001\002\003\004'
+check "pack: damaged pixels" 1 "checksum" "$DTRAIN" $P --data-dir "$T/packs" --iters 20
+rm -rf "$T/packs" && cp -r "$T/tree/.dtrain-pack" "$T/packs" && truncate -s 5000 "$T/packs/$(basename "$pack")"
+check "pack: truncated" 1 "$(basename "$pack")" "$DTRAIN" $P --data-dir "$T/packs"
+
+# checkpoints: a good one, then damaged in the header, the metadata and the data
+"$DTRAIN" $D --checkpoint "$T/good.ckpt" > "$T/out" 2>&1 || { cat "$T/out"; fail "writing a checkpoint failed"; }
+size=$(stat -c %s "$T/good.ckpt")
+for at in 3 100 $((size / 2)) $((size - 3)); do
+    cp "$T/good.ckpt" "$T/bad.ckpt"
+    printf '\252' | dd of="$T/bad.ckpt" bs=1 seek=$at conv=notrunc status=none
+    check "checkpoint damaged at byte $at" 1 "--resume: $T/bad.ckpt" "$DTRAIN" $D --iters 4 --resume "$T/bad.ckpt"
+done
+cp "$T/good.ckpt" "$T/bad.ckpt" && truncate -s $((size - 1000)) "$T/bad.ckpt"
+check "checkpoint truncated" 1 "--resume: $T/bad.ckpt" "$DTRAIN" $D --iters 4 --resume "$T/bad.ckpt"
+check "a directory as the checkpoint" 1 "--resume: $T: " "$DTRAIN" $D --iters 4 --resume "$T"
+check "a device as the checkpoint" 1 "--resume: /dev/zero: " "$DTRAIN" $D --iters 4 --resume /dev/zero
+echo "PASS: $n malformed inputs, each refused with its message and exit status, none a crash or a hang"
