@@ -284,6 +284,28 @@ START_TEST(sampler_slices_partition_batches)
 }
 END_TEST
 
+/* --no-shuffle: every epoch in file order, sliced over ranks as usual */
+START_TEST(sampler_file_order)
+{
+    dt_sampler *s[2];
+    for (int r = 0; r < 2; r++) ck_assert_int_eq(sampler_create(&s[r], 25, 10, r, 2, 42, 0), 0);
+    for (int e = 0; e < 3; e++) {
+        uint32_t next = 0;
+        for (int r = 0; r < 2; r++) sampler_epoch(s[r], e);
+        for (long it = 0; it < s[0]->iters; it++)
+            for (int r = 0; r < 2; r++) {
+                const uint32_t *idx;
+                int rows, g;
+                int64_t row0;
+                sampler_slice(s[r], it, &idx, &rows, &row0, &g);
+                for (int i = 0; i < rows; i++) ck_assert_uint_eq(idx[i], next++);
+            }
+        ck_assert_uint_eq(next, 25);
+    }
+    for (int r = 0; r < 2; r++) sampler_destroy(s[r]);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("data");
@@ -298,6 +320,7 @@ int main(void)
     TCase *ts = tcase_create("sampler");
     tcase_add_test(ts, split_range_balanced);
     tcase_add_test(ts, sampler_slices_partition_batches);
+    tcase_add_test(ts, sampler_file_order);
     suite_add_tcase(s, tc);
     suite_add_tcase(s, ts);
     SRunner *sr = srunner_create(s);

@@ -36,6 +36,9 @@ check_net() {
 }
 
 check_net "$top_srcdir/tests/nets/linear.net" "--epochs 2 --lr 0.01"
+cp "$T/ref.st" "$T/shuffled.st"
+check_net "$top_srcdir/tests/nets/linear.net" "--epochs 2 --lr 0.01 --no-shuffle"
+"$STDIFF" "$T/ref.st" "$T/shuffled.st" 1e-4 0 > /dev/null && fail "--no-shuffle did not change the order"
 check_net "$top_srcdir/tests/nets/mlp-dropout.net" "--iters 1 --lr 0.05"
 check_net mlp "--iters 1 --lr 0.05"
-echo "PASS: D-Sync with 1-4 ranks, and with lazy allreduce, equals 1 rank (atol $ATOL, rtol $RTOL): a smooth net over 18 steps, ReLU nets over one"
+echo "PASS: D-Sync with 1-4 ranks, and with lazy allreduce, equals 1 rank (atol $ATOL, rtol $RTOL): a smooth net over 18 steps (shuffled and in file order), ReLU nets over one"
