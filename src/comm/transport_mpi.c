@@ -4,7 +4,13 @@
  * non-blocking and waited for here, in one loop with a deadline (--comm-timeout): a peer that is
  * stopped or wedged ends the job with a message naming it, the operation and the iteration,
  * instead of leaving every other rank waiting forever. The loop polls MPI (as MPI_Wait would)
- * and yields the core once a wait has lasted a millisecond. */
+ * and yields the core once a wait has lasted a millisecond.
+ *
+ * The rank a wait is for is not always the culprit: in a ring, a rank waits for its neighbour,
+ * which waits for the stopped rank. So a rank whose wait gives up calls the roll: it pings every
+ * other rank on a communicator of its own and names those that do not answer within a grace
+ * period. Every wait loop answers pings, so every rank that waits (as all do soon, when one is
+ * stopped) answers; a stopped rank does not. */
 #include <limits.h>
 #include <mpi.h>
 #include <sched.h>
@@ -21,7 +27,10 @@ typedef struct context {
     volatile long iteration; /* the train loop's, -1 before training */
     const char *label;       /* what the job does ("mode dsync") */
     volatile int broken;     /* a wait gave up: the ranks no longer agree on where they are */
+    MPI_Comm health;         /* roll calls only */
 } context;
+
+enum { TAG_PING = 1, TAG_PONG = 2 };
 
 struct dt_comm {
     MPI_Comm world, local;
@@ -84,6 +93,8 @@ int comm_init(int *argc, char ***argv, dt_comm **out)
     c->ctx->timeout = 300.0;
     c->ctx->iteration = -1;
     c->ctx->label = "start-up";
+    MPI_Comm_dup(c->world, &c->ctx->health);
+    MPI_Comm_set_errhandler(c->ctx->health, MPI_ERRORS_RETURN);
     *out = c;
     return 0;
 }
@@ -93,8 +104,78 @@ void comm_set_iteration(dt_comm *c, long it) { c->ctx->iteration = it; }
 void comm_set_label(dt_comm *c, const char *label) { c->ctx->label = label; }
 int comm_broken(const dt_comm *c) { return c->ctx->broken; }
 
-/* Waits for n requests; on the deadline, an error naming the operation, the peer (-1: a collective
- * of all ranks) and where the job was. */
+/* Answers every ping that has arrived (from a rank calling the roll). Matched probes keep two
+ * threads that both answer from taking each other's message. */
+static void answer_pings(context *x)
+{
+    static const int pong = 1; /* a send buffer that outlives the freed request */
+    for (;;) {
+        int flag = 0, from;
+        MPI_Message msg;
+        MPI_Status st;
+        MPI_Request r;
+        if (MPI_Improbe(MPI_ANY_SOURCE, TAG_PING, x->health, &flag, &msg, &st) != MPI_SUCCESS || !flag) return;
+        if (MPI_Mrecv(&from, 1, MPI_INT, &msg, &st) != MPI_SUCCESS) return;
+        if (MPI_Isend(&pong, 1, MPI_INT, st.MPI_SOURCE, TAG_PONG, x->health, &r) == MPI_SUCCESS) MPI_Request_free(&r);
+    }
+}
+
+/* Pings every other rank and waits up to `grace` seconds for the answers (answering pings
+ * meanwhile); writes the ranks that did not answer ("rank 2", "ranks 2, 5") to out. Returns their
+ * number, or -1 when the roll could not be called. */
+static int roll_call(dt_comm *c, double grace, char *out, size_t n)
+{
+    static int me; /* a send buffer that outlives the freed requests */
+    context *x = c->ctx;
+    int size = c->size, silent = 0;
+    me = c->rank;
+    MPI_Request *r = calloc((size_t)size * 2, sizeof *r);
+    int *ans = calloc((size_t)size, sizeof *ans), *got = calloc((size_t)size, sizeof *got);
+    out[0] = 0;
+    if (!r || !ans || !got) {
+        free(r), free(ans), free(got);
+        return -1;
+    }
+    for (int p = 0; p < size; p++) {
+        r[2 * p] = r[2 * p + 1] = MPI_REQUEST_NULL;
+        if (p == me) continue;
+        MPI_Irecv(&ans[p], 1, MPI_INT, p, TAG_PONG, x->health, &r[2 * p]);
+        MPI_Isend(&me, 1, MPI_INT, p, TAG_PING, x->health, &r[2 * p + 1]);
+    }
+    got[me] = 1;
+    for (double t0 = dt_now(), left = size - 1; left > 0 && dt_now() - t0 < grace;) {
+        answer_pings(x);
+        for (int p = 0; p < size; p++) {
+            int flag = 0;
+            if (got[p]) continue;
+            MPI_Test(&r[2 * p], &flag, MPI_STATUS_IGNORE);
+            if (flag) got[p] = 1, left--;
+        }
+        sched_yield();
+    }
+    char list[160] = "";
+    for (int p = 0; p < size; p++) {
+        if (got[p]) continue;
+        size_t len = strlen(list);
+        if (len + 16 < sizeof list) snprintf(list + len, sizeof list - len, "%s%d", silent ? ", " : "", p);
+        else if (!strstr(list, "...")) strcat(list, ", ...");
+        silent++;
+    }
+    if (silent > 0) snprintf(out, n, "%s %s", silent == 1 ? "rank" : "ranks", list);
+    for (int p = 0; p < size; p++) {
+        if (p == me) continue;
+        if (!got[p]) {
+            MPI_Cancel(&r[2 * p]);
+            MPI_Wait(&r[2 * p], MPI_STATUS_IGNORE);
+        }
+        MPI_Request_free(&r[2 * p + 1]);
+    }
+    free(r), free(ans), free(got);
+    return silent;
+}
+
+/* Waits for n requests; on the deadline, calls the roll and returns an error naming the operation,
+ * the peer (-1: a collective of all ranks), where the job was and the ranks that do not answer. */
 static int wait_all(dt_comm *c, int n, MPI_Request *r, MPI_Status *st, const char *op, int peer)
 {
     int done = 0, rc = MPI_Testall(n, r, &done, st);
@@ -103,15 +184,24 @@ static int wait_all(dt_comm *c, int n, MPI_Request *r, MPI_Status *st, const cha
         if ((spins & 127) == 127) {
             double now = dt_now();
             if (t0 == 0.0) t0 = now;
+            if (c->size > 1) answer_pings(c->ctx);
             if (c->ctx->timeout > 0 && now - t0 > c->ctx->timeout) {
-                char who[48], when[64] = "";
+                char who[48], when[64] = "", silent[200];
                 if (peer >= 0) snprintf(who, sizeof who, "rank %d", peer);
                 else snprintf(who, sizeof who, "the other ranks");
                 if (c->ctx->iteration >= 0) snprintf(when, sizeof when, ", iteration %ld", c->ctx->iteration + 1);
                 c->ctx->broken = 1;
-                return dt_fail("waited %.0f s for %s in %s (%s%s) and gave up (--comm-timeout %g): is a rank stopped, "
-                               "wedged or gone?",
-                               now - t0, who, op, c->ctx->label, when, c->ctx->timeout);
+                /* a rank that computes answers once it waits too: give it up to the timeout, at most 10 s */
+                double grace = c->ctx->timeout < 10.0 ? c->ctx->timeout : 10.0;
+                int k = roll_call(c, grace < 1.0 ? 1.0 : grace, silent, sizeof silent);
+                const char *why = k > 0 ? silent : k == 0 ? "every rank answers a ping, so the ranks wait for "
+                                                            "each other in different operations"
+                                                          : "is a rank stopped, wedged or gone";
+                return dt_fail("waited %.0f s for %s in %s (%s%s) and gave up (--comm-timeout %g): %s%s", now - t0, who,
+                               op, c->ctx->label, when, c->ctx->timeout, why,
+                               k > 0 ? (k == 1 ? " does not answer (stopped, wedged or gone?)"
+                                               : " do not answer (stopped, wedged or gone?)")
+                                     : k < 0 ? "?" : "");
             }
             if (now - t0 > 1e-3) sched_yield(); /* a long wait: let compute threads have the core */
         }
@@ -156,7 +246,10 @@ void comm_free(dt_comm *c)
             MPI_Request_free(&c->req[i]);
         }
     if (c->local != MPI_COMM_NULL && !c->is_dup) MPI_Comm_free(&c->local);
-    if (!c->is_dup) free(c->ctx);
+    if (!c->is_dup) {
+        MPI_Comm_free(&c->ctx->health);
+        free(c->ctx);
+    }
     MPI_Comm_free(&c->world);
     free(c);
 }
