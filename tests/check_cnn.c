@@ -5,6 +5,7 @@
  * composed from the reference, forward and backward. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -406,6 +407,70 @@ START_TEST(fast_batchnorm_matches_reference)
 }
 END_TEST
 
+/* max |got - ref| / max |ref| over a tensor (a device activation in layout l, or a vector when
+ * l < 0): the norm-wise relative error, which elements near 0 cannot inflate */
+static double relerr(const float *d, int l, const double *ref, int rows, int c, int h, int w)
+{
+    size_t n = (size_t)rows * c * h * w;
+    float *plain = malloc(sizeof(float) * n);
+    double e = 0.0, m = 0.0;
+    if (l >= 0) be->to_plain(be, (dt_layout)l, d, plain, rows, c, h, w);
+    else memcpy(plain, d, sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) {
+        e = fmax(e, fabs((double)plain[i] - ref[i]));
+        m = fmax(m, fabs(ref[i]));
+    }
+    free(plain);
+    return m > 0 ? e / m : e;
+}
+
+/* Batch norm on resnet20's layers (batch 128: 16x32x32, 32x16x16, 64x8x8), both layouts, against
+ * the float64 reference: every output within 1e-6 (norm-wise relative), the precision of
+ * PyTorch's float32 (4e-7). oneDNN's float sums were 2-8e-5 off in backward. */
+#define TOL_BN 1e-6
+START_TEST(batchnorm_precise_on_resnet20_layers)
+{
+    const int shapes[][4] = {{128, 16, 32, 32}, {128, 32, 16, 16}, {128, 64, 8, 8}};
+    for (size_t t = 0; t < DT_ARRAY_LEN(shapes); t++) {
+        int rows = shapes[t][0], c = shapes[t][1], h = shapes[t][2], w = shapes[t][3];
+        size_t n = (size_t)rows * c * h * w;
+        double *x = rnd(n, 900 + t), *gm = rnd(c, 910 + t), *bt = rnd(c, 920 + t), *dy = rnd(n, 930 + t);
+        double *y = malloc(sizeof(double) * n), *dx = malloc(sizeof(double) * n), *mean = malloc(sizeof(double) * c),
+               *var = malloc(sizeof(double) * c), *dg = malloc(sizeof(double) * c), *dbt = malloc(sizeof(double) * c);
+        /* a convolution's output: a mean away from 0, values the fp32 kernels see exactly */
+        for (size_t i = 0; i < n; i++) x[i] = (float)(1.5 * x[i] + 0.8), dy[i] = (float)(1e-3 * dy[i] + 2e-4);
+        for (int i = 0; i < c; i++) gm[i] = (float)(1.0 + 0.5 * gm[i]), bt[i] = (float)bt[i];
+        ref_bn_fwd(x, gm, bt, y, mean, var, rows, c, h * w, 1e-5);
+        ref_bn_bwd(x, gm, dy, dx, dg, dbt, rows, c, h * w, 1e-5);
+        dt_layout l[2];
+        int nl = layouts(c, l);
+        for (int a = 0; a < nl; a++) {
+            dt_bn_cfg cfg = {c, h, w, 1e-5f, l[a]};
+            void *plan = be->bn_plan(be, &cfg);
+            float *fx = dev_act(x, l[a], rows, c, h, w), *fdy = dev_act(dy, l[a], rows, c, h, w);
+            float *fy = be->alloc(be, sizeof(float) * n), *fdx = be->alloc(be, sizeof(float) * n);
+            float *fg = dev_vec(gm, c), *fb = dev_vec(bt, c), *fm = be->alloc(be, 4 * c), *fv = be->alloc(be, 4 * c);
+            float *fdg = be->alloc(be, 4 * c), *fdb = be->alloc(be, 4 * c);
+            ck_assert_msg(plan && be->bn_fwd(be, plan, rows, 1, fx, fg, fb, fm, fv, fy) == 0, "%s", dt_errmsg());
+            ck_assert_msg(be->bn_bwd(be, plan, rows, fx, fg, fm, fv, fdy, fdx, 0.0f, fdg, fdb) == 0, "%s", dt_errmsg());
+            double e[] = {relerr(fy, l[a], y, rows, c, h, w), relerr(fm, -1, mean, 1, c, 1, 1),
+                          relerr(fv, -1, var, 1, c, 1, 1),     relerr(fdx, l[a], dx, rows, c, h, w),
+                          relerr(fdg, -1, dg, 1, c, 1, 1),     relerr(fdb, -1, dbt, 1, c, 1, 1)};
+            const char *names[] = {"y", "mean", "var", "dx", "dweight", "dbias"};
+            for (int k = 0; k < 6; k++)
+                ck_assert_msg(e[k] <= TOL_BN, "%dx%dx%dx%d %s: %s relative error %.2g > %g", rows, c, h, w,
+                              l[a] ? "blocked" : "plain", names[k], e[k], TOL_BN);
+            printf("batchnorm %dx%dx%dx%d %-7s relative error: y %.1e mean %.1e var %.1e dx %.1e dweight %.1e "
+                   "dbias %.1e\n", rows, c, h, w, l[a] ? "blocked" : "plain", e[0], e[1], e[2], e[3], e[4], e[5]);
+            be->plan_free(be, plan);
+            be->free(be, fx), be->free(be, fdy), be->free(be, fy), be->free(be, fdx), be->free(be, fg);
+            be->free(be, fb), be->free(be, fm), be->free(be, fv), be->free(be, fdg), be->free(be, fdb);
+        }
+        free(x), free(gm), free(bt), free(dy), free(y), free(dx), free(mean), free(var), free(dg), free(dbt);
+    }
+}
+END_TEST
+
 START_TEST(fast_lrn_matches_reference)
 {
     const int shapes[][4] = {{2, 7, 3, 3}, {2, 16, 4, 4}, {1, 32, 3, 2}};
@@ -637,6 +702,7 @@ int main(void)
     tcase_add_test(fast, fast_conv_matches_reference);
     tcase_add_test(fast, fast_pool_matches_reference);
     tcase_add_test(fast, fast_batchnorm_matches_reference);
+    tcase_add_test(fast, batchnorm_precise_on_resnet20_layers);
     tcase_add_test(fast, fast_lrn_matches_reference);
     tcase_add_checked_fixture(net, be_setup, be_teardown);
     tcase_add_test(net, residual_net_matches_reference);

@@ -1,8 +1,8 @@
 /* The CPU backend's CNN ops, on oneDNN (the CPU counterpart of cuDNN).
  *
  * Measured here (tools/bench, issue #3): oneDNN's JIT AVX-512 convolutions run 3-5x faster than
- * im2col + OpenBLAS sgemm on the CIFAR nets' layers, so convolution, pooling, batch norm and LRN
- * use oneDNN. Activations whose channels are a multiple of 16 stay in oneDNN's blocked layout
+ * im2col + OpenBLAS sgemm on the CIFAR nets' layers, so convolution, pooling and LRN use oneDNN;
+ * batch norm's plans live here but its kernels are ours (backend_cpu_bn.c: oneDNN's sums are float). Activations whose channels are a multiple of 16 stay in oneDNN's blocked layout
  * (nChw16c) from layer to layer, so no layer pays a reorder in and out the way frameworks that
  * keep NCHW do; weights stay in the arena in PyTorch's layout and are reordered per call (they
  * are small). Each plan builds its primitives on first use for a number of rows and keeps them
@@ -143,13 +143,6 @@ typedef struct pool_entry {
     dnnl_memory_t src, dst, ws, d_src, d_dst;
     float *tmp;
 } pool_entry;
-
-typedef struct bn_entry {
-    int rows;
-    dnnl_primitive_t fwd_train, fwd_infer, bwd;
-    dnnl_memory_t src, dst, scale, shift, mean, var, d_src, d_dst, d_scale, d_shift;
-    float *tmp, *d_ss; /* scratch for dx, and for dscale/dshift of a frozen layer */
-} bn_entry;
 
 typedef struct lrn_entry {
     int rows;
@@ -435,43 +428,6 @@ static void pool_entry_free(pool_entry *e)
 
 /* ---- batch normalisation ------------------------------------------------------------------------ */
 
-static int bn_entry_make(dt_backend *be, const dt_bn_cfg *c, int rows, bn_entry *e)
-{
-    dnnl_memory_desc_t data, chan;
-    dnnl_batch_normalization_desc_t ft, fi, bd;
-    dnnl_primitive_desc_t tpd = NULL, ipd = NULL, bpd = NULL;
-    dnnl_dims_t cd = {c->c};
-    unsigned ss = dnnl_use_scale | dnnl_use_shift;
-    int rc = -1;
-    e->rows = rows;
-    md4(&data, rows, c->c, c->h, c->w, c->layout);
-    dnnl_memory_desc_init_by_tag(&chan, 1, cd, dnnl_f32, dnnl_a);
-    DN(dnnl_batch_normalization_forward_desc_init(&ft, dnnl_forward_training, &data, c->eps, ss), "batch norm");
-    DN(dnnl_batch_normalization_forward_desc_init(&fi, dnnl_forward_inference, &data, c->eps, ss | dnnl_use_global_stats),
-       "batch norm");
-    DN(dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &data, &data, c->eps, ss), "batch norm backward");
-    if (dnnl_primitive_desc_create(&tpd, &ft, NULL, eng(be), NULL) != dnnl_success ||
-        dnnl_primitive_desc_create(&ipd, &fi, NULL, eng(be), NULL) != dnnl_success ||
-        dnnl_primitive_desc_create(&bpd, &bd, NULL, eng(be), tpd) != dnnl_success) {
-        dt_fail("oneDNN: no batch-normalisation primitive for this layer");
-        goto out;
-    }
-    if (!(e->fwd_train = prim_of(tpd)) || !(e->fwd_infer = prim_of(ipd)) || !(e->bwd = prim_of(bpd))) {
-        dt_fail("oneDNN: cannot create the batch-normalisation primitives");
-        goto out;
-    }
-    if (mem(be, &e->src, &data) || mem(be, &e->dst, &data) || mem(be, &e->scale, &chan) || mem(be, &e->shift, &chan) ||
-        mem(be, &e->mean, &chan) || mem(be, &e->var, &chan) || mem(be, &e->d_src, &data) || mem(be, &e->d_dst, &data) ||
-        mem(be, &e->d_scale, &chan) || mem(be, &e->d_shift, &chan))
-        goto out;
-    rc = 0;
-out:
-    if (tpd) dnnl_primitive_desc_destroy(tpd);
-    if (ipd) dnnl_primitive_desc_destroy(ipd);
-    if (bpd) dnnl_primitive_desc_destroy(bpd);
-    return rc;
-}
-
 static void *cpu_bn_plan(dt_backend *be, const dt_bn_cfg *cfg)
 {
     (void)be;
@@ -483,43 +439,15 @@ static int cpu_bn_fwd(dt_backend *be, void *pv, int rows, int train, const float
 {
     plan *p = pv;
     if (rows <= 0) return 0;
-    GET_ENTRY(bn_entry, bn_entry_make, bn)
-    set(e->src, x), set(e->dst, y), set(e->scale, scale), set(e->shift, shift), set(e->mean, mean), set(e->var, var);
-    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, e->src},   {DNNL_ARG_DST, e->dst},   {DNNL_ARG_SCALE, e->scale},
-                           {DNNL_ARG_SHIFT, e->shift}, {DNNL_ARG_MEAN, e->mean}, {DNNL_ARG_VARIANCE, e->var}};
-    return run(be, train ? e->fwd_train : e->fwd_infer, 6, a, "batch norm");
+    return cpu_bn_forward(&p->cfg.bn, be->n_threads, rows, train, x, scale, shift, mean, var, y);
 }
 
 static int cpu_bn_bwd(dt_backend *be, void *pv, int rows, const float *x, const float *scale, const float *mean,
                       const float *var, const float *dy, float *dx, float dx_beta, float *dscale, float *dshift)
 {
     plan *p = pv;
-    const dt_bn_cfg *c = &p->cfg.bn;
     if (rows <= 0) return 0;
-    GET_ENTRY(bn_entry, bn_entry_make, bn)
-    size_t n = be->act_size(be, c->layout, rows, c->c, c->h, c->w);
-    float *out = dx_target(dx, dx_beta, &e->tmp, n); /* dx is always produced; without a consumer, in scratch */
-    if (!out) return -1;
-    set(e->src, x), set(e->scale, scale), set(e->mean, mean), set(e->var, var), set(e->d_dst, dy), set(e->d_src, out);
-    if ((!dscale || !dshift) && !e->d_ss && !(e->d_ss = dt_alloc(2 * sizeof(float) * (size_t)c->c))) return -1;
-    set(e->d_scale, dscale ? dscale : e->d_ss), set(e->d_shift, dshift ? dshift : e->d_ss + c->c);
-    set(e->shift, scale); /* oneDNN insists on a shift argument in backward but never reads it */
-    dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, e->src},         {DNNL_ARG_MEAN, e->mean},         {DNNL_ARG_VARIANCE, e->var},
-                           {DNNL_ARG_DIFF_DST, e->d_dst},  {DNNL_ARG_SCALE, e->scale},       {DNNL_ARG_SHIFT, e->shift},
-                           {DNNL_ARG_DIFF_SRC, e->d_src},  {DNNL_ARG_DIFF_SCALE, e->d_scale}, {DNNL_ARG_DIFF_SHIFT, e->d_shift}};
-    if (run(be, e->bwd, 9, a, "batch norm backward") != 0) return -1;
-    if (dx && dx_beta != 0.0f && be->add(be, dx, e->tmp, n, 1.0f) != 0) return -1;
-    return 0;
-}
-
-static void bn_entry_free(bn_entry *e)
-{
-    dnnl_primitive_t ps[] = {e->fwd_train, e->fwd_infer, e->bwd};
-    dnnl_memory_t ms[] = {e->src, e->dst, e->scale, e->shift, e->mean, e->var, e->d_src, e->d_dst, e->d_scale, e->d_shift};
-    destroy_all(ps, DT_ARRAY_LEN(ps), ms, DT_ARRAY_LEN(ms));
-    dt_free(e->tmp);
-    dt_free(e->d_ss);
-    free(e);
+    return cpu_bn_backward(&p->cfg.bn, be->n_threads, rows, x, scale, mean, var, dy, dx, dx_beta, dscale, dshift);
 }
 
 /* ---- local response normalisation --------------------------------------------------------------- */
@@ -695,7 +623,6 @@ static void cpu_plan_free(dt_backend *be, void *pv)
     for (int i = 0; i < p->n; i++) switch (p->kind) {
         case PLAN_CONV: conv_entry_free(p->e[i]); break;
         case PLAN_POOL: pool_entry_free(p->e[i]); break;
-        case PLAN_BN: bn_entry_free(p->e[i]); break;
         case PLAN_LRN: lrn_entry_free(p->e[i]); break;
         }
     free(p);
