@@ -51,7 +51,7 @@ static int check_every(const char *v, const char *origin)
 
 static int check_dataset(const char *v, const char *origin)
 {
-    if (dataset_default_dirs(v)[0]) return 0;
+    if (dataset_known(v)) return 0;
     return dt_fail("%s: unknown dataset '%s' (expected one of %s)", origin, v, dataset_list());
 }
 
@@ -64,8 +64,10 @@ static int check_device(const char *v, const char *origin)
 static const dt_optdef table[] = {
     {"Run", "net", OPT_STRING, "NAME|FILE", OFF(net), 0, 0, NULL, "mlp", 0, 0,
      "network: a built-in name (--list-nets) or a .net file", NULL},
-    {"Run", "dataset", OPT_STRING, "NAME", OFF(dataset), 0, 0, NULL, "fashion-mnist", 0, 0,
-     "dataset (--list-datasets)", check_dataset},
+    {"Run", "dataset", OPT_STRING, "NAME", OFF(dataset), 0, 0, NULL, NULL, 0, 0,
+     "dataset (--list-datasets; default: the net's, --list-nets); synthetic: made on the fly, for speed", check_dataset},
+    {"Run", "synthetic-samples", OPT_INT, "N", OFF(synthetic_samples), 0, 4294967295.0, NULL, "0", 0, 0,
+     "training samples of --dataset synthetic (0: as many as the dataset the net's shape belongs to)", NULL},
     {"Run", "data-dir", OPT_STRING, "DIR", OFF(data_dir), 0, 0, NULL, NULL, OPT_LOCAL, 0,
      "where the dataset's files are (default: its standard locations)", NULL},
     {"Run", "epochs", OPT_INT, "N", OFF(epochs), 0, 1e6, NULL, "5", 0, 0,
@@ -285,8 +287,10 @@ static int check_combinations(const dt_opts *o)
     if (o->resume && o->load)
         return dt_fail("--resume and --load exclude each other (a checkpoint holds the weights; --load starts a new run)");
     if (o->allow_nonfinite && !o->load) return dt_fail("--allow-nonfinite applies to --load FILE");
-    if (cli_given(o, "image-size") && !dataset_crops(o->dataset))
+    if (cli_given(o, "image-size") && o->dataset && strcmp(o->dataset, "synthetic") != 0 && !dataset_crops(o->dataset))
         return dt_fail("--image-size applies to --dataset imagenet, not to --dataset %s", o->dataset);
+    if (cli_given(o, "synthetic-samples") && (!o->dataset || strcmp(o->dataset, "synthetic") != 0))
+        return dt_fail("--synthetic-samples applies to --dataset synthetic");
     return 0;
 }
 

@@ -207,11 +207,12 @@ int log_record(dt_log *l, const dt_record *r)
     }
     end_bar(l);
     if (strcmp(r->type, "epoch") == 0) {
+        char test[64] = "";
+        if (r->test_acc >= 0) snprintf(test, sizeof test, "  test_loss %.4f  test_acc %.4f", r->test_loss, r->test_acc);
         if (r->loss >= 0)
-            printf("epoch %d/%d  train_loss %.4f  train_acc %.4f  test_loss %.4f  test_acc %.4f  (%.1f s, %.0f "
-                   "samples/s)\n",
-                   r->epoch, r->epochs, r->loss, r->train_acc, r->test_loss, r->test_acc, r->train_time, r->samples_per_s);
-        else
+            printf("epoch %d/%d  train_loss %.4f  train_acc %.4f%s  (%.1f s, %.0f samples/s)\n", r->epoch, r->epochs,
+                   r->loss, r->train_acc, test, r->train_time, r->samples_per_s);
+        else if (r->test_acc >= 0)
             printf("evaluation  test_loss %.4f  test_acc %.4f\n", r->test_loss, r->test_acc);
     } else if (r->n_iters > 0) {
         print_summary(r);

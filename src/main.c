@@ -41,7 +41,7 @@ static void print_version(void)
 
 static void list_nets(void)
 {
-    printf("%-19s %-22s %s\n", "net", "parameters", "description");
+    printf("%-19s %-22s %-14s %s\n", "net", "parameters", "dataset", "description");
     for (int i = 0; i < net_builtin_count(); i++) {
         const char *name = net_builtin_name(i), *text = net_builtin_text(name);
         dt_net *net;
@@ -56,10 +56,12 @@ static void list_nets(void)
             char count[64];
             if (net_n_weights(net) == net->n_params) snprintf(count, sizeof count, "%zu", net->n_params);
             else snprintf(count, sizeof count, "%zu (%zu trained)", net_n_weights(net), net->n_params);
-            printf("%-19s %-22s %s\n", name, count, desc);
+            const dt_shape *in = &net->input->out;
+            const char *ds = dataset_for_input(in->n_dims, in->d, net_n_classes(net));
+            printf("%-19s %-22s %-14s %s\n", name, count, ds ? ds : "(give one)", desc);
             net_destroy(net);
         } else {
-            printf("%-19s %-22s %s\n", name, "(invalid)", dt_errmsg());
+            printf("%-19s %-22s %-14s %s\n", name, "(invalid)", "", dt_errmsg());
         }
     }
 }
@@ -78,7 +80,8 @@ static int info(dt_action a)
         char buf[256], *save = NULL, *tok;
         snprintf(buf, sizeof buf, "%s", names);
         for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
-            printf("%-14s looked for in: %s\n", tok, dataset_default_dirs(tok));
+            if (!strcmp(tok, "synthetic")) printf("%-14s made on the fly from --seed, in the net's input shape\n", tok);
+            else printf("%-14s looked for in: %s\n", tok, dataset_default_dirs(tok));
         break;
     }
     case DT_ACT_LIST_DEVICES: backend_list_devices(stdout); break;
@@ -160,5 +163,5 @@ int main(int argc, char **argv)
     free(agree);
     cli_free(&opts);
     comm_finalize(comm);
-    return rc != 0 ? 1 : run.stopped ? 128 + run.stopped : 0; /* stopped by a signal: as the shell reports it */
+    return rc != 0 ? (run.usage_error ? 2 : 1) : run.stopped ? 128 + run.stopped : 0; /* stopped by a signal: as the shell reports it */
 }

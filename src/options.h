@@ -22,7 +22,7 @@ typedef struct dt_opts {
     dt_action action;
     /* run */
     char *net, *dataset, *data_dir, *device, *config, *augment;
-    long epochs, iters, batch, seed, threads, image_size, prefetch;
+    long epochs, iters, batch, seed, threads, image_size, prefetch, synthetic_samples;
     int no_shuffle;
     /* optimizer */
     double lr, momentum, wd, lr_warmup_epochs;

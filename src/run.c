@@ -16,6 +16,7 @@ int run_agree(dt_run *r, int rc)
     if (who < 0) return 0;
     r->failed_rank = who;
     if (rc == 0) dt_fail("rank %d failed", who);
+    r->usage_error = comm_agree(r->comm, r->usage_error) >= 0; /* then the exit status is 2 on every rank */
     return -1;
 }
 
@@ -43,6 +44,35 @@ static void pack_progress(void *arg, const char *what, size_t done, size_t total
     fflush(stderr);
 }
 
+/* The dataset: --dataset, or the one the net's input belongs to. */
+static int choose_dataset(dt_run *r)
+{
+    const dt_shape *in = &r->net->input->out;
+    char a[48];
+    r->dataset = r->opts->dataset;
+    if (r->dataset) return 0;
+    if ((r->dataset = dataset_for_input(in->n_dims, in->d, net_n_classes(r->net)))) return 0;
+    shape_format(in, a, sizeof a);
+    r->usage_error = 1;
+    return dt_fail("%s: no dataset has the net's %s input and %d classes (expected --dataset NAME, one of %s; "
+                   "--dataset synthetic measures speed without data)",
+                   r->net->origin, a, net_n_classes(r->net), dataset_list());
+}
+
+/* The synthetic dataset in the net's shape, stored like the dataset the shape belongs to. */
+static int open_synthetic(dt_run *r, int image_size)
+{
+    const dt_shape *in = &r->net->input->out;
+    dt_synthetic s = {.like = dataset_for_input(in->n_dims, in->d, net_n_classes(r->net)),
+                      .n_classes = net_n_classes(r->net), .seed = (uint64_t)r->opts->seed};
+    dataset_sizes(s.like, &s.n_train, &s.n_test);
+    if (r->opts->synthetic_samples > 0) s.n_train = (size_t)r->opts->synthetic_samples;
+    if (in->n_dims == 3) s.c = in->d[0], s.h = in->d[1], s.w = in->d[2];
+    else s.c = 1, s.h = 1, s.w = (int)shape_size(in);
+    if (s.like && dataset_crops(s.like)) s.h = s.w = image_size;
+    return dataset_open_synthetic(&s, &r->ds);
+}
+
 /* Opens the dataset: ImageNet-style folders are packed once per host, by its first rank. */
 static int open_data(dt_run *r, int may_pack)
 {
@@ -50,17 +80,29 @@ static int open_data(dt_run *r, int may_pack)
     const dt_shape *in = &r->net->input->out;
     dt_data_opts d = {.channels = 3, .threads = r->threads, .may_pack = may_pack, .progress = pack_progress,
                       .progress_arg = r};
-    if (dataset_crops(o->dataset)) {
+    int synthetic = !strcmp(r->dataset, "synthetic"), rc;
+    const char *like = synthetic ? dataset_for_input(in->n_dims, in->d, net_n_classes(r->net)) : r->dataset;
+    if (like && dataset_crops(like)) {
         if (in->n_dims != 3 || in->d[1] < 8 || in->d[2] < 8)
             return dt_fail("%s: --dataset %s needs a net whose input is C x H x W images (at least 8 x 8)",
-                           r->net->origin, o->dataset);
+                           r->net->origin, r->dataset);
         d.channels = in->d[0];
         d.image_size = o->image_size ? (int)o->image_size : (DT_MAX(in->d[1], in->d[2]) * 8 + 6) / 7;
         if (d.image_size < in->d[1] || d.image_size < in->d[2])
             return dt_fail("--image-size %d is smaller than the net's %dx%d input (expected at least %d)", d.image_size,
                            in->d[1], in->d[2], DT_MAX(in->d[1], in->d[2]));
+    } else if (o->image_size) {
+        r->usage_error = 1;
+        return dt_fail("--image-size applies to ImageNet-shaped data, not to --dataset %s%s", r->dataset,
+                       o->dataset ? "" : " (the net's)");
     }
-    return dataset_open_opts(o->dataset, o->data_dir, &d, &r->ds);
+    if (synthetic) return open_synthetic(r, d.image_size);
+    rc = dataset_open_opts(r->dataset, o->data_dir, &d, &r->ds);
+    if (rc == DT_DATA_NOT_FOUND) {
+        r->usage_error = 1;
+        if (!o->dataset) dt_fail_prefix("net %s takes %s when --dataset is not given", r->net->name, r->dataset);
+    }
+    return rc == 0 ? 0 : -1;
 }
 
 /* What every rank needs before the data: threads, backend, net; the host's first rank opens the
@@ -73,7 +115,7 @@ static int setup_net(dt_run *r)
     const char *device = o->device;
     if (strcmp(device, "auto") == 0) device = backend_auto(r->auto_why, sizeof r->auto_why);
     if (backend_create(device, &bo, &r->be) != 0) return dt_fail_prefix("--device");
-    if (net_load(o->net, &r->net) != 0) return -1;
+    if (net_load(o->net, &r->net) != 0 || choose_dataset(r) != 0) return -1;
     if (comm_local_rank(r->comm) == 0) return open_data(r, 1);
     return 0;
 }
@@ -94,21 +136,22 @@ static int setup_local(dt_run *r)
         if (in->d[0] != r->ds->c || in->d[1] > r->ds->h || in->d[2] > r->ds->w)
             return dt_fail("%s: the input layer expects %s samples, but %s has %s (expected as many channels and no "
                            "larger sides)",
-                           r->net->origin, a, o->dataset, b);
+                           r->net->origin, a, r->dataset, b);
         r->view_h = in->d[1], r->view_w = in->d[2];
     } else {
         if (shape_size(in) != shape_size(&ds_shape) ||
             (in->n_dims == 3 && (in->d[0] != ds_shape.d[0] || in->d[1] != ds_shape.d[1] || in->d[2] != ds_shape.d[2])))
             return dt_fail("%s: the input layer expects %s samples, but %s has %s (expected matching shapes)",
-                           r->net->origin, a, o->dataset, b);
+                           r->net->origin, a, r->dataset, b);
         r->view_h = r->ds->h, r->view_w = r->ds->w;
     }
     if (net_n_classes(r->net) != r->ds->n_classes)
         return dt_fail("%s: the net ends in %d classes, but %s has %d (expected the last dense layer to have out=%d)",
-                       r->net->origin, net_n_classes(r->net), o->dataset, r->ds->n_classes, r->ds->n_classes);
+                       r->net->origin, net_n_classes(r->net), r->dataset, r->ds->n_classes, r->ds->n_classes);
     if ((size_t)o->batch > r->ds->train.n)
         return dt_fail("--batch %ld is larger than the training set (%zu samples)", o->batch, r->ds->train.n);
-    if (augment_parse(o->augment, o->dataset, &r->aug) != 0) return dt_fail_prefix("--augment");
+    if (augment_parse(o->augment, r->ds->synthetic ? r->ds->like : r->dataset, &r->aug) != 0)
+        return dt_fail_prefix("--augment");
     /* rank 0 writes the outputs: a target it cannot replace is found now, not after training */
     if (comm_rank(r->comm) == 0 && ((o->save && dt_check_target(o->save) != 0 && dt_fail_prefix("--save")) ||
                                     (o->checkpoint && dt_check_target(o->checkpoint) != 0 &&
@@ -253,9 +296,15 @@ static void banner(dt_run *r)
         snprintf(crop, sizeof crop, " cropped to %dx%d", r->view_h, r->view_w);
     strncat(shape, crop, sizeof shape - strlen(shape) - 1);
     if (net_n_weights(r->net) != r->net->n_params) snprintf(trained, sizeof trained, ", %zu trained", r->net->n_params);
-    log_text(r->log, "dtrain %s: net %s (%zu parameters%s) on %s (%zu train / %zu test, %s, %d classes, %s)\n",
-             PACKAGE_VERSION, r->net->name, net_n_weights(r->net), trained, o->dataset, r->ds->train.n, r->ds->test.n, shape,
-             r->ds->n_classes, r->ds->dir);
+    if (r->ds->synthetic)
+        log_text(r->log, "dtrain %s: net %s (%zu parameters%s) on synthetic data (%zu samples, %s, %d classes, %s; "
+                         "no evaluation: it measures speed, not accuracy)\n",
+                 PACKAGE_VERSION, r->net->name, net_n_weights(r->net), trained, r->ds->train.n, shape, r->ds->n_classes,
+                 r->ds->dir);
+    else
+        log_text(r->log, "dtrain %s: net %s (%zu parameters%s) on %s (%zu train / %zu test, %s, %d classes, %s)\n",
+                 PACKAGE_VERSION, r->net->name, net_n_weights(r->net), trained, r->dataset, r->ds->train.n,
+                 r->ds->test.n, shape, r->ds->n_classes, r->ds->dir);
     log_text(r->log, "%d rank%s x %d thread%s, %s\n", p, p == 1 ? "" : "s", r->threads, r->threads == 1 ? "" : "s",
              mode);
     log_text(r->log, "global batch %ld (%d per worker), %ld iterations/epoch, %ld epoch%s, lr %g (%s), momentum %g%s, "
@@ -300,7 +349,7 @@ int run_setup(dt_run *r)
     comm_set_label(r->comm, r->comm_label);
     if (run_agree(r, rc) != 0) return -1;
     r->ckpt = (dt_ckpt_state){r->comm, r->be, r->net, r->optim->v, r->mode, r->mode_state, &r->env,
-                              r->opts->dataset, r->ds->train.n, r->options, -1};
+                              r->dataset, r->ds->train.n, r->options, -1};
     if (r->opts->resume && ckpt_restore(&r->ckpt, r->opts->resume, &r->it0) != 0) {
         r->failed_rank = r->ckpt.failed_rank;
         dt_fail_prefix("--resume");

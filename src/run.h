@@ -25,6 +25,8 @@ typedef struct dt_run {
     char auto_why[256]; /* --device auto chose cpu: why not cuda */
     dt_net *net;
     dt_dataset *ds;
+    const char *dataset; /* --dataset, or the one the net's input belongs to */
+    int usage_error;     /* the set-up failed on what the user asked for (exit 2): every rank knows */
     dt_augment aug;
     int view_h, view_w; /* the samples as the net takes them (cropped for ImageNet-style data) */
     dt_loader *loader;  /* this worker's training batches */

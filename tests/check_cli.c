@@ -30,7 +30,7 @@ START_TEST(defaults_and_values)
     ck_assert_double_eq(o.lr, 0.5);
     ck_assert_int_eq(o.nesterov, 1);
     ck_assert_int_eq(o.batch, 64);
-    ck_assert_str_eq(o.dataset, "fashion-mnist");
+    ck_assert_ptr_null(o.dataset); /* not given: the run picks the dataset that fits the net */
     ck_assert_double_eq(o.momentum, 0.9);
     ck_assert_int_eq(o.action, DT_ACT_TRAIN);
     cli_free(&o);

@@ -262,6 +262,84 @@ START_TEST(prefetch_changes_nothing)
 }
 END_TEST
 
+/* ---- the synthetic dataset and the dataset a net implies --------------------------------------- */
+
+/* P ranks get the rows of the one-rank batch (augmented the same), whatever P */
+START_TEST(synthetic_same_for_any_rank_count)
+{
+    dt_synthetic sy = {.like = "cifar10", .c = 3, .h = 32, .w = 32, .n_classes = 10, .n_train = 1000, .n_test = 100,
+                       .seed = 5};
+    dt_dataset *ds, *again;
+    dt_augment aug = {.pad_crop = 4, .flip = 1};
+    const size_t d = 3 * 32 * 32;
+    ck_assert_int_eq(dataset_open_synthetic(&sy, &ds), 0);
+    ck_assert_int_eq(dataset_open_synthetic(&sy, &again), 0);
+    ck_assert(ds->synthetic && ds->train.n == 1000 && ds->test.n == 100 && ds->n_classes == 10);
+    ck_assert(ds->fingerprint == again->fingerprint);
+    ck_assert(ds->mean[0] == 0.4914f); /* cifar10's normalisation */
+    dt_loader *one, *part[4];
+    const long total = 2 * 125; /* two epochs of batch 8 */
+    ck_assert_int_eq(loader_create(&one, ds, &aug, 32, 32, 8, 0, 1, 9, 1, 0, 0, total), 0);
+    for (int r = 0; r < 4; r++) ck_assert_int_eq(loader_create(&part[r], again, &aug, 32, 32, 8, r, 4, 9, 1, 2, 0, total), 0);
+    int seen[10] = {0};
+    for (long it = 0; it < total; it++) {
+        dt_batch a, b;
+        ck_assert_int_eq(loader_next(one, it, &a), 0);
+        for (int r = 0; r < 4; r++) {
+            ck_assert_int_eq(loader_next(part[r], it, &b), 0);
+            ck_assert_int_eq(b.rows, 2);
+            ck_assert_int_eq(memcmp(b.y, a.y + b.row0, sizeof(int32_t) * 2), 0);
+            ck_assert_int_eq(memcmp(b.x, a.x + (size_t)b.row0 * d, sizeof(float) * d * 2), 0);
+        }
+        for (int i = 0; i < a.rows; i++) {
+            ck_assert(a.y[i] >= 0 && a.y[i] < 10);
+            seen[a.y[i]]++;
+        }
+        ck_assert_int_ne(memcmp(a.x, a.x + d, sizeof(float) * d), 0); /* samples differ */
+    }
+    int classes = 0;
+    for (int k = 0; k < 10; k++) classes += seen[k] > 0;
+    ck_assert_int_ge(classes, 8);
+    /* a sample is a function of (seed, split, index): the test split and another seed differ */
+    uint32_t idx = 3;
+    float x0[3072], x1[3072];
+    int32_t y0, y1;
+    ck_assert_int_eq(dataset_fill(ds, &ds->train, &idx, 1, x0, &y0), 0);
+    ck_assert_int_eq(dataset_fill(again, &again->train, &idx, 1, x1, &y1), 0);
+    ck_assert(memcmp(x0, x1, sizeof x0) == 0 && y0 == y1);
+    ck_assert_int_eq(dataset_fill(ds, &ds->test, &idx, 1, x1, &y1), 0);
+    ck_assert_int_ne(memcmp(x0, x1, sizeof x0), 0);
+    dataset_close(again);
+    sy.seed = 6;
+    ck_assert_int_eq(dataset_open_synthetic(&sy, &again), 0);
+    ck_assert(ds->fingerprint != again->fingerprint);
+    ck_assert_int_eq(dataset_fill(again, &again->train, &idx, 1, x1, &y1), 0);
+    ck_assert_int_ne(memcmp(x0, x1, sizeof x0), 0);
+    loader_destroy(one);
+    for (int r = 0; r < 4; r++) loader_destroy(part[r]);
+    dataset_close(ds);
+    dataset_close(again);
+    /* shapes it cannot make */
+    sy.c = 4;
+    ck_assert_int_ne(dataset_open_synthetic(&sy, &ds), 0);
+    ck_assert_msg(strstr(dt_errmsg(), "expected 1 or 3 channels"), "%s", dt_errmsg());
+}
+END_TEST
+
+START_TEST(dataset_follows_the_input)
+{
+    const int mnist[] = {1, 28, 28}, flat[] = {784}, cifar[] = {3, 32, 32}, big[] = {3, 224, 224}, odd[] = {3, 20, 20};
+    ck_assert_str_eq(dataset_for_input(3, mnist, 10), "fashion-mnist");
+    ck_assert_str_eq(dataset_for_input(1, flat, 10), "fashion-mnist");
+    ck_assert_str_eq(dataset_for_input(3, cifar, 10), "cifar10");
+    ck_assert_str_eq(dataset_for_input(3, cifar, 100), "cifar100");
+    ck_assert_str_eq(dataset_for_input(3, big, 1000), "imagenet");
+    ck_assert_ptr_null(dataset_for_input(3, cifar, 7));
+    ck_assert_ptr_null(dataset_for_input(3, odd, 10));
+    ck_assert_ptr_null(dataset_for_input(3, mnist, 5));
+}
+END_TEST
+
 /* ---- ImageNet-style PNG folders ---------------------------------------------------------------- */
 
 /* a w x h PNG of the given format filled with one colour */
@@ -425,6 +503,8 @@ int main(void)
     tcase_add_test(tc, resample_exact_cases);
     tcase_add_test(tc, augmentation_properties);
     tcase_add_test(tc, prefetch_changes_nothing);
+    tcase_add_test(tc, synthetic_same_for_any_rank_count);
+    tcase_add_test(tc, dataset_follows_the_input);
     tcase_add_test(tc, png_tree_packs_and_maps);
     tcase_add_test(tc, png_tree_damage_named);
     suite_add_tcase(s, tc);

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """bench_torch_cnn.py NET CIFAR_DIR BATCH THREADS ITERS [WEIGHTS]
 
-PyTorch's side of tools/bench for the CNNs: cifar-quick and resnet20 built exactly as dtrain's
-nets/*.net (same layers, same tensor names), trained with SGD (momentum 0.9) on the CIFAR-10
-binary files in CIFAR_DIR, normalised as dtrain does, no augmentation, THREADS threads. The
+PyTorch's side of tools/bench for the CNNs: cifar-quick, resnet20 and alexnet built exactly as
+dtrain's nets/*.net (same layers, same tensor names), trained with SGD (momentum 0.9) on the
+CIFAR-10 binary files in CIFAR_DIR, normalised as dtrain does, no augmentation, THREADS threads.
+alexnet takes CIFAR_DIR "synthetic": random 3x227x227 batches of 1000 classes made once, as
+dtrain's --dataset synthetic (with WEIGHTS it then only checks that dtrain's file loads, every
+tensor by name and shape, and prints its parameter count). The
 clock covers ITERS training iterations after 5 warm-up ones. Prints JSON: samples/s, and the
 multiply-add FLOPs of one training sample (forward, backward-data except the first layer,
 backward-weights of every conv and dense layer), from which tools/bench derives the sgemm
@@ -75,7 +78,32 @@ class ResNet20(nn.Module):
         x = self.layer3(self.layer2(self.layer1(x)))
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
-def train_flops(model):
+class AlexNet(nn.Module):
+    """Caffe's bvlc_alexnet as nets/alexnet.net: grouped conv2/4/5, LRN after conv1 and conv2"""
+    def __init__(self, classes=1000):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 96, 11, 4)
+        self.conv2 = nn.Conv2d(96, 256, 5, padding=2, groups=2)
+        self.conv3 = nn.Conv2d(256, 384, 3, padding=1)
+        self.conv4 = nn.Conv2d(384, 384, 3, padding=1, groups=2)
+        self.conv5 = nn.Conv2d(384, 256, 3, padding=1, groups=2)
+        self.fc6 = nn.Linear(256 * 6 * 6, 4096)
+        self.fc7 = nn.Linear(4096, 4096)
+        self.fc8 = nn.Linear(4096, classes)
+        self.lrn = nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0)
+
+    def forward(self, x):
+        x = F.max_pool2d(self.lrn(F.relu(self.conv1(x))), 3, 2, ceil_mode=True)
+        x = F.max_pool2d(self.lrn(F.relu(self.conv2(x))), 3, 2, ceil_mode=True)
+        x = F.relu(self.conv4(F.relu(self.conv3(x))))
+        x = F.max_pool2d(F.relu(self.conv5(x)), 3, 2, ceil_mode=True)
+        x = F.dropout(F.relu(self.fc6(torch.flatten(x, 1))), 0.5, self.training)
+        x = F.dropout(F.relu(self.fc7(x)), 0.5, self.training)
+        return self.fc8(x)
+
+SIDE = {"cifar-quick": 32, "resnet20": 32, "alexnet": 227}
+
+def train_flops(model, side):
     """multiply-add FLOPs of one training sample: 2 MACs forward, and backward weights and data"""
     layers = []
     def hook(m, inp, out):
@@ -87,7 +115,7 @@ def train_flops(model):
     hs = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
     model.eval()
     with torch.no_grad():
-        model(torch.zeros(1, 3, 32, 32))
+        model(torch.zeros(1, 3, side, side))
     for h in hs:
         h.remove()
     fwd = 2 * sum(layers)
@@ -113,9 +141,12 @@ def main():
     net, d, batch, threads, iters = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
     torch.set_num_threads(threads)
     torch.manual_seed(1)
-    model = {"cifar-quick": CifarQuick, "resnet20": ResNet20}[net]()
+    model = {"cifar-quick": CifarQuick, "resnet20": ResNet20, "alexnet": AlexNet}[net]()
     if len(sys.argv) > 6:
         load_weights(model, sys.argv[6])
+        if d == "synthetic":
+            print(json.dumps({"loaded": True, "params": sum(p.numel() for p in model.parameters())}))
+            return
         x, y = cifar(d, ["test_batch.bin"])
         model.eval()
         with torch.no_grad():
@@ -124,8 +155,12 @@ def main():
             acc = (z.argmax(1) == y).float().mean().item()
         print(json.dumps({"test_loss": loss, "test_acc": acc}, separators=(",", ":")))
         return
-    fwd, train = train_flops(model)
-    x, y = cifar(d, ["data_batch_%d.bin" % i for i in range(1, 6)])
+    fwd, train = train_flops(model, SIDE[net])
+    if d == "synthetic":
+        x = torch.rand(4 * batch, 3, SIDE[net], SIDE[net]) * 4 - 2
+        y = torch.randint(0, 1000, (4 * batch,))
+    else:
+        x, y = cifar(d, ["data_batch_%d.bin" % i for i in range(1, 6)])
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     n = x.shape[0]

@@ -25,7 +25,7 @@ int augment_parse(const char *spec, const char *dataset, dt_augment *out)
 {
     memset(out, 0, sizeof *out);
     if (!strcmp(spec, "none")) return 0;
-    if (!strcmp(spec, "default")) {
+    if (!strcmp(spec, "default")) { /* for synthetic data: the name of the dataset it is shaped like */
         if (!strcmp(dataset, "cifar10") || !strcmp(dataset, "cifar100")) out->pad_crop = 4, out->flip = 1;
         else if (!strcmp(dataset, "imagenet")) out->resized_crop = 1, out->flip = 1;
         return 0;
@@ -154,6 +154,18 @@ int dataset_fill_view(const dt_dataset *ds, const dt_split *s, const dt_view *v,
                       float *x, int32_t *y)
 {
     size_t d = (size_t)ds->c * ds->h * ds->w, od = (size_t)ds->c * v->h * v->w;
+    if (ds->synthetic) { /* made here, then as stored samples */
+        uint8_t *px = malloc(d);
+        if (!px) return dt_fail("out of memory");
+        for (int r = 0; r < rows; r++) {
+            uint16_t label;
+            synthetic_sample(ds, s, idx[r], px, &label);
+            fill_one(ds, v, idx[r], px, x + (size_t)r * od);
+            y[r] = label;
+        }
+        free(px);
+        return 0;
+    }
     for (int r = 0; r < rows; r++) {
         if (intact(s, idx[r], d) != 0) return -1;
         fill_one(ds, v, idx[r], s->x + (size_t)idx[r] * d, x + (size_t)r * od);

@@ -8,6 +8,7 @@
  * Internal headers: sampler.h, formats.h, image.h, pngdir.h.
  * Files: dataset.c (the table, opening), idx.c (MNIST family), cifar.c (CIFAR-10/100 binary),
  * pngdir.c (class folders of PNGs, libpng, resizing), pack.c (the packed uint8 file),
+ * synthetic.c (samples made on the fly from the seed, for speed runs without data),
  * augment.c (crops, flips, mean/std into floats), sampler.c (per-epoch order, per-rank slices),
  * loader.c (the loader thread).
  */
@@ -41,6 +42,9 @@ typedef struct dt_dataset {
     float mean[3], std[3]; /* per channel, in [0, 1] pixel units: x = (pixel/255 - mean) / std */
     dt_split train, test;
     uint64_t fingerprint; /* of both splits' samples and labels: ranks compare it at start-up */
+    int synthetic;        /* samples made on the fly (synthetic.c): the splits hold no x or y */
+    uint64_t synth_seed;
+    char like[32];        /* synthetic: the dataset whose layout it copies ("": none) */
 } dt_dataset;
 
 /* What opening may need beyond the name and directory. */
@@ -54,12 +58,33 @@ typedef struct dt_data_opts {
     void *progress_arg;
 } dt_data_opts;
 
-/* Opens dataset NAME from DIR (NULL: its default locations). */
+/* Opens dataset NAME from DIR (NULL: its default locations). Fails with DT_DATA_NOT_FOUND (and
+ * the message) when no location holds it, with -1 on any other error. */
+#define DT_DATA_NOT_FOUND (-2)
 int dataset_open(const char *name, const char *dir, dt_dataset **out);
 int dataset_open_opts(const char *name, const char *dir, const dt_data_opts *o, dt_dataset **out);
 void dataset_close(dt_dataset *ds);
-/* "fashion-mnist, mnist, cifar10, cifar100, imagenet" */
+/* "fashion-mnist, mnist, cifar10, cifar100, imagenet, synthetic" */
 const char *dataset_list(void);
+int dataset_known(const char *name);
+/* The dataset a net's input (n_dims sizes d, C x H x W or flat) and class count belong to, when
+ * --dataset is not given: 1x28x28 → fashion-mnist, 3x32x32 → cifar10 or cifar100, larger RGB →
+ * imagenet; NULL when none fits. */
+const char *dataset_for_input(int n_dims, const int *d, int n_classes);
+/* NAME's normalisation (per channel, [0, 1] units) and whether it crops; -1 for an unknown name. */
+int dataset_norm(const char *name, float *mean, float *std, int *crop);
+/* NAME's published training and test sizes (NULL or unknown: 50,000 and 10,000). */
+void dataset_sizes(const char *name, size_t *n_train, size_t *n_test);
+
+/* The synthetic dataset: c x h x w stored samples of n_classes, shaped like `like` (its
+ * normalisation and cropping; NULL: none), made from seed. */
+typedef struct dt_synthetic {
+    const char *like;
+    int c, h, w, n_classes;
+    size_t n_train, n_test;
+    uint64_t seed;
+} dt_synthetic;
+int dataset_open_synthetic(const dt_synthetic *s, dt_dataset **out);
 /* Where NAME is looked for when --data-dir is not given ("a, b, c"), for messages and --help. */
 const char *dataset_default_dirs(const char *name);
 /* A dataset the name refers to crops its samples to the net's input (ImageNet-style)? */

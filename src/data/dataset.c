@@ -17,31 +17,33 @@ typedef struct {
     const char *how;     /* how to get it, for the "not found" message */
     float mean[3], std[3]; /* of the training pixels in [0, 1] */
     int crop;
+    size_t n_train, n_test; /* the published sizes: what --dataset synthetic makes by default */
 } dataset_desc;
 
 static const dataset_desc fashion_mnist = {
     "fashion-mnist", {"/usr/share/datasets/fashion-mnist", "data/fashion-mnist", NULL},
     {"train-images-idx3-ubyte", "train-images-idx3-ubyte.gz"},
     "install it with 'apt-get install dataset-fashion-mnist' or run datasets/fashion-mnist",
-    {0.2860f, 0.2860f, 0.2860f}, {0.3530f, 0.3530f, 0.3530f}, 0};
+    {0.2860f, 0.2860f, 0.2860f}, {0.3530f, 0.3530f, 0.3530f}, 0, 60000, 10000};
 static const dataset_desc mnist = {
     "mnist", {"data/mnist", "/usr/share/datasets/mnist", NULL},
     {"train-images-idx3-ubyte", "train-images-idx3-ubyte.gz"}, "run datasets/mnist DIR (see datasets/README.md)",
-    {0.1307f, 0.1307f, 0.1307f}, {0.3081f, 0.3081f, 0.3081f}, 0};
+    {0.1307f, 0.1307f, 0.1307f}, {0.3081f, 0.3081f, 0.3081f}, 0, 60000, 10000};
 static const dataset_desc cifar10 = {
     "cifar10", {"data/cifar10", "data/cifar-10-batches-bin", "/usr/share/datasets/cifar10"},
     {"data_batch_1.bin", "cifar-10-batches-bin/data_batch_1.bin"},
     "download cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and unpack it there",
-    {0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}, 0};
+    {0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}, 0, 50000, 10000};
 static const dataset_desc cifar100 = {
     "cifar100", {"data/cifar100", "data/cifar-100-binary", "/usr/share/datasets/cifar100"},
     {"train.bin", "cifar-100-binary/train.bin"},
     "download cifar-100-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and unpack it there",
-    {0.5071f, 0.4865f, 0.4409f}, {0.2673f, 0.2564f, 0.2762f}, 0};
+    {0.5071f, 0.4865f, 0.4409f}, {0.2673f, 0.2564f, 0.2762f}, 0, 50000, 10000};
 static const dataset_desc imagenet = {
     "imagenet", {"data/imagenet", "/usr/share/datasets/imagenet", NULL}, {"train/", NULL},
-    "put train/<class>/*.png and val/<class>/*.png there (see datasets/README.md)",
-    {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, 1};
+    "put train/<class>/*.png and val/<class>/*.png there (the first run packs them into one file; see "
+    "datasets/README.md)",
+    {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, 1, 1281167, 50000};
 
 static const dataset_desc *const descs[] = {&fashion_mnist, &mnist, &cifar10, &cifar100, &imagenet};
 static const dt_registry registry = DT_REGISTRY("dataset", descs);
@@ -51,7 +53,42 @@ static const dataset_desc *find_desc(const char *name) { return registry_find(&r
 const char *dataset_list(void)
 {
     static char buf[256];
-    return buf[0] ? buf : registry_list(&registry, buf, sizeof buf);
+    if (!buf[0]) {
+        registry_list(&registry, buf, sizeof buf);
+        strncat(buf, ", synthetic", sizeof buf - strlen(buf) - 1);
+    }
+    return buf;
+}
+
+int dataset_known(const char *name) { return find_desc(name) || !strcmp(name, "synthetic"); }
+
+const char *dataset_for_input(int n_dims, const int *d, int n_classes)
+{
+    long size = 1;
+    for (int i = 0; i < n_dims; i++) size *= d[i];
+    if ((n_dims == 3 && d[0] == 1 && d[1] == 28 && d[2] == 28) || (n_dims == 1 && size == 784))
+        return n_classes == 10 ? "fashion-mnist" : NULL;
+    if (n_dims == 3 && d[0] == 3 && d[1] == 32 && d[2] == 32)
+        return n_classes == 10 ? "cifar10" : n_classes == 100 ? "cifar100" : NULL;
+    if (n_dims == 3 && d[0] == 3 && d[1] >= 64 && d[2] >= 64) return "imagenet";
+    return NULL;
+}
+
+int dataset_norm(const char *name, float *mean, float *std, int *crop)
+{
+    const dataset_desc *d = find_desc(name);
+    if (!d) return -1;
+    memcpy(mean, d->mean, sizeof d->mean);
+    memcpy(std, d->std, sizeof d->std);
+    *crop = d->crop;
+    return 0;
+}
+
+void dataset_sizes(const char *name, size_t *n_train, size_t *n_test)
+{
+    const dataset_desc *d = name ? find_desc(name) : NULL;
+    *n_train = d ? d->n_train : 50000;
+    *n_test = d ? d->n_test : 10000;
 }
 
 int dataset_crops(const char *name)
@@ -171,6 +208,7 @@ int dataset_open(const char *name, const char *dir, dt_dataset **out)
 static uint64_t split_sum(const dt_dataset *ds, const dt_split *s)
 {
     if (s->map) return s->pack_sum;
+    if (!s->x) return 0;
     size_t d = (size_t)ds->c * ds->h * ds->w;
     return pack_image_sum(s->x, s->n * d) ^ dt_hash64(s->y, s->n * sizeof *s->y, DT_HASH_INIT);
 }
@@ -200,8 +238,12 @@ int dataset_open_opts(const char *name, const char *dir, const dt_data_opts *o, 
         for (int i = 0; i < nc && !chosen[0]; i++)
             if (probe(d, cands[i])) snprintf(chosen, sizeof chosen, "%s", cands[i]);
         if (!chosen[0])
-            return dt_fail("--dataset %s: not found in %s (%s, or give --data-dir DIR)", name,
-                           dataset_default_dirs(name), d->how);
+        {
+            dt_fail("--dataset %s: not found in %s (%s, or give --data-dir DIR; to measure speed without data: "
+                    "--dataset synthetic)",
+                    name, dataset_default_dirs(name), d->how);
+            return DT_DATA_NOT_FOUND;
+        }
     }
     if (!(ds = calloc(1, sizeof *ds))) return dt_fail("out of memory");
     snprintf(ds->name, sizeof ds->name, "%s", name);

@@ -15,6 +15,8 @@ int idx_parse(const char *path, uint8_t *raw, size_t n, int want_dims, uint32_t 
 int cifar_open(dt_dataset *ds, const char *dir, int hundred);
 /* ImageNet-style: DIR/train/CLASS/IMAGE.png and DIR/val/CLASS/IMAGE.png, packed on first use. */
 int imagenet_open(dt_dataset *ds, const char *dir, const dt_data_opts *o);
+/* Synthetic sample i of split s: its c*h*w pixels and its label (synthetic.c). */
+void synthetic_sample(const dt_dataset *ds, const dt_split *s, uint32_t i, uint8_t *px, uint16_t *label);
 /* The checksum of one packed image's pixels. */
 uint64_t pack_image_sum(const uint8_t *p, size_t n);
 

@@ -1,0 +1,67 @@
+#!/bin/bash
+# The dataset follows the net, and --dataset synthetic measures speed without data:
+#  - --list-nets names each built-in net's dataset (1x28x28 → fashion-mnist, 3x32x32 → cifar10 or
+#    cifar100 by classes, ImageNet-sized → imagenet)
+#  - without --dataset, a net trains on its dataset; when that dataset's files are missing the run
+#    stops with exit 2, naming where it looked, how to get it, and --dataset synthetic
+#  - the headline command of the README, mpirun -np 2 dtrain --net alexnet --mode pipesgd
+#    --compress q8 --dataset synthetic --iters 3, trains within 120 s (about 15 s here) and
+#    3 GB per rank (2.1 GB here), says it measures speed, and logs no accuracy
+. "$(dirname "$0")/lib.sh"
+need_mpirun
+
+# each built-in net's dataset
+"$DTRAIN" --list-nets > "$T/nets" || fail "--list-nets failed"
+for pair in mlp=fashion-mnist lenet=fashion-mnist cifar-quick=cifar10 cifar-quick-convex=cifar100 \
+    resnet20=cifar10 vgg16=cifar10 alexnet=imagenet alexnet-bn=imagenet resnet18=imagenet resnet50=imagenet; do
+    net=${pair%=*} want=${pair#*=}
+    got=$(awk -v n="$net" '$1 == n { s = substr($0, 44, 14); sub(/ +$/, "", s); print s }' "$T/nets")
+    [ "$got" = "$want" ] || { cat "$T/nets"; fail "--list-nets: $net's dataset is '$got' (expected $want)"; }
+done
+[ "$(grep -c . "$T/nets")" -eq 11 ] || fail "--list-nets: expected 10 nets (a new one needs a line here)"
+
+# without --dataset: the net's, found or refused with exit 2 (run where no data/ directory is)
+mkdir -p "$T/empty" && cd "$T/empty"
+unset DTRAIN_DATA
+if [ -d /usr/share/datasets/fashion-mnist ]; then
+    timeout 120 "$DTRAIN" --net mlp --iters 2 --progress none > "$T/mlp.out" 2>&1 || { cat "$T/mlp.out"; fail "mlp without --dataset failed"; }
+    grep -q "^dtrain .*: net mlp .* on fashion-mnist (60000 train" "$T/mlp.out" || { cat "$T/mlp.out"; fail "mlp did not take fashion-mnist"; }
+fi
+for pair in resnet20=cifar10 cifar-quick-convex=cifar100 alexnet=imagenet; do
+    net=${pair%=*} want=${pair#*=}
+    [ -d "/usr/share/datasets/$want" ] && continue # installed here: it would train
+    timeout 120 "$DTRAIN" --net "$net" --iters 1 --progress none > "$T/miss.out" 2>&1
+    rc=$?
+    [ $rc -eq 2 ] || { cat "$T/miss.out"; fail "$net without its data: exit $rc (expected 2)"; }
+    grep -q -- "--dataset $want: not found in .*/usr/share/datasets/$want (.*or give --data-dir DIR; to measure speed without data: --dataset synthetic)" \
+        "$T/miss.out" || { cat "$T/miss.out"; fail "$net without its data: the message lacks where, how or --dataset synthetic"; }
+done
+# a net no dataset fits: exit 2, asking for --dataset
+printf 'input shape=3x20x20\nflatten\ndense out=7\nsoftmax_xent\n' > "$T/odd.net"
+timeout 60 "$DTRAIN" --net "$T/odd.net" --iters 1 > "$T/odd.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "no dataset has the net's 3x20x20 input and 7 classes (expected --dataset NAME" "$T/odd.out" ||
+    { cat "$T/odd.out"; fail "a net no dataset fits: exit $rc"; }
+timeout 60 "$DTRAIN" --net "$T/odd.net" --dataset synthetic --iters 2 --batch 8 --progress none > "$T/odd.out" 2>&1 ||
+    { cat "$T/odd.out"; fail "--dataset synthetic on a net of its own shape failed"; }
+note "every built-in net's dataset; missing data: exit 2 with where to look and --dataset synthetic"
+
+# the headline command on synthetic data, 2 ranks, bounded in time and memory
+t0=$(date +%s)
+mpi -np 2 /usr/bin/time -f "maxrss %M KB" "$DTRAIN" --net alexnet --mode pipesgd --compress q8 --dataset synthetic \
+    --iters 3 --threads 1 --progress none --log "$T/alex.jsonl" > "$T/alex.out" 2>&1 || { cat "$T/alex.out"; fail "the headline command on synthetic data failed"; }
+dt=$(( $(date +%s) - t0 ))
+limit=120; [ "${DT_SANITIZED:-no}" = yes ] && limit=900
+[ $dt -le $limit ] || fail "the headline command took $dt s (bound $limit s)"
+for kb in $(sed -n 's/^maxrss \([0-9]*\) KB/\1/p' "$T/alex.out"); do
+    [ "${DT_SANITIZED:-no}" = yes ] || [ "$kb" -le 3145728 ] || fail "a rank used $((kb / 1024)) MB (bound 3072 MB)"
+done
+[ "$(grep -c '^maxrss' "$T/alex.out")" -eq 2 ] || { cat "$T/alex.out"; fail "expected the peak memory of 2 ranks"; }
+grep -q "on synthetic data (1281167 samples, 3x260x260 cropped to 227x227, 1000 classes" "$T/alex.out" || { cat "$T/alex.out"; fail "no synthetic banner"; }
+grep -q "^synthetic data: random samples, so no accuracy was measured" "$T/alex.out" || { cat "$T/alex.out"; fail "the summary does not say the data are synthetic"; }
+grep -q "accuracy [0-9]\|test_acc [0-9]" "$T/alex.out" && { cat "$T/alex.out"; fail "an accuracy was presented for synthetic data"; }
+[ "$(json_last "$T/alex.jsonl" summary synthetic)" = true ] || fail "the JSON summary does not mark the run synthetic"
+grep -q '"test_acc"' "$T/alex.jsonl" && fail "the JSON log holds a test accuracy for synthetic data"
+grep -q '"type":"summary".*"dataset":"synthetic"' "$T/alex.jsonl" || fail "the JSON summary does not name the dataset"
+note "mpirun -np 2 dtrain --net alexnet --mode pipesgd --compress q8 --dataset synthetic --iters 3: $dt s, $(sed -n 's/^maxrss \([0-9]*\) KB/\1/p' "$T/alex.out" | sort -n | tail -n 1 | awk '{ printf "%.0f", $1 / 1024 }') MB per rank at most"
+echo "PASS: the dataset follows the net; synthetic data measure the headline command"
