@@ -73,6 +73,8 @@ damage() { # NAME OFFSET BYTES: a copy of the packs with BYTES written at OFFSET
 }
 damage magic 0 'XXXXXXXX'
 check "pack: bad magic" 1 "not a dtrain pack" "$DTRAIN" $P --data-dir "$T/packs"
+damage version 8 '\003\000\000\000' # found by tools/fuzz: the message read the header after unmapping it
+check "pack: another version" 1 "is a version 3 pack, this dtrain makes version 2" "$DTRAIN" $P --data-dir "$T/packs"
 damage count 16 '\377\377\377\377\377\377\377\177'
 check "pack: huge image count" 1 "$(basename "$pack")" "$DTRAIN" $P --data-dir "$T/packs"
 damage pixels $(( $(stat -c %s "$pack") - 100 )) '\001\002\003\004'

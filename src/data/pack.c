@@ -131,9 +131,10 @@ static int pack_open(const char *path, int channels, int side, int check_fp, uin
         goto bad;                                                                                                      \
     } while (0)
     if (memcmp(m, MAGIC, 8) != 0) BAD("%s: not a dtrain pack (bad magic; delete it to rebuild)", path);
-    if (get32(m + 8) != PACK_VERSION) {
+    uint32_t version = get32(m + 8);
+    if (version != PACK_VERSION) {
         munmap(m, bytes);
-        snprintf(why, why_n, "%s is a version %u pack, this dtrain makes version %d", path, get32(m + 8), PACK_VERSION);
+        snprintf(why, why_n, "%s is a version %u pack, this dtrain makes version %d", path, version, PACK_VERSION);
         return 1;
     }
     uint64_t n = get64(m + 16), loff = get64(m + 40), noff = get64(m + 48), nb = get64(m + 56), doff = get64(m + 64),
