@@ -92,6 +92,11 @@ static const dt_optdef table[] = {
      "batches a loader thread prepares ahead of training (0: load in the training loop)", NULL},
     {"Run", "config", OPT_STRING, "FILE", OFF(config), 0, 0, NULL, NULL, OPT_LOCAL | OPT_NO_CONFIG, 0,
      "read options from a key = value file first (dtrain.conf(5))", NULL},
+    {"Run", "ranks", OPT_INT, "P", OFF(ranks), 0, 1 << 20, NULL, "0", OPT_LOCAL, 0,
+     "the number of ranks the run is meant for: another count stops it at start-up (0: any); --dry-run checks it",
+     NULL},
+    {"Run", "dry-run", OPT_FLAG, NULL, OFF(dry_run), 0, 0, NULL, NULL, OPT_LOCAL | OPT_NO_CONFIG, 0,
+     "check options, net, data (or what it expects) and rank count as a run would, then exit without training", NULL},
 
     {"Optimizer", "lr", OPT_DOUBLE, "X", OFF(lr), 0, 100, NULL, "0.02", 0, 0, "learning rate", NULL},
     {"Optimizer", "momentum", OPT_DOUBLE, "X", OFF(momentum), 0, 0.9999, NULL, "0.9", 0, 0, "SGD momentum", NULL},

@@ -151,8 +151,8 @@ int main(int argc, char **argv)
     run.comm = comm;
     run.launched = launched_rank >= 0;
     dt_signals_install();
-    rc = run_setup(&run);
-    if (rc == 0) rc = train_run(&run);
+    rc = opts.dry_run ? run_dry(&run) : run_setup(&run);
+    if (rc == 0 && !opts.dry_run) rc = train_run(&run);
     if (rc != 0 && (run.failed_rank < 0 || comm_broken(comm))) { /* only this rank knows: the others may wait */
         fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
         if (comm_size(comm) > 1) comm_abort(comm, 1);

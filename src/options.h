@@ -22,8 +22,8 @@ typedef struct dt_opts {
     dt_action action;
     /* run */
     char *net, *dataset, *data_dir, *device, *config, *augment;
-    long epochs, iters, batch, seed, threads, image_size, prefetch, synthetic_samples;
-    int no_shuffle;
+    long epochs, iters, batch, seed, threads, image_size, prefetch, synthetic_samples, ranks;
+    int no_shuffle, dry_run;
     /* optimizer */
     double lr, momentum, wd, lr_warmup_epochs;
     int nesterov;

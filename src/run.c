@@ -73,13 +73,14 @@ static int open_synthetic(dt_run *r, int image_size)
     return dataset_open_synthetic(&s, &r->ds);
 }
 
-/* Opens the dataset: ImageNet-style folders are packed once per host, by its first rank. */
+/* Opens the dataset: ImageNet-style folders are packed once per host, by its first rank. 0, -1, or
+ * DT_DATA_NOT_FOUND (usage_error set). */
 static int open_data(dt_run *r, int may_pack)
 {
     const dt_opts *o = r->opts;
     const dt_shape *in = &r->net->input->out;
-    dt_data_opts d = {.channels = 3, .threads = r->threads, .may_pack = may_pack, .progress = pack_progress,
-                      .progress_arg = r};
+    dt_data_opts d = {.channels = 3, .threads = r->threads, .may_pack = may_pack, .scan_only = o->dry_run,
+                      .progress = pack_progress, .progress_arg = r};
     int synthetic = !strcmp(r->dataset, "synthetic"), rc;
     const char *like = synthetic ? dataset_for_input(in->n_dims, in->d, net_n_classes(r->net)) : r->dataset;
     if (like && dataset_crops(like)) {
@@ -102,32 +103,48 @@ static int open_data(dt_run *r, int may_pack)
         r->usage_error = 1;
         if (!o->dataset) dt_fail_prefix("net %s takes %s when --dataset is not given", r->net->name, r->dataset);
     }
-    return rc == 0 ? 0 : -1;
+    return rc == 0 ? 0 : rc == DT_DATA_NOT_FOUND ? rc : -1;
 }
 
-/* What every rank needs before the data: threads, backend, net; the host's first rank opens the
- * data here (packing it if needed), so the others find it ready. */
-static int setup_net(dt_run *r)
+/* --ranks: the run is meant for that many ranks. */
+static int check_ranks(dt_run *r)
+{
+    long want = r->opts->ranks;
+    int have = comm_size(r->comm);
+    if (want <= 0 || want == have || (r->opts->dry_run && have == 1)) return 0;
+    r->usage_error = 1;
+    return dt_fail("--ranks %ld: this run is meant for %ld ranks, but it has %d (expected mpirun -np %ld)", want, want,
+                   have, want);
+}
+
+/* Threads, backend, net, and the dataset the net takes. */
+static int open_net(dt_run *r)
 {
     const dt_opts *o = r->opts;
     r->threads = choose_threads(r);
     dt_backend_opts bo = {.n_threads = r->threads, .device = -1};
     const char *device = o->device;
+    if (check_ranks(r) != 0) return -1;
     if (strcmp(device, "auto") == 0) device = backend_auto(r->auto_why, sizeof r->auto_why);
     if (backend_create(device, &bo, &r->be) != 0) return dt_fail_prefix("--device");
     if (net_load(o->net, &r->net) != 0 || choose_dataset(r) != 0) return -1;
+    return 0;
+}
+
+/* What every rank needs before the data; the host's first rank opens the data here (packing it
+ * if needed), so the others find it ready. */
+static int setup_net(dt_run *r)
+{
+    if (open_net(r) != 0) return -1;
     if (comm_local_rank(r->comm) == 0) return open_data(r, 1);
     return 0;
 }
 
-/* Everything else that depends only on this rank's inputs. */
-static int setup_local(dt_run *r)
+/* The data fits the net: sample shape, classes, batch; and the augmentation for it. */
+static int check_fit(dt_run *r)
 {
     const dt_opts *o = r->opts;
-    dt_mode_env *env = &r->env;
     char a[48], b[48];
-
-    if (!r->ds && open_data(r, 0) != 0) return -1;
     const dt_shape *in = &r->net->input->out;
     dt_shape ds_shape = {3, {r->ds->c, r->ds->h, r->ds->w}};
     shape_format(in, a, sizeof a);
@@ -152,15 +169,28 @@ static int setup_local(dt_run *r)
         return dt_fail("--batch %ld is larger than the training set (%zu samples)", o->batch, r->ds->train.n);
     if (augment_parse(o->augment, r->ds->synthetic ? r->ds->like : r->dataset, &r->aug) != 0)
         return dt_fail_prefix("--augment");
-    /* rank 0 writes the outputs: a target it cannot replace is found now, not after training */
-    if (comm_rank(r->comm) == 0 && ((o->save && dt_check_target(o->save) != 0 && dt_fail_prefix("--save")) ||
-                                    (o->checkpoint && dt_check_target(o->checkpoint) != 0 &&
-                                     dt_fail_prefix("--checkpoint"))))
-        return -1;
+    return 0;
+}
 
-    /* the mode decides which ranks compute; the batch is split over those */
+/* Rank 0 writes the outputs: a target it cannot replace is found now, not after training. */
+static int check_targets(dt_run *r)
+{
+    const dt_opts *o = r->opts;
+    if (comm_rank(r->comm) != 0) return 0;
+    if (o->save && dt_check_target(o->save) != 0) return dt_fail_prefix("--save");
+    if (o->checkpoint && dt_check_target(o->checkpoint) != 0) return dt_fail_prefix("--checkpoint");
+    return 0;
+}
+
+/* The mode and its roles on p ranks (which compute; the batch is split over those), the codec,
+ * and the iterations for n_train training samples. */
+static int setup_mode(dt_run *r, int p, size_t n_train)
+{
+    const dt_opts *o = r->opts;
+    dt_mode_env *env = &r->env;
     if (!(r->mode = mode_find(o->mode))) return dt_fail("--mode: unknown mode '%s' (expected one of %s)", o->mode, mode_list());
     env->comm = r->comm;
+    env->n_ranks = p;
     env->opts = mode_opts_for(r->mode, &o->comm);
     env->seed = (uint64_t)o->seed;
     if ((o->checkpoint || o->resume) && r->mode->no_checkpoint)
@@ -170,12 +200,23 @@ static int setup_local(dt_run *r)
     if (mode_roles(r->mode, env) != 0) return -1;
     if (o->batch < env->n_workers)
         return dt_fail("--batch %ld is smaller than the number of %s %d (expected at least one sample per rank)",
-                       o->batch, env->n_workers == comm_size(r->comm) ? "ranks" : "workers", env->n_workers);
-    env->iters_per_epoch = (long)((r->ds->train.n + (size_t)o->batch - 1) / (size_t)o->batch);
+                       o->batch, env->n_workers == p ? "ranks" : "workers", env->n_workers);
+    env->iters_per_epoch = (long)((n_train + (size_t)o->batch - 1) / (size_t)o->batch);
     env->total_iters = o->epochs * env->iters_per_epoch;
     if (o->iters > 0 && o->iters < env->total_iters) env->total_iters = o->iters;
-
     r->local_batch = (int)((o->batch + env->n_workers - 1) / env->n_workers);
+    return 0;
+}
+
+/* Everything else that depends only on this rank's inputs. */
+static int setup_local(dt_run *r)
+{
+    const dt_opts *o = r->opts;
+    dt_mode_env *env = &r->env;
+
+    if (!r->ds && open_data(r, 0) != 0) return -1;
+    if (check_fit(r) != 0 || check_targets(r) != 0 || setup_mode(r, comm_size(r->comm), r->ds->train.n) != 0)
+        return -1;
     if (net_alloc(r->net, r->be, r->local_batch) != 0) return -1;
     size_t d = (size_t)r->ds->c * r->view_h * r->view_w;
     if (!(r->x_host = dt_alloc(sizeof(float) * d * (size_t)r->local_batch)) ||
@@ -188,6 +229,67 @@ static int setup_local(dt_run *r)
     env->optim = r->optim;
     if (log_open(&r->log, comm_rank(r->comm) == 0, o->log, o->progress, (int)o->log_every, r->launched) != 0)
         return -1;
+    return 0;
+}
+
+/* --dry-run on this rank: what run_setup checks before it trains, without training, packing or
+ * allocating the net; data that is not here is described by what the run would look for. */
+static int dry_check(dt_run *r, char *data, size_t data_n)
+{
+    const dt_opts *o = r->opts;
+    const dt_shape *in;
+    int p = o->ranks > 0 ? (int)o->ranks : comm_size(r->comm), rc;
+    size_t n_train, n_test;
+    if (open_net(r) != 0) return -1;
+    in = &r->net->input->out;
+    if ((rc = open_data(r, 0)) == 0) {
+        if (check_fit(r) != 0) return -1;
+        n_train = r->ds->train.n;
+        snprintf(data, data_n, "%s, %zu training and %zu test samples%s%s%s", r->dataset, r->ds->train.n,
+                 r->ds->test.n, r->ds->synthetic ? " (generated)" : " in ", r->ds->synthetic ? "" : r->ds->dir,
+                 strstr(r->ds->train.origin, "not packed yet") ? " (not packed yet: the first run packs it)" : "");
+    } else if (rc == DT_DATA_NOT_FOUND) {
+        snprintf(data, data_n, "%s, not here: %s", r->dataset, dt_errmsg());
+        r->usage_error = 0;
+        dt_err_clear();
+        if (!dataset_fits_input(r->dataset, in->n_dims, in->d, net_n_classes(r->net))) {
+            char a[48];
+            shape_format(in, a, sizeof a);
+            return dt_fail("%s: the net's %s input and %d classes do not fit --dataset %s (expected %s)",
+                           r->net->origin, a, net_n_classes(r->net), r->dataset,
+                           dataset_for_input(in->n_dims, in->d, net_n_classes(r->net)) ?: "a dataset of that shape");
+        }
+        dataset_sizes(r->dataset, &n_train, &n_test);
+        if ((size_t)o->batch > n_train)
+            return dt_fail("--batch %ld is larger than the training set (%zu samples)", o->batch, n_train);
+        if (augment_parse(o->augment, r->dataset, &r->aug) != 0) return dt_fail_prefix("--augment");
+    } else {
+        return -1;
+    }
+    if (check_targets(r) != 0 || setup_mode(r, p, n_train) != 0) return -1;
+    if (lr_schedule_parse(o->lr_schedule, o->lr, o->lr_warmup_epochs, (double)o->epochs, &r->lr) != 0) return -1;
+    return net_check_memory(r->net, r->be, r->local_batch, NULL);
+}
+
+int run_dry(dt_run *r)
+{
+    const dt_opts *o = r->opts;
+    const dt_mode_env *env = &r->env;
+    char data[1400], shape[48], mode[320];
+    double bytes = 0;
+    r->failed_rank = -1;
+    if (run_agree(r, dry_check(r, data, sizeof data)) != 0) return -1;
+    if (comm_rank(r->comm) != 0) return 0;
+    net_check_memory(r->net, r->be, r->local_batch, &bytes);
+    shape_format(&r->net->input->out, shape, sizeof shape);
+    mode_describe(r->mode, env, mode, sizeof mode);
+    printf("dry run%s%s: everything a run checks before training passed\n", o->config ? " of " : "",
+           o->config ? o->config : "");
+    printf("  net %s: %zu parameters, %s input, %d classes; %.3g GB per rank on %s at %d samples per rank\n",
+           r->net->name, r->net->n_params, shape, net_n_classes(r->net), bytes / 1e9, r->be->name, r->local_batch);
+    printf("  data %s\n", data);
+    printf("  %d rank%s (%d computing), %s; global batch %ld, %ld iterations per epoch, %ld in all\n", env->n_ranks,
+           env->n_ranks == 1 ? "" : "s", env->n_workers, mode, o->batch, env->iters_per_epoch, env->total_iters);
     return 0;
 }
 

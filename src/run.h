@@ -55,6 +55,11 @@ typedef struct dt_run {
 /* Collective. 0 on every rank, or -1 on every rank (failed_rank holds the message). */
 int run_setup(dt_run *r);
 void run_teardown(dt_run *r);
+/* Collective, instead of run_setup (--dry-run): checks what the set-up checks before training
+ * (options, --ranks or the job's rank count against the mode, the net and its memory, the data or,
+ * when it is not here, what the run would look for) and prints what the run would be on rank 0.
+ * 0 on every rank, or -1 on every rank. */
+int run_dry(dt_run *r);
 /* Ends a collective step: every rank learns whether any rank failed (rc != 0). 0 when none did;
  * else -1 on every rank, failed_rank the lowest that failed (it holds the message). */
 int run_agree(dt_run *r, int rc);

@@ -71,7 +71,7 @@ int mode_roles(const dt_mode_desc *m, dt_mode_env *env)
 {
     if (m->roles) return m->roles(env);
     env->is_worker = 1;
-    env->n_workers = comm_size(env->comm);
+    env->n_workers = env->n_ranks > 0 ? env->n_ranks : comm_size(env->comm);
     env->worker_rank = comm_rank(env->comm);
     return 0;
 }

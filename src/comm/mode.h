@@ -71,6 +71,7 @@ typedef struct dt_mode_env {
     dt_netmodel model;
     long iters_per_epoch, total_iters;
     uint64_t seed; /* --seed: for a mode's own random streams */
+    int n_ranks;   /* the ranks roles are given for (0: the job's; --dry-run: --ranks) */
     /* set by the mode's init */
     char note[256]; /* one line for the banner (what the mode chose), or empty */
     int is_worker;   /* computes gradients */

@@ -53,6 +53,7 @@ typedef struct dt_data_opts {
     int channels;   /* ImageNet-style: 1 (grey) or 3 (RGB) */
     int threads;    /* for packing */
     int may_pack;   /* this process may pack a PNG tree that has no pack yet (else it waits for one) */
+    int scan_only;  /* a dry run: such a tree is scanned (sizes, labels), not packed; its splits hold no pixels */
     /* progress while packing: called about once a second and at the end */
     void (*progress)(void *arg, const char *what, size_t done, size_t total, double seconds);
     void *progress_arg;
@@ -71,6 +72,9 @@ int dataset_known(const char *name);
  * --dataset is not given: 1x28x28 → fashion-mnist, 3x32x32 → cifar10 or cifar100, larger RGB →
  * imagenet; NULL when none fits. */
 const char *dataset_for_input(int n_dims, const int *d, int n_classes);
+/* 1 if dataset NAME has samples of that input shape and class count (mnist and fashion-mnist
+ * alike; synthetic: any). */
+int dataset_fits_input(const char *name, int n_dims, const int *d, int n_classes);
 /* NAME's normalisation (per channel, [0, 1] units) and whether it crops; -1 for an unknown name. */
 int dataset_norm(const char *name, float *mean, float *std, int *crop);
 /* NAME's published training and test sizes (NULL or unknown: 50,000 and 10,000). */

@@ -74,6 +74,15 @@ const char *dataset_for_input(int n_dims, const int *d, int n_classes)
     return NULL;
 }
 
+int dataset_fits_input(const char *name, int n_dims, const int *d, int n_classes)
+{
+    const char *f = dataset_for_input(n_dims, d, n_classes);
+    if (!strcmp(name, "synthetic")) return 1;
+    if (!f) return 0;
+    if (!strcmp(f, "fashion-mnist")) return !strcmp(name, "fashion-mnist") || !strcmp(name, "mnist");
+    return !strcmp(f, name);
+}
+
 int dataset_norm(const char *name, float *mean, float *std, int *crop)
 {
     const dataset_desc *d = find_desc(name);

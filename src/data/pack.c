@@ -364,6 +364,23 @@ static int pack_dir(const char *root, int create, char *out, size_t n)
     return 0;
 }
 
+/* A dry run's view of a tree that has no pack yet: the sizes and labels of ROOT/SPLIT, no pixels. */
+static int scan_split(const char *root, const char *split, char **classes, int n_classes, dt_split *s, pack_info *pi)
+{
+    pngdir *t;
+    if (pngdir_scan(root, split, classes, n_classes, &t) != 0) return -1;
+    s->n = t->n;
+    s->y = t->labels;
+    t->labels = NULL;
+    pngdir_free(t);
+    snprintf(s->origin, sizeof s->origin, "%s/%s (not packed yet)", root, split);
+    if (!(pi->names = calloc((size_t)n_classes, sizeof *pi->names))) return dt_fail("out of memory");
+    pi->n_classes = n_classes;
+    for (int i = 0; i < n_classes; i++)
+        if (!(pi->names[i] = strdup(classes[i]))) return dt_fail("out of memory");
+    return 0;
+}
+
 static int open_split(dt_dataset *ds, const char *root, const char *dir, const char *split, char **classes,
                       int n_classes, const dt_data_opts *o, dt_split *s, pack_info *pi)
 {
@@ -379,6 +396,7 @@ static int open_split(dt_dataset *ds, const char *root, const char *dir, const c
         return dt_fail("%s: %s, and no %s/<class>/*.png to make it from (expected train/ and val/ class folders of PNG "
                        "images)",
                        root, why, tree);
+    if (o->scan_only) return scan_split(root, split, classes, n_classes, s, pi);
     if (!o->may_pack) return dt_fail("%s (another process was to pack it)", why);
     if (pack_write(root, split, classes, n_classes, fp, path, o) != 0) return -1;
     rc = pack_open(path, o->channels, o->image_size, 1, fp, s, pi, why, sizeof why);

@@ -604,7 +604,7 @@ static double memory_needed(const dt_net *net, dt_backend *be, double *arenas, d
     return *arenas + *acts;
 }
 
-int net_alloc(dt_net *net, dt_backend *be, int max_batch)
+int net_check_memory(dt_net *net, dt_backend *be, int max_batch, double *bytes)
 {
     double arenas, acts, need;
     size_t avail = 0, total = 0;
@@ -616,12 +616,19 @@ int net_alloc(dt_net *net, dt_backend *be, int max_batch)
         if (i > 0 && l->out.n_dims == 3) l->layout = be->layout_for(be, l->out.d[0], l->out.d[1], l->out.d[2]);
     }
     need = memory_needed(net, be, &arenas, &acts);
+    if (bytes) *bytes = need;
     if (be->memory && be->memory(be, &avail, &total) == 0 && need > (double)avail)
         return dt_fail("%s: needs at least %.3g GB on %s (%.3g GB of weights, gradients and state; %.3g GB of "
                        "activations for %d samples per rank), and %.3g GB of its %.3g GB are free (expected a smaller "
                        "--batch or net)",
                        net->origin, need / 1e9, be->name, arenas / 1e9, acts / 1e9, net->max_batch, (double)avail / 1e9,
                        (double)total / 1e9);
+    return 0;
+}
+
+int net_alloc(dt_net *net, dt_backend *be, int max_batch)
+{
+    if (net_check_memory(net, be, max_batch, NULL) != 0) return -1;
     for (int i = 0; i < net->n_layers; i++) {
         dt_layer *l = net->layers[i];
         size_t n = layer_act_size(l, be, net->max_batch);

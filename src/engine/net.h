@@ -44,6 +44,9 @@ int net_parse(const char *text, const char *origin, const char *name, dt_net **o
 /* NAME of a built-in net, or a path to a .net file (contains '/' or ends in .net). */
 int net_load(const char *name_or_path, dt_net **out);
 int net_alloc(dt_net *net, dt_backend *be, int max_batch);
+/* What net_alloc checks first (and sets: backend, batch, layouts): the memory it needs for
+ * max_batch samples (in *bytes when not NULL) is free on the backend. Allocates nothing. */
+int net_check_memory(dt_net *net, dt_backend *be, int max_batch, double *bytes);
 /* Initialises every parameter from (seed, tensor name): independent of layout and rank. */
 int net_init_params(dt_net *net, uint64_t seed);
 void net_destroy(dt_net *net);

@@ -1,0 +1,62 @@
+#!/bin/bash
+# Every experiment config dry-runs, and --dry-run and --ranks check what they say:
+#  - each configs/*.conf passes `dtrain --config F --dry-run` (net, options, the rank count the file
+#    states against its mode, the data or what the run would look for) and reports the file's ranks
+#  - a dry run trains nothing and writes nothing (--save, --log, no pack of a PNG tree: it is scanned)
+#  - a rank count the mode cannot use, a dataset the net does not fit and a net too large for memory
+#    fail the dry run with their messages
+#  - under mpirun, --ranks N with another rank count stops the job with exit 2
+. "$(dirname "$0")/lib.sh"
+need_mpirun
+
+n=0
+for f in "$top_srcdir"/configs/*.conf; do
+    out=$(timeout 120 "$DTRAIN" --config "$f" --dry-run 2>&1) || { echo "$out"; fail "$(basename "$f"): the dry run failed"; }
+    echo "$out" | grep -q "everything a run checks before training passed" || { echo "$out"; fail "$(basename "$f"): no verdict"; }
+    ranks=$(sed -n 's/^ranks *= *\([0-9]*\).*/\1/p' "$f")
+    if [ -n "$ranks" ]; then
+        echo "$out" | grep -q "^  $ranks ranks\? (" || { echo "$out"; fail "$(basename "$f"): expected the dry run on $ranks ranks"; }
+    fi
+    n=$((n + 1))
+done
+[ "$n" -ge 15 ] || fail "expected at least 15 configs, found $n"
+note "$n configs dry-run"
+
+# nothing trained, nothing written
+out=$("$DTRAIN" --net mlp --dataset synthetic --synthetic-samples 1000 --dry-run --save "$T/w.st" --log "$T/l.jsonl" 2>&1) ||
+    { echo "$out"; fail "a synthetic dry run failed"; }
+echo "$out" | grep -q "train_loss\|samples/s" && { echo "$out"; fail "the dry run trained"; }
+[ ! -e "$T/w.st" ] && [ ! -e "$T/l.jsonl" ] || fail "the dry run wrote --save or --log"
+
+# a PNG tree without its pack: scanned, not packed
+$PYTHON "$top_srcdir/tests/mkimages.py" pngtree "$T/tree" 100 20 40 || fail "could not generate the PNG tree"
+out=$("$DTRAIN" --net "$top_srcdir/tests/nets/tiny-images.net" --dataset imagenet --data-dir "$T/tree" --batch 50 --dry-run 2>&1) ||
+    { echo "$out"; fail "the dry run on a PNG tree failed"; }
+echo "$out" | grep -q "100 training and 20 test samples in .*(not packed yet" || { echo "$out"; fail "the PNG tree's sizes"; }
+[ ! -e "$T/tree/.dtrain-pack" ] || fail "the dry run packed the PNG tree"
+
+# what a dry run must refuse
+expect() { # WHAT STATUS MESSAGE ARGS...: dtrain ARGS exits STATUS with MESSAGE on stderr
+    local what=$1 want=$2 msg=$3 rc=0
+    shift 3
+    timeout 120 "$DTRAIN" "$@" > "$T/out" 2>&1 || rc=$?
+    [ "$rc" -eq "$want" ] || { cat "$T/out"; fail "$what: exit $rc (expected $want)"; }
+    grep -qF -- "$msg" "$T/out" || { cat "$T/out"; fail "$what: expected '$msg'"; }
+}
+expect "ps on 1 rank" 1 "--mode ps with --ps-servers 1 needs at least 2 ranks" \
+    --config "$top_srcdir/configs/modularps-cifar10-resnet20-ps.conf" --ranks 1 --dry-run
+expect "net and dataset" 1 "the net's 3x32x32 input and 10 classes do not fit --dataset mnist (expected cifar10)" \
+    --net resnet20 --dataset mnist --dry-run
+expect "memory" 1 "needs at least" --net resnet50 --dataset synthetic --batch 1000000 --dry-run
+expect "batch per rank" 1 "--batch 8 is smaller than the number of ranks 16" --net mlp --dataset synthetic --batch 8 --ranks 16 --dry-run
+
+# --ranks under mpirun: the job's rank count must match
+rc=0
+mpi -np 2 "$DTRAIN" --net mlp --dataset synthetic --synthetic-samples 1000 --iters 1 --ranks 4 > "$T/out" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || { cat "$T/out"; fail "--ranks 4 on 2 ranks: exit $rc (expected 2)"; }
+grep -q "meant for 4 ranks, but it has 2" "$T/out" || { cat "$T/out"; fail "--ranks 4 on 2 ranks: no message"; }
+# a dry run under mpirun checks the job's own count
+mpi -np 2 "$DTRAIN" --net mlp --dataset synthetic --synthetic-samples 1000 --dry-run > "$T/out" 2>&1 || { cat "$T/out"; fail "a dry run on 2 ranks failed"; }
+grep -q "^  2 ranks (2 computing)" "$T/out" || { cat "$T/out"; fail "a dry run on 2 ranks: expected 2 ranks"; }
+[ "$(grep -c "everything a run checks" "$T/out")" -eq 1 ] || { cat "$T/out"; fail "a dry run on 2 ranks: expected one report (rank 0's)"; }
+echo "PASS"
