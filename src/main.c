@@ -72,7 +72,11 @@ static int info(dt_action a)
     case DT_ACT_HELP: cli_help(stdout); break;
     case DT_ACT_VERSION: print_version(); break;
     case DT_ACT_LIST_MODES:
-        for (int i = 0; i < mode_count(); i++) printf("%-10s %s\n", mode_at(i)->name, mode_at(i)->help);
+        for (int i = 0; i < mode_count(); i++) {
+            const dt_mode_desc *m = mode_at(i);
+            printf("%-10s %s\n", m->name, m->help);
+            printf("%-10s options: %s\n", "", m->options && *m->options ? m->options : "(none of its own)");
+        }
         break;
     case DT_ACT_LIST_NETS: list_nets(); break;
     case DT_ACT_LIST_DATASETS: {

@@ -1,0 +1,100 @@
+#!/bin/bash
+# tools/sweep and tools/report:
+#  - a two-point sweep (2 ranks, --quick) runs both points, one directory each, keyed by the point
+#  - a second run of it runs nothing; --dry-run lists the points and their state
+#  - a point that fails is recorded (exit status, last lines) and the sweep completes, exit 1;
+#    --retry runs it again
+#  - every point of every configs/experiments/*.sweep, full and --quick, passes dtrain --dry-run
+#  - bad sweep files are refused with file:line, exit 2
+#  - tools/report turns a fixed set of results (tests/fixtures/report) into its tables and PNGs,
+#    and a reproduction page with verdicts
+. "$(dirname "$0")/lib.sh"
+need_mpirun
+SWEEP="$PYTHON $top_srcdir/tools/sweep --dtrain $DTRAIN"
+REPORT="$PYTHON $top_srcdir/tools/report"
+
+cat > "$T/two.sweep" <<EOT
+title = two points
+base  = $top_srcdir/configs/mlp-fashion-dsync.conf
+ranks = 2
+axis  mode = dsync pipesgd
+set   threads = 1
+baseline mode=dsync
+quick dataset = synthetic
+quick synthetic-samples = 2000
+quick epochs = 1
+EOT
+timeout 300 $SWEEP --quick --out "$T/res" "$T/two.sweep" > "$T/out" 2>&1 || { cat "$T/out"; fail "the sweep failed"; }
+n=0
+for d in "$T"/res/*/; do
+    [ -f "$d/status.json" ] || continue
+    grep -q '"exit": 0' "$d/status.json" || { cat "$d/status.json"; fail "$d: not a success"; }
+    grep -q '"type":"summary"' "$d/log.jsonl" || fail "$d: no summary in log.jsonl"
+    grep -q '"ranks":2' "$d/log.jsonl" || fail "$d: not on 2 ranks"
+    grep -q '^synthetic-samples = 2000' "$d/point.conf" || fail "$d: --quick settings missing from point.conf"
+    n=$((n + 1))
+done
+[ "$n" -eq 2 ] || { cat "$T/out"; fail "expected 2 point directories, found $n"; }
+grep -q "2 of 2 points done, 0 failed" "$T/out" || { cat "$T/out"; fail "no final line"; }
+
+# again: nothing to run
+before=$(cat "$T"/res/*/status.json | md5sum)
+$SWEEP --quick --out "$T/res" "$T/two.sweep" > "$T/out2" 2>&1 || { cat "$T/out2"; fail "the second run failed"; }
+grep -q "2 points, 0 to run, 2 already run" "$T/out2" || { cat "$T/out2"; fail "the second run ran points"; }
+[ "$before" = "$(cat "$T"/res/*/status.json | md5sum)" ] || fail "the second run rewrote results"
+$SWEEP --quick --dry-run --out "$T/res" "$T/two.sweep" > "$T/dry" || fail "--dry-run failed"
+[ "$(grep -c "  done  " "$T/dry")" -eq 2 ] || { cat "$T/dry"; fail "--dry-run: expected 2 done points"; }
+
+# a failing point: recorded, and the sweep goes on
+sed 's/^axis  mode = dsync pipesgd/axis  mode = dsync pipesgd\naxis  lr = 0.01 500/' "$T/two.sweep" > "$T/fail.sweep"
+rc=0
+timeout 300 $SWEEP --quick --out "$T/res2" "$T/fail.sweep" > "$T/out3" 2>&1 || rc=$?
+[ "$rc" -eq 1 ] || { cat "$T/out3"; fail "a sweep with failing points: exit $rc (expected 1)"; }
+grep -q "2 of 4 points done, 2 failed" "$T/out3" || { cat "$T/out3"; fail "expected 2 failed points of 4"; }
+grep -q "FAILED (exit 2).*lr: expected a number in" "$T/out3" || { cat "$T/out3"; fail "the failure's reason is not shown"; }
+grep -l '"exit": 2' "$T"/res2/*/status.json > /dev/null || fail "the failed point's status is not recorded"
+timeout 300 $SWEEP --quick --retry --out "$T/res2" "$T/fail.sweep" > "$T/out4" 2>&1 || true
+grep -q "4 points, 2 to run, 2 already run" "$T/out4" || { cat "$T/out4"; fail "--retry did not run the failed points"; }
+
+# every experiment of configs/experiments: each point, full and --quick, passes dtrain --dry-run
+for f in "$top_srcdir"/configs/experiments/*.sweep; do
+    for q in "" --quick; do
+        $SWEEP --check $q "$f" > "$T/check" 2>&1 || { cat "$T/check"; fail "$(basename "$f") $q: a point fails dtrain --dry-run"; }
+    done
+done
+
+# bad sweep files
+bad() { # WHAT MESSAGE LINE...
+    local what=$1 msg=$2
+    shift 2
+    printf '%s\n' "$@" > "$T/bad.sweep"
+    rc=0
+    $SWEEP --dry-run "$T/bad.sweep" > "$T/bad.out" 2>&1 || rc=$?
+    [ "$rc" -eq 2 ] || { cat "$T/bad.out"; fail "$what: exit $rc (expected 2)"; }
+    grep -qF -- "$msg" "$T/bad.out" || { cat "$T/bad.out"; fail "$what: expected '$msg'"; }
+}
+bad "no base" "no 'base = CONFIG' line" "axis mode = dsync"
+bad "no axis" "no 'axis KEY = V1 V2 ...' line" "base = $top_srcdir/configs/mlp-fashion-dsync.conf"
+bad "unknown directive" "bad.sweep:2: unknown directive 'axes'" "base = $top_srcdir/configs/mlp-fashion-dsync.conf" "axes mode = dsync"
+bad "baseline off the axes" "'mode=ps' is not a value of axis mode" "base = $top_srcdir/configs/mlp-fashion-dsync.conf" \
+    "axis mode = dsync pipesgd" "baseline mode=ps"
+bad "missing base" "base config" "base = nowhere.conf" "axis mode = dsync"
+
+# the report of a fixed set of results
+cp -r "$top_srcdir/tests/fixtures/report" "$T/fixture"
+chmod -R u+w "$T/fixture"
+$REPORT --reproduction "$T/REPRO.md" "$T/fixture" > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report failed"; }
+head -n 1 "$T/fixture/report/results.csv" | grep -q "^mode,ranks,link,state,final test accuracy," ||
+    { head -n 2 "$T/fixture/report/results.csv"; fail "results.csv: unexpected header"; }
+[ "$(grep -c ',ok,' "$T/fixture/report/results.csv")" -eq 4 ] || fail "results.csv: expected 4 rows that ran"
+grep -q "^| dsync | 1 | none | ok | 0.86" "$T/fixture/report/results.md" || { cat "$T/fixture/report/results.md"; fail "results.md: the baseline row"; }
+grep -q "| 1.00x |" "$T/fixture/report/results.md" || fail "results.md: no speed-up column"
+for png in accuracy_epoch accuracy_time time_split bytes scaling; do
+    f="$T/fixture/report/$png.png"
+    [ -f "$f" ] || fail "$png.png not written"
+    [ "$(head -c 8 "$f" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "$png.png is not a PNG"
+    [ "$(stat -c %s "$f")" -gt 10000 ] || fail "$png.png is suspiciously small"
+done
+grep -q "| mode=pipesgd ranks=2 | speedup | 1.5 .* | 0.75 | not reproduced (not faster)" "$T/REPRO.md" || { cat "$T/REPRO.md"; fail "the reproduction page's speed-up verdict"; }
+grep -q "| mode=dsync ranks=2 | test_acc | 0.85 .* | 0.86[0-9]* | reproduced in kind (+0.01" "$T/REPRO.md" || { cat "$T/REPRO.md"; fail "the reproduction page's accuracy verdict"; }
+echo PASS
