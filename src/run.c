@@ -196,7 +196,9 @@ static int setup_mode(dt_run *r, int p, size_t n_train)
     if ((o->checkpoint || o->resume) && r->mode->no_checkpoint)
         return dt_fail("--%s: not available with --mode %s yet: its %s", o->checkpoint ? "checkpoint" : "resume",
                        r->mode->name, r->mode->no_checkpoint);
-    if (codec_create(env->opts.compress, (int)env->opts.compress_block, &env->codec) != 0) return -1;
+    if (codec_create(env->opts.compress, env->opts.compress_block ? (int)env->opts.compress_block : DT_CODEC_PER_VECTOR,
+                     &env->codec) != 0)
+        return -1;
     if (mode_roles(r->mode, env) != 0) return -1;
     if (o->batch < env->n_workers)
         return dt_fail("--batch %ld is smaller than the number of %s %d (expected at least one sample per rank)",

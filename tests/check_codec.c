@@ -168,6 +168,30 @@ START_TEST(q8_blocks)
 }
 END_TEST
 
+START_TEST(q8_per_vector)
+{
+    dt_codec c, b;
+    ck_assert_int_eq(codec_create("q8", DT_CODEC_PER_VECTOR, &c), 0);
+    ck_assert_int_eq(c.block, 0);
+    float x[10] = {1, -2, 0.5f, 4, 0, 0, 0, 0, -0.25f, 0.125f}, y[10], z[10];
+    unsigned char e[10 + 4], f[10 + 4];
+    ck_assert_uint_eq(codec_bytes(&c, 10), 14); /* one scale for the whole vector */
+    ck_assert_uint_eq(codec_bytes(&c, 0), 0);
+    codec_encode(&c, x, 10, e);
+    codec_decode(&c, e, 10, y);
+    float s;
+    memcpy(&s, e, 4);
+    ck_assert_float_eq(s, 4.0f); /* max |x| of the vector */
+    ck_assert_float_eq(y[8], -8.0f * (4.0f / 127.0f)); /* -7.9375 rounds to -8 on the vector's scale */
+    /* the same as one block as long as the vector */
+    ck_assert_int_eq(codec_create("q8", 10, &b), 0);
+    codec_encode(&b, x, 10, f);
+    codec_decode(&b, f, 10, z);
+    ck_assert_mem_eq(e, f, sizeof e);
+    ck_assert_mem_eq(y, z, sizeof y);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("codec");
@@ -177,6 +201,7 @@ int main(void)
     tcase_add_test(tc, t16_truncates_toward_zero);
     tcase_add_test(tc, fp16_exact_values_and_paths);
     tcase_add_test(tc, q8_blocks);
+    tcase_add_test(tc, q8_per_vector);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -54,11 +54,12 @@ int main(int argc, char **argv)
     }
     const int p = comm_size(c), me = comm_rank(c);
     const size_t lengths[] = {1, 2, 7, 1000, 12345, 100003};
-    const char *codecs[] = {"none", "t16", "fp16", "q8"};
+    const char *codecs[] = {"none", "t16", "fp16", "q8", "q8"}; /* the last q8: one scale per message */
+    const int blocks[] = {64, 64, 64, 64, DT_CODEC_PER_VECTOR};
     const double u = ldexp(1.0, -24);
-    for (size_t ci = 0; ci < 4; ci++) {
+    for (size_t ci = 0; ci < 5; ci++) {
         dt_codec codec;
-        codec_create(codecs[ci], 64, &codec);
+        codec_create(codecs[ci], blocks[ci], &codec);
         dt_ring *ring;
         if (ring_create(&ring, c, codec, 100003) != 0) {
             fprintf(stderr, "%s\n", dt_errmsg());
@@ -92,8 +93,8 @@ int main(int argc, char **argv)
                 else if (!strcmp(codecs[ci], "t16")) b = p * ldexp(1.0, -7) * S + p * u * S;
                 else if (!strcmp(codecs[ci], "fp16")) b = p * (ldexp(1.0, -11) * S + ldexp(1.0, -25)) + p * u * S;
                 else {
-                    double M = 0.0;
-                    size_t lo = i >= 64 ? i - 64 : 0, hi = i + 64 < n ? i + 64 : n;
+                    double M = 0.0; /* the largest sum a scale can cover: within a block, or anywhere */
+                    size_t lo = i >= 64 && blocks[ci] > 0 ? i - 64 : 0, hi = i + 64 < n && blocks[ci] > 0 ? i + 64 : n;
                     for (size_t k = lo; k < hi; k++) M = fmax(M, abs_sum[k]);
                     b = p * M / 254.0 * (1 + 1e-5) + p * u * M;
                 }

@@ -54,7 +54,7 @@ int codec_exists(const char *name) { return registry_find(&registry, name) != NU
 int codec_create(const char *name, int block, dt_codec *out)
 {
     if (!(out->desc = registry_get(&registry, name, "--compress"))) return -1;
-    out->block = block > 0 ? block : 256;
+    out->block = block == DT_CODEC_PER_VECTOR ? 0 : block > 0 ? block : 256;
     return 0;
 }
 

@@ -20,7 +20,7 @@ typedef struct dt_codec_desc dt_codec_desc;
 
 typedef struct dt_codec {
     const dt_codec_desc *desc;
-    int block; /* q8: values per scale */
+    int block; /* q8: values per scale; 0: one per vector encoded */
 } dt_codec;
 
 struct dt_codec_desc {
@@ -33,7 +33,9 @@ struct dt_codec_desc {
     void (*decode_add)(const dt_codec *c, const void *in, size_t n, float *x);
 };
 
-/* NAME is none, t16, fp16 or q8; block applies to q8. */
+/* NAME is none, t16, fp16 or q8; block applies to q8: values per scale (0: 256), or
+ * DT_CODEC_PER_VECTOR: one scale for each vector encoded (Pipe-SGD's q8; block is then 0). */
+#define DT_CODEC_PER_VECTOR (-1)
 int codec_create(const char *name, int block, dt_codec *out);
 const char *codec_list(void);
 int codec_exists(const char *name);

@@ -1,4 +1,5 @@
-/* q8 — 8-bit scalar quantisation (Pipe-SGD §3.2): per block of `block` values, the scale
+/* q8 — 8-bit scalar quantisation (Pipe-SGD §3.2): per block of `block` values (0: per vector
+ * encoded, as in the paper, where each message of the ring has one scale), the scale
  * s = max|x| (fp32, sent with the block) and q = round(127 x / s) as int8; decoded as q s / 127.
  * Layout per block: 4 bytes of scale, then one byte per value; the last block may be short.
  * About 4x smaller than fp32 (plus 4 bytes per block). */
@@ -9,9 +10,12 @@
 #include "../cpu.h"
 #include "codec.h"
 
+/* values per scale: the block, or the whole vector (at least 1, so that n = 0 has no blocks) */
+static size_t block_of(const dt_codec *c, size_t n) { return c->block > 0 ? (size_t)c->block : n > 0 ? n : 1; }
+
 static size_t q8_bytes(const dt_codec *c, size_t n)
 {
-    size_t b = (size_t)c->block;
+    size_t b = block_of(c, n);
     return n + 4 * ((n + b - 1) / b);
 }
 
@@ -50,8 +54,9 @@ DT_CLONES static void dequantise(const int8_t *restrict q, size_t n, float s, fl
 static void q8_encode(const dt_codec *c, const float *x, size_t n, void *out)
 {
     uint8_t *o = out;
-    for (size_t at = 0; at < n; at += (size_t)c->block) {
-        size_t len = n - at < (size_t)c->block ? n - at : (size_t)c->block;
+    size_t b = block_of(c, n);
+    for (size_t at = 0; at < n; at += b) {
+        size_t len = n - at < b ? n - at : b;
         float s = absmax(x + at, len);
         if (!isfinite(s)) s = 0.0f; /* a diverged gradient sends zeros rather than garbage */
         memcpy(o, &s, 4);
@@ -63,8 +68,9 @@ static void q8_encode(const dt_codec *c, const float *x, size_t n, void *out)
 static void q8_decode_impl(const dt_codec *c, const void *in, size_t n, float *x, int add)
 {
     const uint8_t *p = in;
-    for (size_t at = 0; at < n; at += (size_t)c->block) {
-        size_t len = n - at < (size_t)c->block ? n - at : (size_t)c->block;
+    size_t b = block_of(c, n);
+    for (size_t at = 0; at < n; at += b) {
+        size_t len = n - at < b ? n - at : b;
         float s;
         memcpy(&s, p, 4);
         dequantise((const int8_t *)(p + 4), len, s / 127.0f, x + at, add);
@@ -77,7 +83,7 @@ static void q8_decode_add(const dt_codec *c, const void *in, size_t n, float *x)
 
 const dt_codec_desc codec_q8 = {
     .name = "q8",
-    .help = "8-bit quantisation with an fp32 scale (max |x|) per block of --compress-block values",
+    .help = "8-bit quantisation with an fp32 scale (max |x|) per block of --compress-block values (0: per message)",
     .bytes = q8_bytes,
     .encode = q8_encode,
     .decode = q8_decode,

@@ -96,8 +96,8 @@ static int check_density_warmup(const char *v, const char *origin)
 static const dt_optdef codec_flags[] = {
     {G, "compress", OPT_STRING, "NAME", C(compress), 0, 0, NULL, NULL, 0, 0,
      "gradient codec on the wire: none, t16, fp16 or q8 (default: none; csc: fp16)", check_codec},
-    {G, "compress-block", OPT_INT, "N", C(compress_block), 1, 1 << 24, NULL, "256", 0, 0,
-     "values per scale of --compress q8", NULL},
+    {G, "compress-block", OPT_INT, "N", C(compress_block), 0, 1 << 24, NULL, "256", 0, 0,
+     "values per scale of --compress q8 (0: one scale per message, as in Pipe-SGD)", NULL},
 };
 
 /* read by more than one mode (each mode's .options says which it reads) */
@@ -188,6 +188,8 @@ void mode_describe(const dt_mode_desc *m, const dt_mode_env *env, char *buf, siz
     char own[192] = "", codec[64];
     if (m->describe) m->describe(env, own, sizeof own);
     if (!mode_reads(m, "compress")) snprintf(codec, sizeof codec, "(its own)");
+    else if (strcmp(env->opts.compress, "q8") == 0 && env->opts.compress_block == 0)
+        snprintf(codec, sizeof codec, "q8, one scale per message");
     else if (strcmp(env->opts.compress, "q8") == 0) snprintf(codec, sizeof codec, "q8, block %ld", env->opts.compress_block);
     else snprintf(codec, sizeof codec, "%s", env->opts.compress);
     snprintf(buf, n, "mode %s%s, compress %s", m->name, own, codec);
