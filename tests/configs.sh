@@ -45,8 +45,11 @@ expect() { # WHAT STATUS MESSAGE ARGS...: dtrain ARGS exits STATUS with MESSAGE 
 }
 expect "ps on 1 rank" 1 "--mode ps with --ps-servers 1 needs at least 2 ranks" \
     --config "$top_srcdir/configs/modularps-cifar10-resnet20-ps.conf" --ranks 1 --dry-run
-expect "net and dataset" 1 "the net's 3x32x32 input and 10 classes do not fit --dataset mnist (expected cifar10)" \
-    --net resnet20 --dataset mnist --dry-run
+# (from a directory without data/, so that CIFAR-100 is not found)
+mkdir -p "$T/empty"
+(cd "$T/empty" && unset DTRAIN_DATA && expect "net and dataset" 1 \
+    "the net's 1x28x28 input and 10 classes do not fit --dataset cifar100 (expected fashion-mnist)" \
+    --net mlp --dataset cifar100 --dry-run) || exit 1
 expect "memory" 1 "needs at least" --net resnet50 --dataset synthetic --batch 1000000 --dry-run
 expect "batch per rank" 1 "--batch 8 is smaller than the number of ranks 16" --net mlp --dataset synthetic --batch 8 --ranks 16 --dry-run
 
