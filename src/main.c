@@ -124,6 +124,7 @@ int main(int argc, char **argv)
         cli_free(&opts);
         return 0;
     }
+    dt_signals_block(); /* before any thread starts: stop signals go to dt_signals_install's thread only */
     if (comm_init(&argc, &argv, &comm) != 0) {
         fprintf(stderr, "dtrain: %s\n", dt_errmsg());
         return 1;

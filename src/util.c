@@ -204,27 +204,59 @@ void dt_remove_temp_files(void)
 
 static volatile sig_atomic_t stop_signal;
 
-static void on_stop_signal(int sig)
+static void stop_set(sigset_t *set)
 {
-    if (stop_signal) { /* asked twice: go now, leaving nothing half-written */
-        dt_remove_temp_files();
-        signal(sig, SIG_DFL);
-        raise(sig);
-        return;
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGUSR1);
+}
+
+void dt_signals_block(void)
+{
+    sigset_t set;
+    stop_set(&set);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+/* The one thread that takes the stop signals (sigwait): no thread that computes, loads or talks
+ * is ever interrupted by one. */
+static void *signal_thread(void *arg)
+{
+    sigset_t set;
+    (void)arg;
+    stop_set(&set);
+    for (;;) {
+        int sig;
+        if (sigwait(&set, &sig) != 0) continue;
+        if (stop_signal) { /* asked twice: go now, leaving nothing half-written */
+            sigset_t one;
+            dt_remove_temp_files();
+            signal(sig, SIG_DFL);
+            sigemptyset(&one);
+            sigaddset(&one, sig);
+            pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+            raise(sig);
+            _exit(128 + sig); /* not reached: the default action ends the process */
+        }
+        stop_signal = sig;
     }
-    stop_signal = sig;
+    return NULL;
 }
 
 void dt_signals_install(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
+    pthread_t t;
+    pthread_attr_t a;
+    dt_signals_block(); /* in this thread too, if main did not block them first */
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &a, signal_thread, NULL) != 0) { /* cannot happen at start-up; keep the defaults */
+        sigset_t set;
+        stop_set(&set);
+        pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    }
+    pthread_attr_destroy(&a);
 }
 
 int dt_stop_signal(void) { return stop_signal; }

@@ -68,6 +68,10 @@ void dt_remove_temp_files(void);
  * train loop and long loops to act on at a safe point; a second removes the temporary files and
  * ends the process at once, by that signal. */
 void dt_signals_install(void);
+/* Blocks those signals in the calling thread and so in every thread it starts afterwards (main
+ * calls it before Open MPI, OpenMP or the loader start theirs): they are taken by one thread of
+ * their own that dt_signals_install starts, so no library thread is interrupted by them. */
+void dt_signals_block(void);
 int dt_stop_signal(void); /* the first stop signal received, 0 if none */
 
 /* FNV-1a, for configuration fingerprints and RNG stream names. */
