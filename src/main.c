@@ -8,6 +8,7 @@
 #include "cpu.h"
 #include "data/data.h"
 #include "engine/engine.h"
+#include "gitversion.h"
 #include "train.h"
 #include "util.h"
 
@@ -33,7 +34,9 @@ static long slurm_tasks(void)
 
 static void print_version(void)
 {
-    printf("dtrain %s\n", PACKAGE_VERSION);
+    printf("dtrain %s (git %s)\n", PACKAGE_VERSION, DT_GIT_VERSION);
+    printf("features: %s; images: libjpeg-turbo %s, libpng %s; %s\n", comm_library(), DT_JPEG_VERSION,
+           DT_PNG_VERSION, DT_CUDA_BUILT ? "CUDA backend" : "no CUDA backend (CPU only)");
     printf("backends: %s; cpu: %s\n", backend_list(), backend_cpu_describe());
     printf("cuda toolkit at build time: %s\n", DT_CUDA_SUMMARY);
     printf("modes: %s\n", mode_list());
@@ -156,8 +159,8 @@ int main(int argc, char **argv)
     run.comm = comm;
     run.launched = launched_rank >= 0;
     dt_signals_install();
-    rc = opts.dry_run ? run_dry(&run) : run_setup(&run);
-    if (rc == 0 && !opts.dry_run) rc = train_run(&run);
+    rc = opts.dry_run ? run_dry(&run) : opts.pack_only ? run_pack(&run) : run_setup(&run);
+    if (rc == 0 && !opts.dry_run && !opts.pack_only) rc = train_run(&run);
     if (rc != 0 && (run.failed_rank < 0 || comm_broken(comm))) { /* only this rank knows: the others may wait */
         fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
         if (comm_size(comm) > 1) comm_abort(comm, 1);

@@ -80,7 +80,7 @@ static int open_data(dt_run *r, int may_pack)
     const dt_opts *o = r->opts;
     const dt_shape *in = &r->net->input->out;
     dt_data_opts d = {.channels = 3, .threads = r->threads, .may_pack = may_pack, .scan_only = o->dry_run,
-                      .progress = pack_progress, .progress_arg = r};
+                      .skip_bad = !strcmp(o->on_bad_image, "skip"), .progress = pack_progress, .progress_arg = r};
     int synthetic = !strcmp(r->dataset, "synthetic"), rc;
     const char *like = synthetic ? dataset_for_input(in->n_dims, in->d, net_n_classes(r->net)) : r->dataset;
     if (like && dataset_crops(like)) {
@@ -98,6 +98,7 @@ static int open_data(dt_run *r, int may_pack)
                        o->dataset ? "" : " (the net's)");
     }
     if (synthetic) return open_synthetic(r, d.image_size);
+    if (o->data_dir && access(o->data_dir, F_OK) != 0) r->usage_error = 1; /* no such directory */
     rc = dataset_open_opts(r->dataset, o->data_dir, &d, &r->ds);
     if (rc == DT_DATA_NOT_FOUND) {
         r->usage_error = 1;
@@ -127,8 +128,11 @@ static int open_net(dt_run *r)
     if (check_ranks(r) != 0) return -1;
     if (strcmp(device, "auto") == 0) device = backend_auto(r->auto_why, sizeof r->auto_why);
     if (backend_create(device, &bo, &r->be) != 0) return dt_fail_prefix("--device");
-    if (net_load(o->net, &r->net) != 0 || choose_dataset(r) != 0) return -1;
-    return 0;
+    if (net_load(o->net, &r->net) != 0) {
+        r->usage_error = access(o->net, F_OK) != 0; /* no such net or file: the command line is wrong */
+        return -1;
+    }
+    return choose_dataset(r);
 }
 
 /* What every rank needs before the data; the host's first rank opens the data here (packing it
@@ -141,7 +145,7 @@ static int setup_net(dt_run *r)
 }
 
 /* The data fits the net: sample shape, classes, batch; and the augmentation for it. */
-static int check_fit(dt_run *r)
+static int fit(dt_run *r)
 {
     const dt_opts *o = r->opts;
     char a[48], b[48];
@@ -172,6 +176,15 @@ static int check_fit(dt_run *r)
     return 0;
 }
 
+/* The same; what it finds is a usage error: the net, data, batch and augmentation asked for do not
+ * go together. */
+static int check_fit(dt_run *r)
+{
+    int rc = fit(r);
+    if (rc != 0) r->usage_error = 1;
+    return rc;
+}
+
 /* Rank 0 writes the outputs: a target it cannot replace is found now, not after training. */
 static int check_targets(dt_run *r)
 {
@@ -199,10 +212,15 @@ static int setup_mode(dt_run *r, int p, size_t n_train)
     if (codec_create(env->opts.compress, env->opts.compress_block ? (int)env->opts.compress_block : DT_CODEC_PER_VECTOR,
                      &env->codec) != 0)
         return -1;
-    if (mode_roles(r->mode, env) != 0) return -1;
-    if (o->batch < env->n_workers)
+    if (mode_roles(r->mode, env) != 0) { /* the rank count does not suit the mode's roles */
+        r->usage_error = 1;
+        return -1;
+    }
+    if (o->batch < env->n_workers) {
+        r->usage_error = 1;
         return dt_fail("--batch %ld is smaller than the number of %s %d (expected at least one sample per rank)",
                        o->batch, env->n_workers == p ? "ranks" : "workers", env->n_workers);
+    }
     env->iters_per_epoch = (long)((n_train + (size_t)o->batch - 1) / (size_t)o->batch);
     env->total_iters = o->epochs * env->iters_per_epoch;
     if (o->iters > 0 && o->iters < env->total_iters) env->total_iters = o->iters;
@@ -256,15 +274,18 @@ static int dry_check(dt_run *r, char *data, size_t data_n)
         dt_err_clear();
         if (!dataset_fits_input(r->dataset, in->n_dims, in->d, net_n_classes(r->net))) {
             char a[48];
+            r->usage_error = 1;
             shape_format(in, a, sizeof a);
             return dt_fail("%s: the net's %s input and %d classes do not fit --dataset %s (expected %s)",
                            r->net->origin, a, net_n_classes(r->net), r->dataset,
                            dataset_for_input(in->n_dims, in->d, net_n_classes(r->net)) ?: "a dataset of that shape");
         }
         dataset_sizes(r->dataset, &n_train, &n_test);
+        r->usage_error = 1; /* until the checks below pass */
         if ((size_t)o->batch > n_train)
             return dt_fail("--batch %ld is larger than the training set (%zu samples)", o->batch, n_train);
         if (augment_parse(o->augment, r->dataset, &r->aug) != 0) return dt_fail_prefix("--augment");
+        r->usage_error = 0;
     } else {
         return -1;
     }
@@ -292,6 +313,32 @@ int run_dry(dt_run *r)
     printf("  data %s\n", data);
     printf("  %d rank%s (%d computing), %s; global batch %ld, %ld iterations per epoch, %ld in all\n", env->n_ranks,
            env->n_ranks == 1 ? "" : "s", env->n_workers, mode, o->batch, env->iters_per_epoch, env->total_iters);
+    return 0;
+}
+
+/* --pack-only: the host's first rank packs the image tree for the net's input (the others wait),
+ * rank 0 says what the packs hold. */
+int run_pack(dt_run *r)
+{
+    const dt_split *tr, *va;
+    r->failed_rank = -1;
+    comm_set_timeout(r->comm, 0.0); /* packing takes as long as it takes */
+    comm_set_label(r->comm, "packing");
+    if (run_agree(r, open_net(r)) != 0) return -1;
+    if (strcmp(r->dataset, "imagenet") != 0) {
+        r->usage_error = 1;
+        return run_agree(r, dt_fail("--pack-only packs ImageNet-style image trees; --dataset %s%s has nothing to pack",
+                                    r->dataset, r->opts->dataset ? "" : " (the net's)"));
+    }
+    if (run_agree(r, comm_local_rank(r->comm) == 0 ? open_data(r, 1) : 0) != 0) return -1;
+    if (comm_rank(r->comm) != 0) return 0;
+    tr = &r->ds->train, va = &r->ds->test;
+    printf("packed %s for %dx%dx%d images: train %zu images (%s)", r->ds->dir, r->ds->c, r->ds->h, r->ds->w, tr->n,
+           tr->origin);
+    if (tr->skipped) printf(", %zu left out as unreadable", tr->skipped);
+    printf("; val %zu images (%s)", va->n, va->origin);
+    if (va->skipped) printf(", %zu left out as unreadable", va->skipped);
+    printf("; %d classes\n", r->ds->n_classes);
     return 0;
 }
 
@@ -334,7 +381,10 @@ static int setup_weights(dt_run *r)
             rc = weights_read(net, r->opts->load, host, state);
             if (rc == 0 && !r->opts->allow_nonfinite && weights_check_finite(net, host, state, r->opts->load) != 0)
                 rc = dt_fail("%s: refused (expected finite weights; --allow-nonfinite loads them anyway)", dt_errmsg());
-            if (rc != 0) dt_fail_prefix("--load");
+            if (rc != 0) {
+                dt_fail_prefix("--load");
+                r->usage_error = access(r->opts->load, F_OK) != 0; /* no such file */
+            }
         } else {
             rc = net_init_params(net, (uint64_t)r->opts->seed);
             if (rc == 0 && (r->be->to_host(r->be, host, net->w, n * sizeof(float)) != 0 ||
@@ -409,6 +459,9 @@ static void banner(dt_run *r)
         log_text(r->log, "dtrain %s: net %s (%zu parameters%s) on %s (%zu train / %zu test, %s, %d classes, %s)\n",
                  PACKAGE_VERSION, r->net->name, net_n_weights(r->net), trained, r->dataset, r->ds->train.n,
                  r->ds->test.n, shape, r->ds->n_classes, r->ds->dir);
+    if (r->ds->train.skipped || r->ds->test.skipped)
+        log_text(r->log, "images left out of the packs as unreadable (--on-bad-image skip): %zu train, %zu val\n",
+                 r->ds->train.skipped, r->ds->test.skipped);
     log_text(r->log, "%d rank%s x %d thread%s, %s\n", p, p == 1 ? "" : "s", r->threads, r->threads == 1 ? "" : "s",
              mode);
     log_text(r->log, "global batch %ld (%d per worker), %ld iterations/epoch, %ld epoch%s, lr %g (%s), momentum %g%s, "

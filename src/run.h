@@ -60,6 +60,8 @@ void run_teardown(dt_run *r);
  * when it is not here, what the run would look for) and prints what the run would be on rank 0.
  * 0 on every rank, or -1 on every rank. */
 int run_dry(dt_run *r);
+/* --pack-only: packs the image tree the run would train on, then returns (0, or -1 on every rank). */
+int run_pack(dt_run *r);
 /* Ends a collective step: every rank learns whether any rank failed (rc != 0). 0 when none did;
  * else -1 on every rank, failed_rank the lowest that failed (it holds the message). */
 int run_agree(dt_run *r, int rc);

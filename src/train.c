@@ -312,6 +312,10 @@ static void summary_fields(dt_run *r)
     log_summary_field(r->log, "net", r->net->name, 0);
     log_summary_field(r->log, "dataset", r->dataset, 0);
     if (r->ds->synthetic) log_summary_field(r->log, "synthetic", "true", 1);
+    if (r->ds->train.skipped || r->ds->test.skipped) {
+        snprintf(num, sizeof num, "%zu", r->ds->train.skipped + r->ds->test.skipped);
+        log_summary_field(r->log, "skipped_images", num, 1);
+    }
     log_summary_field(r->log, "mode", r->mode->name, 0);
     log_summary_field(r->log, "compress", env->opts.compress, 0);
     const struct {

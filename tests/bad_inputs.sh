@@ -33,6 +33,7 @@ dataset_with() {
     train-labels) cp -r "$T/good" "$dir" && cp "$file" "$dir/train-labels-idx1-ubyte.gz" ;;
     cifar) cp -r "$T/c10" "$dir" && cp "$file" "$dir/data_batch_1.bin" ;;
     png) cp -r "$T/tree" "$dir" && cp "$file" "$dir/train/$(ls "$dir/train" | head -n 1)/x.png" ;;
+    jpeg) cp -r "$T/tree" "$dir" && cp "$file" "$dir/train/$(ls "$dir/train" | head -n 1)/x.JPEG" ;;
     esac
     echo "$dir"
 }
@@ -53,8 +54,8 @@ while IFS='|' read -r path status message; do
     cifar)
         dir=$(dataset_with cifar "$file")
         check "$path" "$status" "$message" "$DTRAIN" --net cifar-quick --dataset cifar10 --data-dir "$dir" --progress none --iters 2 ;;
-    png)
-        dir=$(dataset_with png "$file")
+    png | jpeg)
+        dir=$(dataset_with "$kind" "$file")
         check "$path" "$status" "$message" "$DTRAIN" --net "$top_srcdir/tests/nets/tiny-images.net" --dataset imagenet \
             --image-size 36 --batch 10 --data-dir "$dir" --progress none --iters 2 ;;
     *) fail "EXPECTED: unknown kind '$kind' in $path" ;;

@@ -43,15 +43,15 @@ expect() { # WHAT STATUS MESSAGE ARGS...: dtrain ARGS exits STATUS with MESSAGE 
     [ "$rc" -eq "$want" ] || { cat "$T/out"; fail "$what: exit $rc (expected $want)"; }
     grep -qF -- "$msg" "$T/out" || { cat "$T/out"; fail "$what: expected '$msg'"; }
 }
-expect "ps on 1 rank" 1 "--mode ps with --ps-servers 1 needs at least 2 ranks" \
+expect "ps on 1 rank" 2 "--mode ps with --ps-servers 1 needs at least 2 ranks" \
     --config "$top_srcdir/configs/modularps-cifar10-resnet20-ps.conf" --ranks 1 --dry-run
 # (from a directory without data/, so that CIFAR-100 is not found)
 mkdir -p "$T/empty"
-(cd "$T/empty" && unset DTRAIN_DATA && expect "net and dataset" 1 \
+(cd "$T/empty" && unset DTRAIN_DATA && expect "net and dataset" 2 \
     "the net's 1x28x28 input and 10 classes do not fit --dataset cifar100 (expected fashion-mnist)" \
     --net mlp --dataset cifar100 --dry-run) || exit 1
 expect "memory" 1 "needs at least" --net resnet50 --dataset synthetic --batch 1000000 --dry-run
-expect "batch per rank" 1 "--batch 8 is smaller than the number of ranks 16" --net mlp --dataset synthetic --batch 8 --ranks 16 --dry-run
+expect "batch per rank" 2 "--batch 8 is smaller than the number of ranks 16" --net mlp --dataset synthetic --batch 8 --ranks 16 --dry-run
 
 # --ranks under mpirun: the job's rank count must match
 rc=0

@@ -1,21 +1,24 @@
 #!/bin/bash
-# Bad input: a one-line message on stderr that says what was expected, an exit status that is not
-# 0, never a crash (signal) or a hang (timeout); an error on one rank ends the whole job.
+# Bad input: a one-line message on stderr that says what was expected, exit status 2 for a command
+# line that asks for what is not there or does not fit and 1 for anything else, never a crash
+# (signal) or a hang (timeout); an error on one rank ends the whole job. And --version.
 . "$(dirname "$0")/lib.sh"
 need_mpirun
 make_idx "$T/data" 200 40
 n_checks=0
 
-# expect_error WHAT SUBSTRING CMD... : CMD must exit 1..127 (not a signal, not a timeout) with
-# SUBSTRING in its output
+# expect_error WHAT STATUS SUBSTRING CMD... : CMD must exit with STATUS (2: the command line asks for
+# something that is not there or does not fit; 1: a file, the data or the run failed), never a
+# signal or a timeout, with SUBSTRING in its output
 expect_error() {
-    local what=$1 want=$2
-    shift 2
+    local what=$1 status=$2 want=$3
+    shift 3
     if [ "$1" = mpi ]; then "$@" > "$T/out" 2>&1; else timeout 120 "$@" > "$T/out" 2>&1; fi
     local rc=$?
     [ $rc -ne 124 ] || fail "$what: timed out (hang)"
     [ $rc -ne 0 ] || { cat "$T/out"; fail "$what: exit status 0"; }
     [ $rc -lt 128 ] || { cat "$T/out"; fail "$what: killed by signal $((rc - 128))"; }
+    [ $rc -eq "$status" ] || { cat "$T/out"; fail "$what: exit status $rc (expected $status)"; }
     grep -qF -- "$want" "$T/out" || { cat "$T/out"; fail "$what: output lacks '$want'"; }
     n_checks=$((n_checks + 1))
 }
@@ -23,88 +26,94 @@ expect_error() {
 D="--dataset mnist --data-dir $T/data --progress none"
 
 # flags and values
-expect_error "unknown flag" "unknown option '--lerning-rate' (see dtrain --help)" "$DTRAIN" --lerning-rate 0.1
-expect_error "bad number" "--lr: expected a number in [0, 100], found 'x'" "$DTRAIN" --lr x
-expect_error "out of range" "--epochs: expected an integer in [0, 1000000], found -1" "$DTRAIN" --epochs -1
-expect_error "unknown net" "unknown net 'vgg99' (expected one of mlp" "$DTRAIN" --net vgg99 $D
-expect_error "unknown dataset" "unknown dataset 'imagenet22k'" "$DTRAIN" --dataset imagenet22k
-expect_error "unknown mode" "unknown mode 'gossip' (expected one of dsync" "$DTRAIN" --mode gossip
-expect_error "usage exit status 2" "[rank 0]" bash -c "'$DTRAIN' --bogus; test \$? -eq 2 || echo WRONG-STATUS >&2; exit 1"
+expect_error "unknown flag" 2 "unknown option '--lerning-rate' (see dtrain --help)" "$DTRAIN" --lerning-rate 0.1
+expect_error "bad number" 2 "--lr: expected a number in [0, 100], found 'x'" "$DTRAIN" --lr x
+expect_error "out of range" 2 "--epochs: expected an integer in [0, 1000000], found -1" "$DTRAIN" --epochs -1
+expect_error "unknown net" 2 "unknown net 'vgg99' (expected one of mlp" "$DTRAIN" --net vgg99 $D
+expect_error "unknown dataset" 2 "unknown dataset 'imagenet22k'" "$DTRAIN" --dataset imagenet22k
+expect_error "unknown mode" 2 "unknown mode 'gossip' (expected one of dsync" "$DTRAIN" --mode gossip
+expect_error "usage exit status 2" 1 "[rank 0]" bash -c "'$DTRAIN' --bogus; test \$? -eq 2 || echo WRONG-STATUS >&2; exit 1"
 grep -q WRONG-STATUS "$T/out" && fail "a usage error must exit with status 2"
 
-expect_error "unknown codec" "--compress: unknown codec 'q4' (expected one of none, t16, fp16, q8)" "$DTRAIN" --compress q4
-expect_error "flag of another mode" "--staleness applies to --mode ps, not to --mode dsync" "$DTRAIN" $D --staleness 2
-expect_error "flag of another mode" "--pipeline-depth applies to --mode pipesgd, not to --mode ps" "$DTRAIN" $D --mode ps --pipeline-depth 3
-expect_error "flag of another mode" "--fusion-bytes applies to --mode dsync, csc, not to --mode pipesgd" "$DTRAIN" $D --mode pipesgd --fusion-bytes 1e6
-expect_error "block without q8" "--compress-block applies to --compress q8, not to --compress t16" "$DTRAIN" $D --compress t16 --compress-block 64
-expect_error "bad placement" "--placement: expected one of uniform|round-robin|greedy, found 'random'" "$DTRAIN" --mode ps --placement random
-expect_error "codec on a sparse mode" "--compress applies to --mode dsync, ps, pipesgd, csc, not to --mode gtopk" "$DTRAIN" $D --mode gtopk --compress q8
-expect_error "density of dsync" "--density applies to --mode topk, gtopk, not to --mode dsync" "$DTRAIN" $D --density 0.01
-expect_error "bad density warm-up" "--density-warmup: expected none, dgc, gtopk-code or a list of densities" "$DTRAIN" --mode gtopk --density-warmup fast
-expect_error "density out of range" "--density: expected a number in [1e-09, 1], found 2" "$DTRAIN" --mode topk --density 2
-expect_error "correction of terngrad" "--momentum-correction applies to --mode topk, gtopk, csc, not to --mode terngrad" "$DTRAIN" $D --mode terngrad --momentum-correction
-expect_error "ps on one rank" "--mode ps with --ps-servers 1 needs at least 2 ranks (the servers and at least one worker), found 1" "$DTRAIN" $D --mode ps
-expect_error "too many servers" "--mode ps with --ps-servers 3 needs at least 4 ranks" mpi -np 3 "$DTRAIN" $D --mode ps --ps-servers 3
+expect_error "unknown codec" 2 "--compress: unknown codec 'q4' (expected one of none, t16, fp16, q8)" "$DTRAIN" --compress q4
+expect_error "flag of another mode" 2 "--staleness applies to --mode ps, not to --mode dsync" "$DTRAIN" $D --staleness 2
+expect_error "flag of another mode" 2 "--pipeline-depth applies to --mode pipesgd, not to --mode ps" "$DTRAIN" $D --mode ps --pipeline-depth 3
+expect_error "flag of another mode" 2 "--fusion-bytes applies to --mode dsync, csc, not to --mode pipesgd" "$DTRAIN" $D --mode pipesgd --fusion-bytes 1e6
+expect_error "block without q8" 2 "--compress-block applies to --compress q8, not to --compress t16" "$DTRAIN" $D --compress t16 --compress-block 64
+expect_error "bad placement" 2 "--placement: expected one of uniform|round-robin|greedy, found 'random'" "$DTRAIN" --mode ps --placement random
+expect_error "codec on a sparse mode" 2 "--compress applies to --mode dsync, ps, pipesgd, csc, not to --mode gtopk" "$DTRAIN" $D --mode gtopk --compress q8
+expect_error "density of dsync" 2 "--density applies to --mode topk, gtopk, not to --mode dsync" "$DTRAIN" $D --density 0.01
+expect_error "bad density warm-up" 2 "--density-warmup: expected none, dgc, gtopk-code or a list of densities" "$DTRAIN" --mode gtopk --density-warmup fast
+expect_error "density out of range" 2 "--density: expected a number in [1e-09, 1], found 2" "$DTRAIN" --mode topk --density 2
+expect_error "correction of terngrad" 2 "--momentum-correction applies to --mode topk, gtopk, csc, not to --mode terngrad" "$DTRAIN" $D --mode terngrad --momentum-correction
+expect_error "ps on one rank" 2 "--mode ps with --ps-servers 1 needs at least 2 ranks (the servers and at least one worker), found 1" "$DTRAIN" $D --mode ps
+expect_error "too many servers" 2 "--mode ps with --ps-servers 3 needs at least 4 ranks" mpi -np 3 "$DTRAIN" $D --mode ps --ps-servers 3
 
 # files
-expect_error "missing net file" "--net: $T/none.net: cannot open" "$DTRAIN" --net "$T/none.net" $D
+expect_error "missing net file" 2 "--net: $T/none.net: cannot open" "$DTRAIN" --net "$T/none.net" $D
 printf 'input shape=1x28x28\ndense out=10 actvation=relu\nsoftmax_xent\n' > "$T/bad.net"
-expect_error "malformed net file" "$T/bad.net:2: dense: unknown key 'actvation'" "$DTRAIN" --net "$T/bad.net" $D
+expect_error "malformed net file" 1 "$T/bad.net:2: dense: unknown key 'actvation'" "$DTRAIN" --net "$T/bad.net" $D
 printf 'input shape=3x32x32\ndense out=10\nsoftmax_xent\n' > "$T/rgb.net"
-expect_error "net/dataset shape" "the input layer expects 3x32x32 samples, but mnist has 1x28x28" "$DTRAIN" --net "$T/rgb.net" $D
+expect_error "net/dataset shape" 2 "the input layer expects 3x32x32 samples, but mnist has 1x28x28" "$DTRAIN" --net "$T/rgb.net" $D
 printf 'input shape=1x28x28\ndense out=7\nsoftmax_xent\n' > "$T/seven.net"
-expect_error "class count" "the net ends in 7 classes, but mnist has 10" "$DTRAIN" --net "$T/seven.net" $D
-expect_error "missing data dir" "--data-dir $T/nowhere: No such file or directory" "$DTRAIN" --dataset mnist --data-dir "$T/nowhere"
+expect_error "class count" 2 "the net ends in 7 classes, but mnist has 10" "$DTRAIN" --net "$T/seven.net" $D
+expect_error "missing data dir" 2 "--data-dir $T/nowhere: No such file or directory" "$DTRAIN" --dataset mnist --data-dir "$T/nowhere"
 mkdir -p "$T/trunc" && cp "$T/data"/* "$T/trunc/" && gunzip "$T/trunc/train-images-idx3-ubyte.gz" &&
     truncate -s 100000 "$T/trunc/train-images-idx3-ubyte"
-expect_error "truncated IDX" "train-images-idx3-ubyte: truncated (header says 156800 data bytes, found 99984)" \
+expect_error "truncated IDX" 1 "train-images-idx3-ubyte: truncated (header says 156800 data bytes, found 99984)" \
     "$DTRAIN" --dataset mnist --data-dir "$T/trunc" --progress none
-expect_error "missing --load" "--load: $T/none.st: cannot open" "$DTRAIN" $D --load "$T/none.st"
+expect_error "missing --load" 2 "--load: $T/none.st: cannot open" "$DTRAIN" $D --load "$T/none.st"
 head -c 50 /dev/urandom > "$T/junk.st"
-expect_error "malformed --load" "--load: $T/junk.st:" "$DTRAIN" $D --load "$T/junk.st"
+expect_error "malformed --load" 1 "--load: $T/junk.st:" "$DTRAIN" $D --load "$T/junk.st"
 printf 'input shape=1x28x28\ndense name=fc1 out=7\nrelu\ndense name=fc2 out=500\nrelu\ndense name=fc3 out=10\nsoftmax_xent\n' > "$T/narrow.net"
 "$DTRAIN" --net "$T/narrow.net" $D --epochs 0 --save "$T/narrow.st" >/dev/null || fail "could not write narrow.st"
-expect_error "--load of another net's weights" "tensor 'fc2.weight' has shape [500, 7] (expected [500, 500] for net mlp)" \
+expect_error "--load of another net's weights" 1 "tensor 'fc2.weight' has shape [500, 7] (expected [500, 500] for net mlp)" \
     "$DTRAIN" --net mlp $D --load "$T/narrow.st"
 printf 'lr = 0.1\nbatch size = 10\n' > "$T/bad.conf"
-expect_error "bad config" "$T/bad.conf:2: batch size: unknown option 'batch size'" "$DTRAIN" --config "$T/bad.conf"
-expect_error "unwritable --log" "--log /nonexistent/dir/log.jsonl: cannot create" "$DTRAIN" $D --log /nonexistent/dir/log.jsonl
-expect_error "unwritable --save" "cannot create" "$DTRAIN" $D --iters 2 --save /nonexistent/dir/w.st
+expect_error "bad config" 2 "$T/bad.conf:2: batch size: unknown option 'batch size'" "$DTRAIN" --config "$T/bad.conf"
+expect_error "unwritable --log" 1 "--log /nonexistent/dir/log.jsonl: cannot create" "$DTRAIN" $D --log /nonexistent/dir/log.jsonl
+expect_error "unwritable --save" 1 "cannot create" "$DTRAIN" $D --iters 2 --save /nonexistent/dir/w.st
 
 # images
-expect_error "bad augmentation" "--augment: unknown item 'twist' (expected default, none, or a comma list" "$DTRAIN" $D --augment crop=4,twist
-expect_error "image size off imagenet" "--image-size applies to --dataset imagenet, not to --dataset mnist" "$DTRAIN" $D --image-size 64
+expect_error "bad augmentation" 2 "--augment: unknown item 'twist' (expected default, none, or a comma list" "$DTRAIN" $D --augment crop=4,twist
+expect_error "image size off imagenet" 2 "--image-size applies to --dataset imagenet, not to --dataset mnist" "$DTRAIN" $D --image-size 64
 mkdir -p "$T/c10" && $PYTHON "$top_srcdir/tests/mkimages.py" cifar10 "$T/c10" 50 10 || fail "no CIFAR files"
-expect_error "an ImageNet net on CIFAR" "the input layer expects 3x227x227 samples, but cifar10 has 3x32x32" \
+expect_error "an ImageNet net on CIFAR" 2 "the input layer expects 3x227x227 samples, but cifar10 has 3x32x32" \
     "$DTRAIN" --net alexnet --dataset cifar10 --data-dir "$T/c10" --progress none
 truncate -s 30000 "$T/c10/data_batch_2.bin"
-expect_error "truncated CIFAR file" "data_batch_2.bin: 30000 bytes is not a whole number of 3073-byte records" \
+expect_error "truncated CIFAR file" 1 "data_batch_2.bin: 30000 bytes is not a whole number of 3073-byte records" \
     "$DTRAIN" --net cifar-quick --dataset cifar10 --data-dir "$T/c10" --progress none
 mkdir -p "$T/tree/train/cat" "$T/tree/val/cat" && printf '\xff\xd8\xff\xe0JFIF' > "$T/tree/train/cat/1.jpg"
-expect_error "a JPEG in a PNG tree" "train/cat/1.jpg: a JPEG; dtrain reads PNG only" \
+expect_error "a damaged JPEG" 1 "train/cat/1.jpg: a damaged JPEG (libjpeg: " \
     "$DTRAIN" --net resnet18 --dataset imagenet --data-dir "$T/tree" --progress none
-expect_error "a checkpoint cadence without a file" "--checkpoint-every needs --checkpoint FILE" "$DTRAIN" $D --checkpoint-every 2ep
-expect_error "a bad checkpoint cadence" "--checkpoint-every: expected N, Nit or Nep" "$DTRAIN" $D --checkpoint c.st --checkpoint-every 5min
-expect_error "resume and load" "--resume and --load exclude each other" "$DTRAIN" $D --resume a.st --load b.st
+expect_error "a checkpoint cadence without a file" 2 "--checkpoint-every needs --checkpoint FILE" "$DTRAIN" $D --checkpoint-every 2ep
+expect_error "a bad checkpoint cadence" 2 "--checkpoint-every: expected N, Nit or Nep" "$DTRAIN" $D --checkpoint c.st --checkpoint-every 5min
+expect_error "resume and load" 2 "--resume and --load exclude each other" "$DTRAIN" $D --resume a.st --load b.st
 
 printf 'input shape=1x28x28\ndense out=500 init=normal:1e5\nrelu\ndense out=500 init=normal:1e5\nrelu\ndense out=10 init=normal:1e5\nsoftmax_xent\n' > "$T/huge.net"
-expect_error "a non-finite loss stops the run" "training diverged: the loss is nan in iteration 2" \
+expect_error "a non-finite loss stops the run" 1 "training diverged: the loss is nan in iteration 2" \
     mpi -np 2 "$DTRAIN" --net "$T/huge.net" $D --lr 1 --log-every 1
 
 # rank counts and several ranks
-expect_error "batch smaller than ranks" "--batch 3 is smaller than the number of ranks 4 (expected at least one sample per rank)" \
+expect_error "batch smaller than ranks" 2 "--batch 3 is smaller than the number of ranks 4 (expected at least one sample per rank)" \
     mpi -np 4 "$DTRAIN" $D --batch 3
 [ "$(grep -c 'smaller than the number of ranks' "$T/out")" -eq 1 ] || { cat "$T/out"; fail "the same error was printed by several ranks"; }
-expect_error "bad flag under mpirun, said once" "unknown option '--bogus'" mpi -np 3 "$DTRAIN" --bogus
+expect_error "bad flag under mpirun, said once" 2 "unknown option '--bogus'" mpi -np 3 "$DTRAIN" --bogus
 [ "$(grep -c "unknown option" "$T/out")" -eq 1 ] || { cat "$T/out"; fail "the same error was printed by several ranks"; }
 # one rank with a different data directory: the whole job ends, that rank says why
-expect_error "an error on one rank ends the job" "[rank 2] --data-dir $T/nowhere: No such file or directory" \
+expect_error "an error on one rank ends the job" 2 "[rank 2] --data-dir $T/nowhere: No such file or directory" \
     mpi -np 2 "$DTRAIN" $D : -np 1 "$DTRAIN" --dataset mnist --data-dir "$T/nowhere" --progress none : -np 1 "$DTRAIN" $D
 # ranks started with different options refuse to train together
-expect_error "configuration mismatch" "[rank 1] the configuration differs from rank 0's (rank 0: 'lr = 0.1', this rank: 'lr = 0.2')" \
+expect_error "configuration mismatch" 1 "[rank 1] the configuration differs from rank 0's (rank 0: 'lr = 0.1', this rank: 'lr = 0.2')" \
     mpi -np 1 "$DTRAIN" $D --lr 0.1 : -np 1 "$DTRAIN" $D --lr 0.2
 mkdir -p "$T/other" && make_idx "$T/other" 150 40
-expect_error "different data on different ranks" "this rank: 'training samples = 150'" \
+expect_error "different data on different ranks" 1 "this rank: 'training samples = 150'" \
     mpi -np 1 "$DTRAIN" $D : -np 1 "$DTRAIN" --dataset mnist --data-dir "$T/other" --progress none
 
-echo "PASS: $n_checks error cases give a clear message and a non-zero exit"
+# --version: version, the commit built from, the libraries built in
+"$DTRAIN" --version > "$T/v" || fail "--version failed"
+head -n 1 "$T/v" | grep -q "^dtrain [0-9][0-9.]* (git [0-9a-f]\{7,\}\(-dirty\)\{0,1\})$" ||
+    { cat "$T/v"; fail "--version: the first line lacks the version and the git commit"; }
+grep -q "^features: Open MPI .*; images: libjpeg-turbo [0-9.]*, libpng [0-9.]*; " "$T/v" || { cat "$T/v"; fail "--version: no features line"; }
+
+echo "PASS: $n_checks error cases give a clear message and the exit status of their kind (2 usage, 1 otherwise)"

@@ -73,4 +73,5 @@ def main():
     else:
         sys.exit("expected cifar10, cifar100 or pngtree")
 
-main()
+if __name__ == "__main__":
+    main()

@@ -1,13 +1,14 @@
 /* data — the data module's public header: labelled images, found by name, augmented into float batches, split over ranks.
  *
  * Owns: the samples (uint8, [n][C*H*W], channel-major) and labels of the train and test splits,
- * in memory (IDX, CIFAR) or memory-mapped from a packed file (ImageNet-style PNG folders,
+ * in memory (IDX, CIFAR) or memory-mapped from a packed file (ImageNet-style JPEG/PNG folders,
  * pack.c). A dataset is found by name (--dataset) in a default directory or in --data-dir;
  * every file is validated on open. Knows nothing of ranks beyond the integers it is given.
  *
- * Internal headers: sampler.h, formats.h, image.h, pngdir.h.
+ * Internal headers: sampler.h, formats.h, image.h, imgtree.h.
  * Files: dataset.c (the table, opening), idx.c (MNIST family), cifar.c (CIFAR-10/100 binary),
- * pngdir.c (class folders of PNGs, libpng, resizing), pack.c (the packed uint8 file),
+ * imgtree.c (class folders of images), decode.c (JPEG with libjpeg-turbo, PNG with libpng),
+ * image.c (resizing), pack.c (the packed uint8 file),
  * synthetic.c (samples made on the fly from the seed, for speed runs without data),
  * augment.c (crops, flips, mean/std into floats), sampler.c (per-epoch order, per-rank slices),
  * loader.c (the loader thread).
@@ -31,6 +32,7 @@ typedef struct dt_split {
     uint8_t *checked;    /* packed: 1 once image i's pixels were found intact in this run */
     char origin[256];    /* the file, for messages */
     uint64_t pack_sum;   /* packed: the header's checksum */
+    size_t skipped;      /* packed: images of the tree left out as unreadable (--on-bad-image skip) */
 } dt_split;
 
 typedef struct dt_dataset {
@@ -52,8 +54,9 @@ typedef struct dt_data_opts {
     int image_size; /* ImageNet-style: side of the packed square images */
     int channels;   /* ImageNet-style: 1 (grey) or 3 (RGB) */
     int threads;    /* for packing */
-    int may_pack;   /* this process may pack a PNG tree that has no pack yet (else it waits for one) */
+    int may_pack;   /* this process may pack an image tree that has no pack yet (else it waits for one) */
     int scan_only;  /* a dry run: such a tree is scanned (sizes, labels), not packed; its splits hold no pixels */
+    int skip_bad;   /* packing leaves an unreadable image out (counted in the pack) instead of failing */
     /* progress while packing: called about once a second and at the end */
     void (*progress)(void *arg, const char *what, size_t done, size_t total, double seconds);
     void *progress_arg;

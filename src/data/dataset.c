@@ -41,7 +41,7 @@ static const dataset_desc cifar100 = {
     {0.5071f, 0.4865f, 0.4409f}, {0.2673f, 0.2564f, 0.2762f}, 0, 50000, 10000};
 static const dataset_desc imagenet = {
     "imagenet", {"data/imagenet", "/usr/share/datasets/imagenet", NULL}, {"train/", NULL},
-    "put train/<class>/*.png and val/<class>/*.png there (the first run packs them into one file; see "
+    "put train/<class>/*.JPEG and val/<class>/*.JPEG there (or .png; the first run packs them into one file; see "
     "datasets/README.md)",
     {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, 1, 1281167, 50000};
 

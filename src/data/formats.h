@@ -1,4 +1,4 @@
-/* formats — the readers dataset.c opens datasets with (idx.c, cifar.c, pack.c/pngdir.c).
+/* formats — the readers dataset.c opens datasets with (idx.c, cifar.c, pack.c/imgtree.c).
  * Internal to the data module. */
 #ifndef DT_FORMATS_H
 #define DT_FORMATS_H

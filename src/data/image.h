@@ -1,4 +1,5 @@
-/* image — resampling planar uint8 images, shared by packing (pngdir.c) and augmentation.
+/* image — decoding JPEG and PNG files (decode.c) and resampling planar uint8 images (image.c),
+ * shared by packing (pack.c) and augmentation.
  *
  * An antialiased triangle ("bilinear") filter whose support widens with the scale factor when
  * shrinking, as PIL's BILINEAR and torchvision's resize: every source pixel under an output pixel
@@ -17,5 +18,11 @@ int image_resample_f(const uint8_t *src, int c, int h, int w, double x0, double 
 /* The same into uint8 (rounded, clamped). */
 int image_resample_u8(const uint8_t *src, int c, int h, int w, double x0, double y0, double rw, double rh, int oh,
                       int ow, uint8_t *out);
+
+/* Decodes the JPEG or PNG file at path (told apart by its first bytes) into interleaved pixels of
+ * channels 1 (grey) or 3 (RGB), *w x *h (malloc'd into *out). -1 with the error naming the file. */
+int image_decode(const char *path, int channels, uint8_t **out, int *w, int *h);
+/* Decodes an image and writes its centred square, resampled to side x side, planar. */
+int image_load_square(const char *path, int channels, int side, uint8_t *out);
 
 #endif

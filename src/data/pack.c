@@ -1,4 +1,4 @@
-/* pack — ImageNet-style PNG trees decoded and resized once into a packed uint8 file that training
+/* pack — ImageNet-style JPEG/PNG trees decoded and resized once into a packed uint8 file that training
  * memory-maps, and the --dataset imagenet opener.
  *
  * File (little-endian), SPLIT-SIDE-CHANNELS.pack, e.g. train-256-3.pack:
@@ -6,8 +6,9 @@
  *   16   u64 images n          24   u32 channels, side, side, classes
  *   40   u64 labels offset     48   u64 names offset       56   u64 names bytes
  *   64   u64 data offset       72   u64 data bytes (n * channels * side * side)
- *   80   u64 source fingerprint (pngdir_fingerprint of the tree it came from)
+ *   80   u64 source fingerprint (imgtree_fingerprint of the tree it came from)
  *   88   u64 image checksums offset (8-byte aligned)
+ *   96   u64 images of the tree left out as unreadable (--on-bad-image skip; 0 in older packs)
  *   120  u64 FNV-1a checksum of bytes 0..119, the labels, the names and the image checksums
  *   labels: n u16; names: the class folder names, one per line; image checksums: n u64, each
  *   pack_image_sum of one image's pixels, checked the first time a run reads the image; data
@@ -34,7 +35,8 @@
 
 #include "../util.h"
 #include "formats.h"
-#include "pngdir.h"
+#include "image.h"
+#include "imgtree.h"
 
 #define MAGIC "DTRAINPK"
 #define PACK_VERSION 2
@@ -178,6 +180,7 @@ static int pack_open(const char *path, int channels, int side, int check_fp, uin
     s->x = m + doff;
     s->sums = m + soff;
     s->pack_sum = get64(m + 120);
+    s->skipped = get64(m + 96);
     snprintf(s->origin, sizeof s->origin, "%s", path);
     return 0;
 bad:
@@ -194,10 +197,13 @@ bad:
 /* ---- writing ------------------------------------------------------------------------------------ */
 
 typedef struct pack_job {
-    const pngdir *t;
+    const imgtree *t;
     uint8_t *data, *sums;
     size_t d;
     int channels, side;
+    int skip;     /* --on-bad-image skip: an unreadable image is left out (bad[i] = 1), not an error */
+    uint8_t *bad; /* [n] */
+    size_t n_bad;
     atomic_size_t next, done;
     atomic_int failed;
     pthread_mutex_t mu;
@@ -217,11 +223,18 @@ static void *pack_worker(void *arg)
             pthread_mutex_unlock(&j->mu);
             break;
         }
-        if (png_load_square(j->t->files[i], j->channels, j->side, j->data + i * j->d) == 0)
+        if (image_load_square(j->t->files[i], j->channels, j->side, j->data + i * j->d) == 0)
             put64(j->sums + 8 * i, pack_image_sum(j->data + i * j->d, j->d));
-        else {
+        else if (j->skip) {
             pthread_mutex_lock(&j->mu);
-            if (!atomic_load(&j->failed)) snprintf(j->err, sizeof j->err, "%s", dt_errmsg());
+            j->bad[i] = 1;
+            if (++j->n_bad <= 20) fprintf(stderr, "dtrain: skipping an unreadable image: %s\n", dt_errmsg());
+            if (j->n_bad == 20) fprintf(stderr, "dtrain: (further skipped images are counted, not named)\n");
+            pthread_mutex_unlock(&j->mu);
+        } else {
+            pthread_mutex_lock(&j->mu);
+            if (!atomic_load(&j->failed))
+                snprintf(j->err, sizeof j->err, "%s (--on-bad-image skip leaves unreadable images out)", dt_errmsg());
             atomic_store(&j->failed, 1);
             pthread_mutex_unlock(&j->mu);
             break;
@@ -229,6 +242,30 @@ static void *pack_worker(void *arg)
         atomic_fetch_add(&j->done, 1);
     }
     return NULL;
+}
+
+/* Leaves the images marked bad out of a pack laid out for n images (labels at HEADER): the labels,
+ * names, image checksums and pixels move down over them (every destination lies at or before its
+ * source, and each table moves after the one before it), and the header takes the new layout.
+ * Returns the new size of the file. */
+static uint64_t pack_compact(uint8_t *m, size_t n, const uint8_t *bad, size_t n_bad, size_t d, uint64_t names_bytes)
+{
+    uint64_t noff = get64(m + 48), soff = get64(m + 88), doff = get64(m + 64), loff = HEADER;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!bad[i]) m[loff + 2 * k] = m[loff + 2 * i], m[loff + 2 * k + 1] = m[loff + 2 * i + 1], k++;
+    uint64_t noff2 = loff + 2 * (uint64_t)k, soff2 = (noff2 + names_bytes + 7) / 8 * 8;
+    memmove(m + noff2, m + noff, names_bytes);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!bad[i]) memmove(m + soff2 + 8 * k++, m + soff + 8 * i, 8);
+    uint64_t doff2 = (soff2 + 8 * (uint64_t)k + 4095) / 4096 * 4096;
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!bad[i]) memmove(m + doff2 + k++ * d, m + doff + i * d, d);
+    put64(m + 16, k), put64(m + 48, noff2), put64(m + 64, doff2), put64(m + 72, (uint64_t)k * d), put64(m + 88, soff2);
+    put64(m + 96, n_bad);
+    return doff2 + (uint64_t)k * d;
 }
 
 static double now(void)
@@ -241,10 +278,10 @@ static double now(void)
 static int pack_write(const char *root, const char *split, char **classes, int n_classes, uint64_t fp, const char *path,
                       const dt_data_opts *o)
 {
-    pngdir *t = NULL;
+    imgtree *t = NULL;
     char tmp[PATH_MAX + 64], what[64];
-    if (pngdir_scan(root, split, classes, n_classes, &t) != 0) {
-        pngdir_free(t);
+    if (imgtree_scan(root, split, classes, n_classes, &t) != 0) {
+        imgtree_free(t);
         return -1;
     }
     size_t d = (size_t)o->channels * o->image_size * o->image_size, names_bytes = 0;
@@ -256,7 +293,7 @@ static int pack_write(const char *root, const char *split, char **classes, int n
     int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd >= 0) dt_temp_add(tmp);
     if (fd < 0) {
-        pngdir_free(t);
+        imgtree_free(t);
         return dt_fail("%s: cannot create (%s)", tmp, strerror(errno));
     }
     uint8_t *m = MAP_FAILED;
@@ -274,7 +311,12 @@ static int pack_write(const char *root, const char *split, char **classes, int n
     for (size_t i = 0; i < t->n; i++) m[loff + 2 * i] = (uint8_t)t->labels[i], m[loff + 2 * i + 1] = (uint8_t)(t->labels[i] >> 8);
     char *np = (char *)m + noff;
     for (int i = 0; i < n_classes; i++) np += sprintf(np, "%s\n", classes[i]);
-    pack_job j = {.t = t, .data = m + doff, .sums = m + soff, .d = d, .channels = o->channels, .side = o->image_size};
+    pack_job j = {.t = t, .data = m + doff, .sums = m + soff, .d = d, .channels = o->channels, .side = o->image_size,
+                  .skip = o->skip_bad};
+    if (j.skip && !(j.bad = calloc(t->n, 1))) {
+        dt_fail("out of memory");
+        goto fail;
+    }
     pthread_mutex_init(&j.mu, NULL);
     int nt = o->threads > 0 ? o->threads : 1;
     pthread_t th[64];
@@ -297,17 +339,36 @@ static int pack_write(const char *root, const char *split, char **classes, int n
     pthread_mutex_destroy(&j.mu);
     if (atomic_load(&j.failed)) {
         dt_fail("%s", j.err);
+        free(j.bad);
         goto fail;
     }
     if (o->progress) o->progress(o->progress_arg, what, t->n, t->n, now() - t0);
-    put64(m + 120, checksum(m, t->n, loff, noff, names_bytes, soff)); /* the image checksums are in now */
-    if (msync(m, bytes, MS_SYNC) != 0 || fsync(fd) != 0) {
+    uint64_t final = bytes;
+    if (j.n_bad == t->n) {
+        dt_fail("%s/%s: none of its %zu images could be read (the first skipped is named above)", root, split, t->n);
+        free(j.bad);
+        goto fail;
+    }
+    if (j.n_bad) {
+        final = pack_compact(m, t->n, j.bad, j.n_bad, d, names_bytes);
+        fprintf(stderr, "dtrain: %s/%s: %zu of %zu images left out as unreadable (--on-bad-image skip)\n", root, split,
+                j.n_bad, t->n);
+    }
+    free(j.bad);
+    /* the image checksums are in now */
+    put64(m + 120, checksum(m, get64(m + 16), loff, get64(m + 48), names_bytes, get64(m + 88)));
+    if (msync(m, bytes, MS_SYNC) != 0) {
         dt_fail("%s: cannot write (%s)", tmp, strerror(errno));
         goto fail;
     }
     munmap(m, bytes);
+    m = MAP_FAILED;
+    if ((final < bytes && ftruncate(fd, (off_t)final) != 0) || fsync(fd) != 0) {
+        dt_fail("%s: cannot write (%s)", tmp, strerror(errno));
+        goto fail;
+    }
     close(fd);
-    pngdir_free(t);
+    imgtree_free(t);
     dt_temp_remove(tmp);
     if (rename(tmp, path) != 0) {
         unlink(tmp);
@@ -319,7 +380,7 @@ fail:
     close(fd);
     unlink(tmp);
     dt_temp_remove(tmp);
-    pngdir_free(t);
+    imgtree_free(t);
     return -1;
 }
 
@@ -367,12 +428,12 @@ static int pack_dir(const char *root, int create, char *out, size_t n)
 /* A dry run's view of a tree that has no pack yet: the sizes and labels of ROOT/SPLIT, no pixels. */
 static int scan_split(const char *root, const char *split, char **classes, int n_classes, dt_split *s, pack_info *pi)
 {
-    pngdir *t;
-    if (pngdir_scan(root, split, classes, n_classes, &t) != 0) return -1;
+    imgtree *t;
+    if (imgtree_scan(root, split, classes, n_classes, &t) != 0) return -1;
     s->n = t->n;
     s->y = t->labels;
     t->labels = NULL;
-    pngdir_free(t);
+    imgtree_free(t);
     snprintf(s->origin, sizeof s->origin, "%s/%s (not packed yet)", root, split);
     if (!(pi->names = calloc((size_t)n_classes, sizeof *pi->names))) return dt_fail("out of memory");
     pi->n_classes = n_classes;
@@ -389,11 +450,11 @@ static int open_split(dt_dataset *ds, const char *root, const char *dir, const c
     snprintf(path, sizeof path, "%s/%s-%d-%d.pack", dir, split, o->image_size, o->channels);
     snprintf(tree, sizeof tree, "%s/%s", root, split);
     int have_tree = is_dir(tree);
-    if (have_tree && pngdir_fingerprint(root, split, &fp) != 0) return -1;
+    if (have_tree && imgtree_fingerprint(root, split, &fp) != 0) return -1;
     int rc = pack_open(path, o->channels, o->image_size, have_tree, fp, s, pi, why, sizeof why);
     if (rc <= 0) return rc;
     if (!have_tree)
-        return dt_fail("%s: %s, and no %s/<class>/*.png to make it from (expected train/ and val/ class folders of PNG "
+        return dt_fail("%s: %s, and no %s/<class>/ images to make it from (expected train/ and val/ class folders of JPEG or PNG "
                        "images)",
                        root, why, tree);
     if (o->scan_only) return scan_split(root, split, classes, n_classes, s, pi);
@@ -420,7 +481,7 @@ int imagenet_open(dt_dataset *ds, const char *root, const dt_data_opts *o)
         ds->mean[0] = (0.485f + 0.456f + 0.406f) / 3, ds->std[0] = (0.229f + 0.224f + 0.225f) / 3;
     snprintf(train_tree, sizeof train_tree, "%s/train", root);
     if (is_dir(train_tree)) {
-        if (pngdir_classes(root, &classes, &n_classes) != 0) goto out;
+        if (imgtree_classes(root, &classes, &n_classes) != 0) goto out;
         if (pack_dir(root, o->may_pack, dir, sizeof dir) != 0) goto out;
     } else {
         snprintf(dir, sizeof dir, "%s", root); /* packs only */

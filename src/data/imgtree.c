@@ -1,19 +1,16 @@
-/* pngdir — ImageNet-style trees of class folders of PNG images, read with libpng.
+/* imgtree — ImageNet-style trees of class folders of JPEG and PNG images.
  *
- *   ROOT/train/<class>/<image>.png     ROOT/val/<class>/<image>.png
+ *   ROOT/train/<class>/<image>.JPEG    ROOT/val/<class>/<image>.JPEG    (.jpg, .jpeg, .png alike)
  *
  * Classes are the folders of train/ in byte order of their names (n01440764, n01443537, ...),
  * numbered from 0; val/ uses the same numbers and may not hold a class train/ lacks. Every file of
- * a class folder must be a PNG: a JPEG is rejected with the command that converts it, anything
- * else by name. Each image becomes a square of side S: the centred square of its shorter side,
- * resampled to S x S (antialiased), as RGB (grey images repeated over the channels, alpha
- * composited on black) or grey. */
-#include "pngdir.h"
+ * a class folder must be an image by its name (.jpg, .jpeg, .png in any case); anything else is
+ * named in the error. Decoding is decode.c's (image_load_square). */
+#include "imgtree.h"
 
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +19,6 @@
 
 #include "../util.h"
 #include "image.h"
-
-#define MAX_SIDE 32768
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -74,7 +69,7 @@ static int ends_with(const char *s, const char *suffix)
     return a >= b && strcasecmp(s + a - b, suffix) == 0;
 }
 
-void pngdir_free(pngdir *t)
+void imgtree_free(imgtree *t)
 {
     if (!t) return;
     free_list(t->classes, t->n_classes);
@@ -84,20 +79,20 @@ void pngdir_free(pngdir *t)
     free(t);
 }
 
-int pngdir_classes(const char *root, char ***classes, int *n)
+int imgtree_classes(const char *root, char ***classes, int *n)
 {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/train", root);
     if (list(dir, 1, classes, n) != 0) return -1;
-    if (*n == 0) return dt_fail("%s: no class folders (expected train/<class>/*.png)", dir);
+    if (*n == 0) return dt_fail("%s: no class folders (expected train/<class>/ folders of images)", dir);
     if (*n > 65535) return dt_fail("%s: %d class folders (at most 65535)", dir, *n);
     return 0;
 }
 
-int pngdir_scan(const char *root, const char *split, char **classes, int n_classes, pngdir **out)
+int imgtree_scan(const char *root, const char *split, char **classes, int n_classes, imgtree **out)
 {
     char dir[4096], cdir[4096 + 256];
-    pngdir *t = calloc(1, sizeof *t);
+    imgtree *t = calloc(1, sizeof *t);
     size_t cap = 0;
     char **sub = NULL;
     int n_sub = 0;
@@ -119,19 +114,14 @@ int pngdir_scan(const char *root, const char *split, char **classes, int n_class
         if (list(cdir, 0, &files, &nf) != 0) goto fail;
         if (nf == 0) {
             free_list(files, nf);
-            dt_fail("%s: no images in this class folder (expected at least one .png)", cdir);
+            dt_fail("%s: no images in this class folder (expected at least one .JPEG, .jpg or .png)", cdir);
             goto fail;
         }
         for (int i = 0; i < nf; i++) {
-            if (ends_with(files[i], ".jpg") || ends_with(files[i], ".jpeg")) {
-                dt_fail("%s/%s: a JPEG; dtrain reads PNG only (convert the tree once, e.g. with ImageMagick: "
-                        "find %s -name '*.JPEG' -exec mogrify -format png {} + and remove the JPEGs)",
-                        cdir, files[i], root);
-                free_list(files, nf);
-                goto fail;
-            }
-            if (!ends_with(files[i], ".png")) {
-                dt_fail("%s/%s: not a .png file (expected only PNG images in class folders)", cdir, files[i]);
+            if (!ends_with(files[i], ".png") && !ends_with(files[i], ".jpg") && !ends_with(files[i], ".jpeg")) {
+                dt_fail("%s/%s: not an image file by its name (expected only .JPEG, .jpg or .png images in class "
+                        "folders)",
+                        cdir, files[i]);
                 free_list(files, nf);
                 goto fail;
             }
@@ -159,14 +149,14 @@ int pngdir_scan(const char *root, const char *split, char **classes, int n_class
         free_list(files, nf);
     }
     free_list(sub, n_sub);
-    if (t->n == 0) return dt_fail("%s: no class folders with images (expected %s/<class>/*.png)", dir, dir);
+    if (t->n == 0) return dt_fail("%s: no class folders with images (expected %s/<class>/ folders of images)", dir, dir);
     return 0;
 fail:
     free_list(sub, n_sub);
     return -1;
 }
 
-int pngdir_fingerprint(const char *root, const char *split, uint64_t *fp)
+int imgtree_fingerprint(const char *root, const char *split, uint64_t *fp)
 {
     char dir[4096], cdir[4096 + 256];
     char **sub = NULL;
@@ -185,46 +175,4 @@ int pngdir_fingerprint(const char *root, const char *split, uint64_t *fp)
     free_list(sub, n);
     *fp = h;
     return 0;
-}
-
-int png_load_square(const char *path, int channels, int side, uint8_t *out)
-{
-    png_image im;
-    FILE *f = fopen(path, "rb");
-    uint8_t sig[8];
-    if (!f) return dt_fail("%s: cannot open (%s)", path, strerror(errno));
-    size_t got = fread(sig, 1, 8, f);
-    fclose(f);
-    if (got >= 3 && sig[0] == 0xff && sig[1] == 0xd8 && sig[2] == 0xff)
-        return dt_fail("%s: a JPEG named .png (dtrain reads PNG only; convert it, e.g. mogrify -format png)", path);
-    if (got < 8 || png_sig_cmp(sig, 0, 8) != 0) return dt_fail("%s: not a PNG file (no PNG signature)", path);
-    memset(&im, 0, sizeof im);
-    im.version = PNG_IMAGE_VERSION;
-    if (!png_image_begin_read_from_file(&im, path)) return dt_fail("%s: libpng: %s", path, im.message);
-    if (im.width < 1 || im.height < 1 || im.width > MAX_SIDE || im.height > MAX_SIDE) {
-        dt_fail("%s: %ux%u pixels (expected 1 to %d on each side)", path, im.width, im.height, MAX_SIDE);
-        png_image_free(&im);
-        return -1;
-    }
-    im.format = channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
-    int w = (int)im.width, h = (int)im.height;
-    uint8_t *pix = calloc(1, PNG_IMAGE_SIZE(im)), *planar = malloc((size_t)channels * w * h);
-    if (!pix || !planar) {
-        free(pix), free(planar);
-        png_image_free(&im);
-        return dt_fail("out of memory decoding %s", path);
-    }
-    if (!png_image_finish_read(&im, NULL, pix, 0, NULL)) { /* alpha composites onto the zeros: black */
-        dt_fail("%s: libpng: %s", path, im.message);
-        free(pix), free(planar);
-        png_image_free(&im);
-        return -1;
-    }
-    for (int c = 0; c < channels; c++)
-        for (size_t i = 0; i < (size_t)w * h; i++) planar[(size_t)c * w * h + i] = pix[i * channels + c];
-    free(pix);
-    int s = w < h ? w : h;
-    int rc = image_resample_u8(planar, channels, h, w, (w - s) / 2.0, (h - s) / 2.0, s, s, side, side, out);
-    free(planar);
-    return rc;
 }

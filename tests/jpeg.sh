@@ -1,0 +1,65 @@
+#!/bin/bash
+# ImageNet-style JPEG trees (tests/mkjpeg.py writes them with PIL):
+#  - a truncated JPEG stops packing with exit 1, naming the file and --on-bad-image skip
+#  - --pack-only --on-bad-image skip on 2 ranks packs once (progress lines), leaves the truncated
+#    image out and counts it; the packs hold every other image in order with its label, and each
+#    square image's pixels are PIL's decoding of it: baseline, progressive, CMYK (Adobe), grey, and
+#    a PNG named .JPEG, exactly (CMYK within 2 levels)
+#  - training on the tree reuses the packs, says how many images were left out, and logs
+#    skipped_images in the summary
+#  - a file that is neither JPEG nor PNG, a non-image file, --pack-only of a dataset that is not an
+#    image tree: clear errors
+. "$(dirname "$0")/lib.sh"
+need_mpirun
+$PYTHON -c "import PIL" 2> /dev/null || { echo "SKIP: python3-pil missing (tools/setup installs it)"; exit $SKIP; }
+$PYTHON "$top_srcdir/tests/mkjpeg.py" tree "$T/tree" 240 60 40 || fail "could not generate the JPEG tree"
+NET="--net $top_srcdir/tests/nets/tiny-images.net --dataset imagenet --data-dir $T/tree --image-size 40"
+
+"$DTRAIN" $NET --pack-only > "$T/stop.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] || { cat "$T/stop.out"; fail "a truncated JPEG: exit $rc (expected 1)"; }
+grep -q "zz-truncated.JPEG: a truncated JPEG .*--on-bad-image skip" "$T/stop.out" ||
+    { cat "$T/stop.out"; fail "a truncated JPEG: the message does not name the file and --on-bad-image skip"; }
+[ -e "$T/tree/.dtrain-pack/train-40-3.pack" ] && fail "a pack was left after packing failed"
+ls "$T/tree/.dtrain-pack" | grep -q tmp && fail "a temporary file was left after packing failed"
+note "a truncated JPEG stops packing: $(grep -o 'zz-truncated.JPEG: a truncated JPEG' "$T/stop.out")"
+
+mpi -np 2 "$DTRAIN" $NET --pack-only --on-bad-image skip --threads 2 --progress lines > "$T/pack.out" 2>&1 ||
+    { cat "$T/pack.out"; fail "--pack-only --on-bad-image skip failed"; }
+cat "$T/pack.out"
+[ "$(grep -c 'packing train: 241/241 images' "$T/pack.out")" -eq 1 ] || fail "the training images were not packed exactly once, with progress"
+grep -q "skipping an unreadable image: .*zz-truncated.JPEG" "$T/pack.out" || fail "the skipped image is not named"
+grep -q "^packed $T/tree for 3x40x40 images: train 240 images (.*), 1 left out as unreadable; val 60 images" "$T/pack.out" ||
+    fail "--pack-only did not say what it packed"
+for s in train val; do
+    $PYTHON "$top_srcdir/tests/mkjpeg.py" check "$T/tree" "$T/tree/.dtrain-pack/$s-40-3.pack" $s ||
+        fail "the $s pack does not hold PIL's decoding of the tree"
+done
+
+mpi -np 2 "$DTRAIN" $NET --epochs 2 --batch 40 --lr 0.05 --log "$T/train.jsonl" --progress none > "$T/train.out" 2>&1 ||
+    { cat "$T/train.out"; fail "training on the JPEG tree failed"; }
+grep -q packing "$T/train.out" && { cat "$T/train.out"; fail "training packed again"; }
+grep -q "on imagenet (240 train / 60 test, 3x40x40 cropped to 32x32, 10 classes" "$T/train.out" || { cat "$T/train.out"; fail "no banner for the tree"; }
+grep -q "images left out of the packs as unreadable (--on-bad-image skip): 1 train, 0 val" "$T/train.out" ||
+    { cat "$T/train.out"; fail "the banner does not count the image left out"; }
+[ "$(json_last "$T/train.jsonl" summary skipped_images)" = 1 ] || fail "the summary does not log skipped_images 1"
+note "trained 2 epochs on the packed JPEG tree: test accuracy $(json_last "$T/train.jsonl" epoch test_acc)"
+
+# files that are not images
+mkdir -p "$T/bad/train/a" "$T/bad/val/a"
+echo hello > "$T/bad/train/a/x.JPEG"
+cp "$T/tree/val/n00000000/"val_00000.JPEG "$T/bad/val/a/"
+"$DTRAIN" --net "$top_srcdir/tests/nets/tiny-images.net" --dataset imagenet --data-dir "$T/bad" --image-size 40 \
+    --pack-only > "$T/bad.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "x.JPEG: neither a JPEG nor a PNG file" "$T/bad.out" || { cat "$T/bad.out"; fail "a text file named .JPEG: exit $rc"; }
+echo notes > "$T/bad/train/a/notes.txt"
+"$DTRAIN" --net "$top_srcdir/tests/nets/tiny-images.net" --dataset imagenet --data-dir "$T/bad" --image-size 40 \
+    --pack-only > "$T/bad.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "notes.txt: not an image file by its name" "$T/bad.out" || { cat "$T/bad.out"; fail "a .txt file in a class folder: exit $rc"; }
+"$DTRAIN" --net mlp --dataset synthetic --pack-only > "$T/bad.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "pack-only packs ImageNet-style image trees; --dataset synthetic has nothing to pack" "$T/bad.out" ||
+    { cat "$T/bad.out"; fail "--pack-only of synthetic data: exit $rc (expected 2)"; }
+echo "PASS: JPEG trees: baseline, progressive, CMYK, grey, PNG-in-JPEG decoded as PIL does; truncated images stop or are skipped and counted"
