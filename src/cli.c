@@ -64,6 +64,9 @@ static int check_device(const char *v, const char *origin)
 static const dt_optdef table[] = {
     {"Run", "net", OPT_STRING, "NAME|FILE", OFF(net), 0, 0, NULL, "mlp", 0, 0,
      "network: a built-in name (--list-nets) or a .net file", NULL},
+    {"Run", "classes", OPT_INT, "N", OFF(classes), 0, 65535, NULL, "0", 0, 0,
+     "size the net's last dense layer to N classes (0: as the net file says; a built-in net takes the dataset's)",
+     NULL},
     {"Run", "dataset", OPT_STRING, "NAME", OFF(dataset), 0, 0, NULL, NULL, 0, 0,
      "dataset (--list-datasets; default: the net's, --list-nets); synthetic: made on the fly, for speed", check_dataset},
     {"Run", "synthetic-samples", OPT_INT, "N", OFF(synthetic_samples), 0, 4294967295.0, NULL, "0", 0, 0,

@@ -22,7 +22,7 @@ typedef struct dt_opts {
     dt_action action;
     /* run */
     char *net, *dataset, *data_dir, *device, *config, *augment, *on_bad_image;
-    long epochs, iters, batch, seed, threads, image_size, prefetch, synthetic_samples, ranks;
+    long epochs, iters, batch, seed, threads, image_size, prefetch, synthetic_samples, ranks, classes;
     int no_shuffle, dry_run, pack_only;
     /* optimizer */
     double lr, momentum, wd, lr_warmup_epochs;

@@ -128,8 +128,15 @@ static int open_net(dt_run *r)
     if (check_ranks(r) != 0) return -1;
     if (strcmp(device, "auto") == 0) device = backend_auto(r->auto_why, sizeof r->auto_why);
     if (backend_create(device, &bo, &r->be) != 0) return dt_fail_prefix("--device");
-    if (net_load(o->net, &r->net) != 0) {
+    if (net_load_classes(o->net, (int)o->classes, &r->net) != 0) {
         r->usage_error = access(o->net, F_OK) != 0; /* no such net or file: the command line is wrong */
+        if (!r->usage_error && o->classes > 0) { /* or a net that --classes cannot size */
+            char why[512];
+            dt_net *plain;
+            snprintf(why, sizeof why, "%s", dt_errmsg());
+            if (net_load(o->net, &plain) == 0) r->usage_error = 1, net_destroy(plain);
+            dt_fail("%s", why);
+        }
         return -1;
     }
     return choose_dataset(r);
@@ -141,6 +148,31 @@ static int setup_net(dt_run *r)
 {
     if (open_net(r) != 0) return -1;
     if (comm_local_rank(r->comm) == 0) return open_data(r, 1);
+    return 0;
+}
+
+/* The net's classes and the data's differ: --classes N takes data of up to N classes; a built-in
+ * net without it is sized to the data's (parsed again: nothing is allocated yet); a net file must
+ * say it itself. */
+static int fit_classes(dt_run *r)
+{
+    const dt_opts *o = r->opts;
+    int k = r->ds->n_classes, n = net_n_classes(r->net);
+    dt_net *sized;
+    if (o->classes > 0) {
+        if (k <= n) return 0; /* every label has an output */
+        return dt_fail("--dataset %s has %d classes, more than --classes %ld (expected --classes %d or more)", r->dataset,
+                       k, o->classes, k);
+    }
+    if (!net_builtin_text(o->net))
+        return dt_fail("%s: the net ends in %d classes, but %s has %d (expected the last dense layer to have out=%d, "
+                       "or --classes %d)",
+                       r->net->origin, n, r->dataset, k, k, k);
+    if (net_load_classes(o->net, k, &sized) != 0) return -1;
+    net_destroy(r->net);
+    r->net = sized;
+    snprintf(r->classes_note, sizeof r->classes_note, "%s's last layer sized from %d to the data's %d classes", o->net, n,
+             k);
     return 0;
 }
 
@@ -166,9 +198,7 @@ static int fit(dt_run *r)
                            r->net->origin, a, r->dataset, b);
         r->view_h = r->ds->h, r->view_w = r->ds->w;
     }
-    if (net_n_classes(r->net) != r->ds->n_classes)
-        return dt_fail("%s: the net ends in %d classes, but %s has %d (expected the last dense layer to have out=%d)",
-                       r->net->origin, net_n_classes(r->net), r->dataset, r->ds->n_classes, r->ds->n_classes);
+    if (net_n_classes(r->net) != r->ds->n_classes && fit_classes(r) != 0) return -1;
     if ((size_t)o->batch > r->ds->train.n)
         return dt_fail("--batch %ld is larger than the training set (%zu samples)", o->batch, r->ds->train.n);
     if (augment_parse(o->augment, r->ds->synthetic ? r->ds->like : r->dataset, &r->aug) != 0)
@@ -462,6 +492,7 @@ static void banner(dt_run *r)
     if (r->ds->train.skipped || r->ds->test.skipped)
         log_text(r->log, "images left out of the packs as unreadable (--on-bad-image skip): %zu train, %zu val\n",
                  r->ds->train.skipped, r->ds->test.skipped);
+    if (r->classes_note[0]) log_text(r->log, "%s\n", r->classes_note);
     log_text(r->log, "%d rank%s x %d thread%s, %s\n", p, p == 1 ? "" : "s", r->threads, r->threads == 1 ? "" : "s",
              mode);
     log_text(r->log, "global batch %ld (%d per worker), %ld iterations/epoch, %ld epoch%s, lr %g (%s), momentum %g%s, "

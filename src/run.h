@@ -23,6 +23,7 @@ typedef struct dt_run {
     int threads;
     dt_backend *be;
     char auto_why[256]; /* --device auto chose cpu: why not cuda */
+    char classes_note[160]; /* a built-in net sized to the data's classes: the banner says so */
     dt_net *net;
     dt_dataset *ds;
     const char *dataset; /* --dataset, or the one the net's input belongs to */

@@ -444,7 +444,36 @@ static int expand(expander *x)
     return 0;
 }
 
+/* Sets out= of the last dense layer (its expanded line) to classes. */
+static int set_classes(expander *x, int classes, const char *origin)
+{
+    for (int i = x->n_out - 1; i >= 0; i--) {
+        const char *t = x->out[i].text;
+        while (*t == ' ' || *t == '\t') t++;
+        if (strncmp(t, "dense", 5) != 0 || (t[5] && t[5] != ' ' && t[5] != '\t')) continue;
+        size_t n = strlen(x->out[i].text) + 32;
+        char *line = malloc(n), *w = line;
+        if (!line) return dt_fail("out of memory");
+        for (const char *p = x->out[i].text; *p;) { /* copy every token but out=... */
+            const char *e = p + strcspn(p, " \t");
+            if (strncmp(p, "out=", 4) != 0) w += sprintf(w, "%.*s ", (int)(e - p), p);
+            p = e + strspn(e, " \t");
+        }
+        sprintf(w, "out=%d", classes);
+        free(x->out[i].text);
+        x->out[i].text = line;
+        return 0;
+    }
+    return dt_fail("%s: no dense layer to size to --classes %d (expected the net to end in dense and a loss)", origin,
+                   classes);
+}
+
 int net_parse(const char *text, const char *origin, const char *name, dt_net **out)
+{
+    return net_parse_classes(text, origin, name, 0, out);
+}
+
+int net_parse_classes(const char *text, const char *origin, const char *name, int classes, dt_net **out)
 {
     dt_net *net = calloc(1, sizeof *net);
     expander x;
@@ -481,9 +510,16 @@ int net_parse(const char *text, const char *origin, const char *name, dt_net **o
         p += len + (nl ? 1 : 0);
     }
     if (expand(&x) != 0) goto out;
+    if (classes > 0 && set_classes(&x, classes, origin) != 0) goto out;
     for (int i = 0; i < x.n_out; i++)
         if (parse_line(net, x.out[i].text, x.out[i].line, x.out[i].where, counts, &prev) != 0) goto out;
     if (finish(net, origin) != 0) goto out;
+    if (classes > 0 && net_n_classes(net) != classes) {
+        dt_fail("%s: its loss takes %d classes after the last dense layer was sized to --classes %d (expected the "
+                "last dense layer to feed the loss)",
+                origin, net_n_classes(net), classes);
+        goto out;
+    }
     rc = 0;
 out:
     for (int i = 0; i < x.n_lines; i++) free(x.lines[i]);
@@ -498,7 +534,9 @@ out:
     return 0;
 }
 
-int net_load(const char *name_or_path, dt_net **out)
+int net_load(const char *name_or_path, dt_net **out) { return net_load_classes(name_or_path, 0, out); }
+
+int net_load_classes(const char *name_or_path, int classes, dt_net **out)
 {
     size_t len = strlen(name_or_path);
     int is_file = strchr(name_or_path, '/') || (len > 4 && strcmp(name_or_path + len - 4, ".net") == 0);
@@ -509,7 +547,7 @@ int net_load(const char *name_or_path, dt_net **out)
             return dt_fail("--net: unknown net '%s' (expected one of %s, or a path to a .net file)", name_or_path,
                            net_builtin_list());
         snprintf(origin, sizeof origin, "nets/%s.net", name_or_path);
-        return net_parse(text, origin, name_or_path, out);
+        return net_parse_classes(text, origin, name_or_path, classes, out);
     }
     char *text, base[DT_NAME_MAX];
     const char *slash = strrchr(name_or_path, '/');
@@ -527,7 +565,7 @@ int net_load(const char *name_or_path, dt_net **out)
         free(text);
         return dt_fail("%s: a NUL byte at offset %zu (expected a text file: see dtrain-net(5))", name_or_path, at);
     }
-    int rc = net_parse(text, name_or_path, base, out);
+    int rc = net_parse_classes(text, name_or_path, base, classes, out);
     free(text);
     return rc;
 }

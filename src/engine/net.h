@@ -41,8 +41,12 @@ typedef struct dt_net {
 
 /* Parses .net text (blocks expanded, man/dtrain-net.5); `origin` names it in messages. */
 int net_parse(const char *text, const char *origin, const char *name, dt_net **out);
+/* The same with the last dense layer's out= set to classes (> 0), as --classes asks. */
+int net_parse_classes(const char *text, const char *origin, const char *name, int classes, dt_net **out);
 /* NAME of a built-in net, or a path to a .net file (contains '/' or ends in .net). */
 int net_load(const char *name_or_path, dt_net **out);
+/* The same, sized to classes (0: as the file says). */
+int net_load_classes(const char *name_or_path, int classes, dt_net **out);
 int net_alloc(dt_net *net, dt_backend *be, int max_batch);
 /* What net_alloc checks first (and sets: backend, batch, layouts): the memory it needs for
  * max_batch samples (in *bytes when not NULL) is free on the backend. Allocates nothing. */
