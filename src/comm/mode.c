@@ -170,6 +170,11 @@ int mode_check_opts(const dt_mode_desc *m, const dt_comm_opts *o, int (*given)(c
                          modes[k]->name);
         return dt_fail("--%s applies to --mode %s, not to --mode %s", name, users, m->name);
     }
+    if (mode_reads(m, "allreduce") && o->allreduce && strcmp(o->allreduce, "mpi") == 0 && o->compress &&
+        strcmp(o->compress, "none") != 0)
+        return dt_fail("--allreduce mpi sums fp32 in the MPI library, which knows no codec (expected --compress none, "
+                       "or --allreduce ring for --compress %s)",
+                       o->compress);
     if (given(arg, "compress-block") && (!o->compress || strcmp(o->compress, "q8") != 0))
         return dt_fail("--compress-block applies to --compress q8, not to --compress %s",
                        o->compress ? o->compress : "none");

@@ -40,6 +40,7 @@ typedef struct dt_comm_opts {
     long pipeline_depth; /* pipesgd */
     double warmup_epochs;
     double fusion_bytes; /* dsync, csc; INFINITY: one allreduce after backward */
+    char *allreduce;     /* dsync: "ring" (dtrain's, with the codec) or "mpi" (MPI_Allreduce of fp32) */
     double model_alpha, model_beta, model_gamma; /* < 0: measure at start-up */
     double density;                              /* topk, gtopk */
     char *density_warmup;

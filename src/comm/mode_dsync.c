@@ -11,10 +11,16 @@
  * backward, in the compute thread.
  * The gradient goes through its host view (env->gh): with a device backend each range is copied
  * to the host before it is sent and the sum back before the update (counted as encode and decode).
+ *
+ * --allreduce mpi: the same sums by the MPI library's own MPI_Allreduce (fp32, no codec), the
+ * baseline the papers compare against; its bytes are counted as a ring allreduce of fp32 would
+ * send them (the library does not report its own).
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../util.h"
 #include "mode.h"
@@ -25,6 +31,7 @@
 
 typedef struct {
     dt_ring *ring;
+    int mpi;       /* --allreduce mpi */
     size_t fusion; /* values per fused allreduce; 0: no fusion */
     /* fusion */
     dt_comm *cc;
@@ -34,16 +41,30 @@ typedef struct {
     long last_job;
     struct job {
         dt_ring *ring;
+        dt_comm *c; /* --allreduce mpi: MPI_Allreduce on c instead of the ring */
         float *x;
         size_t n;
     } jobs[MAX_JOBS];
     long n_jobs;
 } dsync_state;
 
+/* The sum of x over all ranks by the MPI library; bytes as the ring (fp32) would send them. */
+static int mpi_allreduce(dt_comm *c, dt_ring *as, float *x, size_t n, dt_times *t)
+{
+    double t0 = dt_now();
+    if (comm_allreduce_sum_f32(c, x, n) != 0) return -1;
+    if (t) {
+        t->comm += dt_now() - t0;
+        t->bytes_sent += ring_bytes_sent(as, n);
+        t->bytes_recv += ring_bytes_sent(as, n);
+    }
+    return 0;
+}
+
 static int job_run(void *arg, dt_times *t)
 {
     struct job *j = arg;
-    return ring_allreduce(j->ring, j->x, j->n, t);
+    return j->c ? mpi_allreduce(j->c, j->ring, j->x, j->n, t) : ring_allreduce(j->ring, j->x, j->n, t);
 }
 
 static int dsync_init(void **state, dt_mode_env *env)
@@ -53,6 +74,7 @@ static int dsync_init(void **state, dt_mode_env *env)
     *state = s;
     if (mode_env_views(env) != 0) return -1;
     s->last_job = -1;
+    s->mpi = env->opts.allreduce && strcmp(env->opts.allreduce, "mpi") == 0;
     if (isfinite(env->opts.fusion_bytes)) {
         s->fusion = (size_t)(env->opts.fusion_bytes / sizeof(float));
         if (s->fusion == 0) s->fusion = 1;
@@ -72,6 +94,7 @@ static int submit(dsync_state *s, dt_mode_env *env, size_t upto)
     if (s->n_jobs >= MAX_JOBS && worker_wait(s->worker, s->n_jobs - MAX_JOBS) != 0) return -1; /* slot free */
     if (hostbuf_pull(&env->gh, s->sent, upto - s->sent) != 0) return -1;
     j->ring = s->bg;
+    j->c = s->mpi ? s->cc : NULL;
     j->x = env->gh.host + s->sent;
     j->n = upto - s->sent;
     s->last_job = worker_submit(s->worker, job_run, j);
@@ -99,7 +122,9 @@ static int dsync_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times 
             t->wait += dt_now() - t0;
             worker_take_times(s->worker, t);
             s->sent = 0;
-        } else if (mode_pull(&env->gh, 0, n, &t->encode) != 0 || ring_allreduce(s->ring, env->gh.host, n, t) != 0) {
+        } else if (mode_pull(&env->gh, 0, n, &t->encode) != 0 ||
+                   (s->mpi ? mpi_allreduce(env->comm, s->ring, env->gh.host, n, t)
+                           : ring_allreduce(s->ring, env->gh.host, n, t)) != 0) {
             return -1;
         }
         if (mode_push(&env->gh, 0, n, &t->decode) != 0) return -1;
@@ -132,13 +157,24 @@ static void dsync_finalize(void *state, dt_mode_env *env)
 
 static void dsync_describe(const dt_mode_env *env, char *buf, size_t n)
 {
-    if (isfinite(env->opts.fusion_bytes)) snprintf(buf, n, " (lazy allreduce every %.0f bytes)", env->opts.fusion_bytes);
+    int mpi = env->opts.allreduce && strcmp(env->opts.allreduce, "mpi") == 0;
+    const char *how = mpi ? "MPI_Allreduce" : "allreduce";
+    if (isfinite(env->opts.fusion_bytes)) snprintf(buf, n, " (lazy %s every %.0f bytes)", how, env->opts.fusion_bytes);
+    else if (mpi) snprintf(buf, n, " (%s of %s)", how, comm_library());
 }
+
+static const dt_optdef dsync_flags[] = {
+    {"Communication", "allreduce", OPT_CHOICE, "ring|mpi", offsetof(dt_comm_opts, allreduce), 0, 0, "ring|mpi", "ring",
+     0, 0, "dsync: sum gradients on dtrain's ring (with --compress) or with the MPI library's own MPI_Allreduce (fp32)",
+     NULL},
+};
 
 const dt_mode_desc mode_dsync = {
     .name = "dsync",
     .help = "decentralised synchronous SGD: ring allreduce of the gradients, the same update on every rank",
-    .options = "fusion-bytes compress compress-block",
+    .options = "allreduce fusion-bytes compress compress-block",
+    .flags = dsync_flags,
+    .n_flags = (int)DT_ARRAY_LEN(dsync_flags),
     .init = dsync_init,
     .grad_ready = dsync_ready,
     .end = dsync_end,
