@@ -12,6 +12,7 @@
 #include "data/data.h"
 #include "engine/engine.h"
 #include "config.h"
+#include "json.h"
 #include "util.h"
 
 #define OFF(f) offsetof(dt_opts, f)
@@ -102,6 +103,10 @@ static const dt_optdef table[] = {
      "read options from a key = value file first (dtrain.conf(5))", NULL},
     {"Run", "ranks", OPT_INT, "P", OFF(ranks), 0, 1 << 20, NULL, "0", OPT_LOCAL, 0,
      "the number of ranks the run is meant for: another count stops it at start-up (0: any); --dry-run checks it",
+     NULL},
+    {"Run", "rerun", OPT_STRING, "LOG", OFF(rerun), 0, 0, NULL, NULL, OPT_LOCAL | OPT_NO_CONFIG, 0,
+     "run the experiment a --log file records again: its options, data directory and rank count (flags given "
+     "here override)",
      NULL},
     {"Run", "dry-run", OPT_FLAG, NULL, OFF(dry_run), 0, 0, NULL, NULL, OPT_LOCAL | OPT_NO_CONFIG, 0,
      "check options, net, data (or what it expects) and rank count as a run would, then exit without training", NULL},
@@ -334,6 +339,112 @@ static int apply_config(void *arg, const char *key, const char *value, const cha
     return cli_apply(arg, key, value, origin, 1);
 }
 
+/* An option's value as canonical text: the shortest that reads back as the same value. */
+static void value_text(const dt_opts *o, const entry *e, char *val, size_t n)
+{
+    switch (e->d->kind) {
+    case OPT_FLAG: snprintf(val, n, "%s", *(const int *)cfield(o, e) ? "true" : "false"); break;
+    case OPT_INT: snprintf(val, n, "%ld", *(const long *)cfield(o, e)); break;
+    case OPT_DOUBLE: {
+        double v = *(const double *)cfield(o, e);
+        if (v == floor(v) && fabs(v) < 1e9) { /* whole numbers as people write them: 300, not 3e+02 */
+            snprintf(val, n, "%.0f", v);
+            break;
+        }
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(val, n, "%.*g", prec, v);
+            if (strtod(val, NULL) == v) break;
+        }
+        break;
+    }
+    default: {
+        const char *str = *(char *const *)cfield(o, e);
+        snprintf(val, n, "%s", str ? str : "");
+    }
+    }
+}
+
+/* The last run record ("start" or "summary" with "options") of the JSON-lines log at path. */
+static int rerun_record(const char *path, json **out)
+{
+    char *text, *line, *save = NULL;
+    size_t n;
+    json *best = NULL;
+    if (dt_read_file(path, &text, &n) != 0) return dt_fail_prefix("--rerun");
+    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        json *j;
+        if (!strstr(line, "\"options\"") || json_parse(line, strlen(line), path, &j) != 0) {
+            dt_err_clear();
+            continue;
+        }
+        const json *t = json_get(j, "type"), *opts = json_get(j, "options"), *given = json_get(j, "given");
+        if (t && t->type == JSON_STR && (!strcmp(t->str, "start") || !strcmp(t->str, "summary")) && opts &&
+            opts->type == JSON_STR && given && given->type == JSON_STR) {
+            json_free(best);
+            best = j;
+        } else {
+            json_free(j);
+        }
+    }
+    free(text);
+    if (!best)
+        return dt_fail("--rerun %s: no run record in it (expected the JSON-lines log of a run, --log FILE, whose start "
+                       "record holds its options)",
+                       path);
+    *out = best;
+    return 0;
+}
+
+/* --rerun: the record's given options as a config file would set them; then, after the command
+ * line, every other option the record holds is set to its recorded value where this dtrain's
+ * default differs, and the data directory and rank count come from the record unless given. */
+static int rerun_before(dt_opts *o, const char *path, json **rec)
+{
+    const json *given;
+    char origin[600];
+    if (rerun_record(path, rec) != 0) return -1;
+    given = json_get(*rec, "given");
+    char *text = dt_strdup(given->str);
+    if (!text) return -1;
+    snprintf(origin, sizeof origin, "--rerun %s (the options it records)", path);
+    int rc = config_parse(text, strlen(text), origin, apply_config, o);
+    free(text);
+    return rc;
+}
+
+static int rerun_after(dt_opts *o, const char *path, const json *rec, const int *cmdline)
+{
+    const json *opts = json_get(rec, "options"), *dir = json_get(rec, "data_dir"), *ranks = json_get(rec, "ranks");
+    char *text = dt_strdup(opts->str), *line, *save = NULL, origin[600], now[600];
+    if (!text) return -1;
+    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *eq = strstr(line, " = ");
+        const entry *e;
+        if (!eq) continue;
+        *eq = 0;
+        if (!(e = find_opt(line))) {
+            free(text);
+            return dt_fail("--rerun %s: the run set --%s, which this dtrain does not have (expected the dtrain that "
+                           "wrote the log, or a later one)",
+                           path, line);
+        }
+        value_text(o, e, now, sizeof now);
+        if (o->given[e - all] || !strcmp(now, eq + 3)) continue; /* given here, or this dtrain's default is the same */
+        snprintf(origin, sizeof origin, "--rerun %s: %s", path, line);
+        if (apply(o, e, eq + 3, origin) != 0) { /* this dtrain's default differs: the run's value, not marked given */
+            free(text);
+            return -1;
+        }
+    }
+    free(text);
+    if (dir && dir->type == JSON_STR && !cmdline[find_opt("data-dir") - all]) {
+        free(o->data_dir);
+        if (!(o->data_dir = dt_strdup(dir->str))) return -1;
+    }
+    if (ranks && ranks->type == JSON_NUM && !cmdline[find_opt("ranks") - all]) o->ranks = (long)ranks->num;
+    return 0;
+}
+
 int cli_parse(int argc, char **argv, dt_opts *o)
 {
     struct option longopts[MAX_OPTS + 1];
@@ -341,8 +452,9 @@ int cli_parse(int argc, char **argv, dt_opts *o)
         int idx;
         const char *val;
     } given[256];
-    int n_given = 0, c;
-    const char *config = NULL;
+    int n_given = 0, c, cmdline[MAX_OPTS] = {0};
+    const char *config = NULL, *rerun = NULL;
+    json *rec = NULL;
 
     if (set_defaults(o) != 0) return -1;
     for (int i = 0; i < n_all; i++) {
@@ -376,18 +488,34 @@ int cli_parse(int argc, char **argv, dt_opts *o)
         given[n_given].idx = c - 256;
         given[n_given].val = optarg;
         n_given++;
+        cmdline[c - 256] = 1;
         if (strcmp(all[c - 256].d->name, "config") == 0) {
             if (config) return dt_fail("--config given twice (%s, then %s): put the settings in one file", config, optarg);
             config = optarg;
         }
+        if (strcmp(all[c - 256].d->name, "rerun") == 0) rerun = optarg;
     }
     if (optind < argc)
         return dt_fail("unexpected argument '%s' (options start with --; see dtrain --help)", argv[optind]);
+    if (config && rerun)
+        return dt_fail("--rerun and --config exclude each other (the log records every option the run had)");
     if (config && config_load(config, apply_config, o) != 0) return -1;
+    if (rerun && rerun_before(o, rerun, &rec) != 0) {
+        json_free(rec);
+        return -1;
+    }
     for (int i = 0; i < n_given; i++) {
         char origin[64];
         snprintf(origin, sizeof origin, "--%s", all[given[i].idx].d->name);
-        if (cli_apply(o, all[given[i].idx].d->name, given[i].val, origin, 0) != 0) return -1;
+        if (cli_apply(o, all[given[i].idx].d->name, given[i].val, origin, 0) != 0) {
+            json_free(rec);
+            return -1;
+        }
+    }
+    if (rec) {
+        int rc = rerun_after(o, rerun, rec, cmdline);
+        json_free(rec);
+        if (rc != 0) return -1;
     }
     return o->action == DT_ACT_TRAIN ? finish(o) : 0;
 }
@@ -426,8 +554,12 @@ void cli_help(FILE *f)
     fprintf(f, "\nExample: mpirun -np 4 dtrain --net mlp --dataset fashion-mnist --epochs 2\n");
 }
 
+/* "key = value" lines of the options: 0 the effective ones that change the computation, 1 those and
+ * what ranks must agree on, 2 the first kind that were given (command line or config). */
 static char *canonical(const dt_opts *o, int agreement)
 {
+    int given_only = agreement == 2;
+    if (given_only) agreement = 0;
     size_t cap = 4096, off = 0;
     char *buf = dt_malloc(cap);
     build();
@@ -439,27 +571,9 @@ static char *canonical(const dt_opts *o, int agreement)
         char val[600];
         if (d->kind == OPT_ACTION || (d->flags & OPT_LOCAL && !(agreement && d->flags & (OPT_AGREE | OPT_AGREE_SET))))
             continue;
+        if (given_only && !o->given[i]) continue;
         if (d->flags & OPT_AGREE_SET) snprintf(val, sizeof val, "%s", o->given[i] ? "(given)" : "(not given)");
-        else switch (d->kind) {
-        case OPT_FLAG: snprintf(val, sizeof val, "%s", *(const int *)cfield(o, e) ? "true" : "false"); break;
-        case OPT_INT: snprintf(val, sizeof val, "%ld", *(const long *)cfield(o, e)); break;
-        case OPT_DOUBLE: { /* the shortest text that reads back as the same double */
-            double v = *(const double *)cfield(o, e);
-            if (v == floor(v) && fabs(v) < 1e9) { /* whole numbers as people write them: 300, not 3e+02 */
-                snprintf(val, sizeof val, "%.0f", v);
-                break;
-            }
-            for (int prec = 1; prec <= 17; prec++) {
-                snprintf(val, sizeof val, "%.*g", prec, v);
-                if (strtod(val, NULL) == v) break;
-            }
-            break;
-        }
-        default: {
-            const char *s = *(char *const *)cfield(o, e);
-            snprintf(val, sizeof val, "%s", s ? s : "");
-        }
-        }
+        else value_text(o, e, val, sizeof val);
         size_t need = strlen(d->name) + strlen(val) + 5;
         if (off + need >= cap) {
             char *g = realloc(buf, cap = (off + need) * 2);
@@ -477,3 +591,4 @@ static char *canonical(const dt_opts *o, int agreement)
 
 char *cli_canonical(const dt_opts *o) { return canonical(o, 0); }
 char *cli_agreement(const dt_opts *o) { return canonical(o, 1); }
+char *cli_given_text(const dt_opts *o) { return canonical(o, 2); }

@@ -29,6 +29,9 @@ char *cli_canonical(const dt_opts *o);
 /* The same, and the options that change what ranks do together although they do not change the
  * result (--log-every, whether --save is given, ...): what every rank must agree on at start-up. */
 char *cli_agreement(const dt_opts *o);
+/* The lines of cli_canonical for the options that were given (command line, config or --rerun):
+ * what --rerun applies. */
+char *cli_given_text(const dt_opts *o);
 
 
 #endif

@@ -9,7 +9,7 @@
 #include "json.h"
 #include "util.h"
 
-#define MAX_FIELDS 32
+#define MAX_FIELDS 48
 
 struct dt_log {
     int enabled;
@@ -132,6 +132,28 @@ static void json_times(FILE *f, const dt_record *r)
     fprintf(f, ",\"bytes_sent\":%.0f,\"bytes_recv\":%.0f", r->t.bytes_sent / n, r->t.bytes_recv / n);
 }
 
+static void json_fields(dt_log *l, FILE *f)
+{
+    for (int i = 0; i < l->n_fields; i++) {
+        fputc(',', f);
+        json_write_string(f, l->keys[i]);
+        fputc(':', f);
+        if (l->is_num[i]) fputs(l->vals[i], f);
+        else json_write_string(f, l->vals[i]);
+    }
+}
+
+int log_start(dt_log *l)
+{
+    if (!l->json) return 0;
+    fputs("{\"type\":\"start\"", l->json);
+    json_fields(l, l->json);
+    fputs("}\n", l->json);
+    if (fflush(l->json) != 0 || ferror(l->json))
+        return dt_fail("--log %s: write failed (%s)", l->json_path, strerror(errno));
+    return 0;
+}
+
 static int write_json(dt_log *l, const dt_record *r)
 {
     FILE *f = l->json;
@@ -143,14 +165,7 @@ static int write_json(dt_log *l, const dt_record *r)
     fprintf(f, ",\"lr\":%.6g,\"samples_per_s\":%.6g", r->lr, r->samples_per_s);
     if (strcmp(r->type, "iter") != 0) fprintf(f, ",\"train_time\":%.4f,\"eval_time\":%.4f", r->train_time, r->eval_time);
     json_times(f, r);
-    if (strcmp(r->type, "summary") == 0)
-        for (int i = 0; i < l->n_fields; i++) {
-            fputc(',', f);
-            json_write_string(f, l->keys[i]);
-            fputc(':', f);
-            if (l->is_num[i]) fputs(l->vals[i], f);
-            else json_write_string(f, l->vals[i]);
-        }
+    if (strcmp(r->type, "summary") == 0) json_fields(l, f);
     fputs("}\n", f);
     if (fflush(f) != 0 || ferror(f))
         return dt_fail("--log %s: write failed (%s); stopping rather than losing the record", l->json_path,

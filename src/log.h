@@ -47,6 +47,8 @@ void log_tick(dt_log *l, const dt_record *r);
 int log_record(dt_log *l, const dt_record *r);
 /* Extra key/value pairs for the next summary record's JSON ("net", "mode", ...). */
 void log_summary_field(dt_log *l, const char *key, const char *value, int is_number);
+/* Writes a "start" record of the summary fields given so far (the run's record: what --rerun reads). */
+int log_start(dt_log *l);
 void log_close(dt_log *l);
 
 /* How a progress=auto request resolves here: a terminal gets a bar. */

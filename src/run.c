@@ -7,7 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "cpu.h"
+#include "gitversion.h"
 #include "util.h"
 
 int run_agree(dt_run *r, int rc)
@@ -512,6 +514,31 @@ static void banner(dt_run *r)
                  env->model.beta_stream > 0 ? 1e-6 / env->model.beta_stream : 0.0, env->model.gamma * 1e9);
 }
 
+/* The run's record, in the log's start record and its summary: what ran (version, commit,
+ * libraries, hosts) and every option after config files and defaults, from which --rerun runs it
+ * again. Collective (the host names). */
+static int record_run(dt_run *r)
+{
+    char hosts[1024], libs[512], dir[4096], *given;
+    dt_log *l = r->log;
+    if (comm_hosts(r->comm, hosts, sizeof hosts) != 0) return -1;
+    if (!log_enabled(l)) return 0;
+    if (!(given = cli_given_text(r->opts))) return -1;
+    snprintf(libs, sizeof libs, "%s; %s: %s; libjpeg-turbo %s; libpng %s", comm_library(), r->be->name,
+             backend_describe(r->be), DT_JPEG_VERSION, DT_PNG_VERSION);
+    log_summary_field(l, "version", PACKAGE_VERSION, 0);
+    log_summary_field(l, "git", DT_GIT_VERSION, 0);
+    log_summary_field(l, "backend", r->be->name, 0);
+    log_summary_field(l, "libraries", libs, 0);
+    log_summary_field(l, "hosts", hosts, 0);
+    if (r->opts->data_dir) /* absolute: a rerun may start elsewhere */
+        log_summary_field(l, "data_dir", realpath(r->opts->data_dir, dir) ? dir : r->opts->data_dir, 0);
+    log_summary_field(l, "options", r->options, 0);
+    log_summary_field(l, "given", given, 0);
+    free(given);
+    return 0;
+}
+
 int run_setup(dt_run *r)
 {
     char *text;
@@ -550,7 +577,9 @@ int run_setup(dt_run *r)
                        r->opts->resume, r->it0, r->env.total_iters);
     }
     if (run_agree(r, start_loader(r, r->it0)) != 0) return -1;
+    if (run_agree(r, record_run(r)) != 0) return -1;
     banner(r);
+    if (comm_rank(r->comm) == 0 && log_start(r->log) != 0) return -1;
     return 0;
 }
 

@@ -40,6 +40,8 @@ int comm_allreduce_sum_f64(dt_comm *c, double *buf, size_t n);
 int comm_allreduce_max_f64(dt_comm *c, double *buf, size_t n);
 int comm_bcast(dt_comm *c, void *buf, size_t bytes, int root);
 int comm_barrier(dt_comm *c);
+/* Collective: the hosts of the job in rank order, each once with its rank count ("a x2, b x2"). */
+int comm_hosts(dt_comm *c, char *buf, size_t n);
 /* What a wait that never ends reports, and when it gives up: seconds (0: never; default 300), the
  * iteration the job is in (-1: not training yet), a label ("mode dsync"). Shared with duplicates. */
 void comm_set_timeout(dt_comm *c, double seconds);

@@ -360,6 +360,34 @@ int comm_bcast(dt_comm *c, void *buf, size_t bytes, int root)
     return 0;
 }
 
+int comm_hosts(dt_comm *c, char *buf, size_t n)
+{
+    enum { NAME = 64 };
+    char me[MPI_MAX_PROCESSOR_NAME + 1] = "", *all = calloc((size_t)c->size, NAME);
+    int len = 0;
+    size_t off = 0;
+    MPI_Request r;
+    if (!all) return dt_fail("out of memory");
+    MPI_Get_processor_name(me, &len);
+    me[NAME - 1] = 0;
+    if (MPI_Iallgather(me, NAME, MPI_CHAR, all, NAME, MPI_CHAR, c->world, &r) != MPI_SUCCESS ||
+        wait_all(c, 1, &r, MPI_STATUS_IGNORE, "gathering host names", -1) != 0) {
+        free(all);
+        return dt_fail_prefix("host names");
+    }
+    buf[0] = 0;
+    for (int i = 0; i < c->size; i++) { /* each host once, in rank order, with its rank count */
+        const char *h = all + (size_t)i * NAME;
+        int k = 0, seen = 0;
+        for (int j = 0; j < c->size; j++)
+            if (strcmp(h, all + (size_t)j * NAME) == 0) k++, seen |= j < i;
+        if (!seen && off < n)
+            off += (size_t)snprintf(buf + off, n - off, "%s%s x%d", off ? ", " : "", h, k);
+    }
+    free(all);
+    return 0;
+}
+
 int comm_barrier(dt_comm *c)
 {
     MPI_Request r;

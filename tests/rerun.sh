@@ -1,0 +1,51 @@
+#!/bin/bash
+# Run records and --rerun:
+#  - the JSON log's start record (and its summary) hold the version, git commit, backend,
+#    libraries, hosts, data directory (absolute), every effective option and the given ones
+#  - mpirun -np 2 dtrain --rerun LOG, from another directory, trains the same weights bit for bit
+#    as the run that wrote LOG (a config file, flags and a relative --data-dir)
+#  - a log cut after its start record (a run that died) reruns too; flags given with --rerun
+#    override the record's
+#  - another rank count, a file without a record, --rerun with --config: exit 2
+. "$(dirname "$0")/lib.sh"
+need_mpirun
+make_idx "$T/data" 600 100
+printf 'net = lenet\nmode = pipesgd\ncompress = q8\nbatch = 60\n' > "$T/run.conf"
+cd "$T"
+mpi -np 2 "$DTRAIN" --config run.conf --dataset mnist --data-dir data --lr 0.05 --epochs 2 --progress none \
+    --log "$T/r1.jsonl" --save "$T/w1.st" > "$T/r1.out" 2>&1 || { cat "$T/r1.out"; fail "the first run failed"; }
+start=$(grep '"type":"start"' "$T/r1.jsonl")
+[ -n "$start" ] || fail "no start record in the log"
+for key in version git backend libraries hosts data_dir options given; do
+    echo "$start" | grep -q "\"$key\":" || fail "the start record lacks $key"
+    grep '"type":"summary"' "$T/r1.jsonl" | grep -q "\"$key\":" || fail "the summary record lacks $key"
+done
+echo "$start" | grep -q "\"data_dir\":\"$T/data\"" || fail "the record's data_dir is not absolute"
+echo "$start" | grep -q '"given":"net = lenet\\ndataset = mnist\\nepochs = 2\\nbatch = 60\\nlr = 0.05\\nmode = pipesgd\\ncompress = q8\\n"' ||
+    { echo "$start"; fail "the record's given options are not the config's and the flags'"; }
+echo "$start" | grep -q '"options":"net = lenet\\n.*momentum = 0.9\\n.*pipeline-depth = 2\\n' || fail "the record lacks the defaults"
+note "the run record: $(echo "$start" | sed 's/.*"hosts":"\([^"]*\)".*/hosts \1/'), $(echo "$start" | sed 's/.*"git":"\([^"]*\)".*/git \1/')"
+
+mkdir -p "$T/elsewhere" && cd "$T/elsewhere"
+mpi -np 2 "$DTRAIN" --rerun "$T/r1.jsonl" --progress none --save "$T/w2.st" > "$T/r2.out" 2>&1 || { cat "$T/r2.out"; fail "--rerun failed"; }
+"$STDIFF" "$T/w2.st" "$T/w1.st" 0 0 || fail "--rerun did not train the same weights"
+grep -q "mode pipesgd (K = 2, 0 warm-up epochs as D-Sync), compress q8" "$T/r2.out" || fail "--rerun did not take the mode"
+
+grep -v '"type":"\(summary\|epoch\|iter\)"' "$T/r1.jsonl" > "$T/cut.jsonl"
+mpi -np 2 "$DTRAIN" --rerun "$T/cut.jsonl" --epochs 1 --progress none --log "$T/r3.jsonl" --save "$T/w3.st" > "$T/r3.out" 2>&1 ||
+    { cat "$T/r3.out"; fail "--rerun of a log cut after its start record failed"; }
+grep -q '"type":"summary".*"options":"[^"]*epochs = 1\\n' "$T/r3.jsonl" || fail "--epochs given with --rerun did not override"
+"$STDIFF" "$T/w3.st" "$T/w1.st" 0 0 > /dev/null && fail "one epoch trained the weights of two"
+note "--rerun of a log cut after its start record, with --epochs 1 over the record's 2"
+
+mpi -np 3 "$DTRAIN" --rerun "$T/r1.jsonl" --progress none > "$T/bad.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "this run is meant for 2 ranks, but it has 3" "$T/bad.out" || { cat "$T/bad.out"; fail "--rerun on 3 ranks: exit $rc"; }
+echo '{"type":"iter","epoch":1}' > "$T/none.jsonl"
+"$DTRAIN" --rerun "$T/none.jsonl" > "$T/bad.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "rerun $T/none.jsonl: no run record in it" "$T/bad.out" || { cat "$T/bad.out"; fail "--rerun of a log without a record: exit $rc"; }
+"$DTRAIN" --rerun "$T/r1.jsonl" --config "$T/run.conf" > "$T/bad.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "rerun and --config exclude each other" "$T/bad.out" || { cat "$T/bad.out"; fail "--rerun with --config: exit $rc"; }
+echo "PASS: run records hold what ran and every option; --rerun trains the same weights bit for bit"
