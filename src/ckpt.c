@@ -218,25 +218,25 @@ int ckpt_save(dt_ckpt_state *r, long done, const char *path)
         if (rc == 0) {
             for (int i = 0; i < net->n_tensors; i++) {
                 const dt_param *q = net->tensors[i];
-                t[k] = (st_tensor){q->name, q->n_dims, {0}, host + q->offset};
+                t[k] = (st_tensor){q->name, q->n_dims, {0}, host + q->offset, NULL};
                 for (int d = 0; d < q->n_dims; d++) t[k].shape[d] = q->dims[d];
                 k++;
             }
             for (int i = 0; i < net->n_states; i++) {
                 const dt_param *q = net->states[i];
-                t[k] = (st_tensor){q->name, q->n_dims, {0}, avg + q->offset};
+                t[k] = (st_tensor){q->name, q->n_dims, {0}, avg + q->offset, NULL};
                 for (int d = 0; d < q->n_dims; d++) t[k].shape[d] = q->dims[d];
                 k++;
             }
             for (int i = 0; r->momentum && i < net->n_tensors; i++) {
                 const dt_param *q = net->tensors[i];
                 snprintf(names[k], NAME_LEN, "optim:momentum:%.200s", q->name);
-                t[k] = (st_tensor){names[k], q->n_dims, {0}, host + n + q->offset};
+                t[k] = (st_tensor){names[k], q->n_dims, {0}, host + n + q->offset, NULL};
                 for (int d = 0; d < q->n_dims; d++) t[k].shape[d] = q->dims[d];
                 k++;
             }
-            for (int i = 0; i < mine.n; i++, k++) t[k] = (st_tensor){mine.name[i], 1, {(int64_t)mine.len[i]}, mine.data[i]};
-            for (int i = 0; i < g.n; i++, k++) t[k] = (st_tensor){g.name[i], 1, {(int64_t)g.len[i]}, g.data[i]};
+            for (int i = 0; i < mine.n; i++, k++) t[k] = (st_tensor){mine.name[i], 1, {(int64_t)mine.len[i]}, mine.data[i], NULL};
+            for (int i = 0; i < g.n; i++, k++) t[k] = (st_tensor){g.name[i], 1, {(int64_t)g.len[i]}, g.data[i], NULL};
             char it[32], ranks[16], samples[32], *opts = options_text(r);
             snprintf(it, sizeof it, "%ld", done);
             snprintf(ranks, sizeof ranks, "%d", p);
@@ -316,7 +316,7 @@ static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float
                        m_samples, m_ds, samples);
     if (dt_parse_long(m_it, 0, 1L << 50, "iteration", it0) != 0 || dt_parse_long(m_ranks, 1, 1 << 24, "ranks", ranks) != 0)
         return dt_fail_prefix("%s: checkpoint metadata", path);
-    if (weights_from(net, f, path, w, state) != 0) return -1;
+    if (weights_from(net, f, path, w, state, NULL) != 0) return -1;
     if (v) {
         char name[NAME_LEN + 32];
         for (int i = 0; i < net->n_tensors; i++) {

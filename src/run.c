@@ -410,7 +410,7 @@ static int setup_weights(dt_run *r)
     if (!host) return run_agree(r, -1);
     if (comm_rank(r->comm) == 0) {
         if (r->opts->load) {
-            rc = weights_read(net, r->opts->load, host, state);
+            rc = weights_read(net, r->opts->load, host, state, &r->bn_batches);
             if (rc == 0 && !r->opts->allow_nonfinite && weights_check_finite(net, host, state, r->opts->load) != 0)
                 rc = dt_fail("%s: refused (expected finite weights; --allow-nonfinite loads them anyway)", dt_errmsg());
             if (rc != 0) {

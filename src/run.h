@@ -23,6 +23,7 @@ typedef struct dt_run {
     int threads;
     dt_backend *be;
     char auto_why[256]; /* --device auto chose cpu: why not cuda */
+    int64_t bn_batches; /* --load: the batch-norm counter the file holds (PyTorch's num_batches_tracked) */
     char classes_note[160]; /* a built-in net sized to the data's classes: the banner says so */
     dt_net *net;
     dt_dataset *ds;

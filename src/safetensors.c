@@ -265,14 +265,15 @@ static char *build_header(const st_tensor *t, int n, const char *const *mk, cons
     for (int i = 0; i < n; i++) {
         uint64_t count = 1;
         if (i || n_meta) fputc(',', m);
+        uint64_t size = t[i].i64 ? 8 : 4;
         json_write_string(m, t[i].name);
-        fputs(":{\"dtype\":\"F32\",\"shape\":[", m);
+        fprintf(m, ":{\"dtype\":\"%s\",\"shape\":[", t[i].i64 ? "I64" : "F32");
         for (int d = 0; d < t[i].n_dims; d++) {
             fprintf(m, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
             count *= (uint64_t)t[i].shape[d];
         }
-        fprintf(m, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off, (unsigned long long)(off + 4 * count));
-        off += 4 * count;
+        fprintf(m, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off, (unsigned long long)(off + size * count));
+        off += size * count;
     }
     fputc('}', m);
     while ((ftell(m) & 7) != 0) fputc(' ', m); /* data section 8-byte aligned, as the format asks */
@@ -298,7 +299,15 @@ int st_write(const char *path, const st_tensor *t, int n, const char *const *mk,
     for (int i = 0; i < n && ok; i++) {
         size_t count = 1;
         for (int d = 0; d < t[i].n_dims; d++) count *= (size_t)t[i].shape[d];
-        ok = fwrite(t[i].data, sizeof(float), count, a.f) == count;
+        if (t[i].i64) { /* little-endian, as the format says */
+            for (size_t k = 0; k < count && ok; k++) {
+                unsigned char b[8];
+                for (int j = 0; j < 8; j++) b[j] = (unsigned char)((uint64_t)t[i].i64[k] >> (8 * j));
+                ok = fwrite(b, 1, 8, a.f) == 8;
+            }
+        } else {
+            ok = fwrite(t[i].data, sizeof(float), count, a.f) == count;
+        }
     }
     free(hdr);
     if (!ok) {
@@ -335,7 +344,8 @@ uint64_t st_checksum_tensors(uint64_t h, const st_tensor *t, int n)
     for (int i = 0; i < n; i++) {
         size_t count = 1;
         for (int d = 0; d < t[i].n_dims; d++) count *= (size_t)t[i].shape[d];
-        h = sum_tensor(h, t[i].name, t[i].n_dims, t[i].shape, (const uint8_t *)t[i].data, count * sizeof(float));
+        h = sum_tensor(h, t[i].name, t[i].n_dims, t[i].shape,
+                       t[i].i64 ? (const uint8_t *)t[i].i64 : (const uint8_t *)t[i].data, count * (t[i].i64 ? 8 : 4));
     }
     return h;
 }

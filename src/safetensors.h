@@ -45,12 +45,13 @@ const char *st_meta(const st_file *f, const char *key);
 /* "[500, 784]" */
 void st_shape_format(int n_dims, const int64_t *shape, char *buf, size_t n);
 
-/* A tensor to write: F32 data in host memory. */
+/* A tensor to write: F32 data in host memory, or I64 data when i64 is set (data then unused). */
 typedef struct st_tensor {
     const char *name;
     int n_dims;
     int64_t shape[ST_MAX_DIMS];
     const float *data;
+    const int64_t *i64;
 } st_tensor;
 
 /* meta: n_meta key/value pairs (strings). */

@@ -16,13 +16,18 @@
 #define WEIGHTS_CKPT_FORMAT "dtrain-checkpoint"
 
 /* Writes the net's weights and state tensors (running statistics, frozen weights) from host
- * copies of the weight arena `w` and the state arena `state`, with metadata. */
-int weights_save(const dt_net *net, const float *w, const float *state, const char *path, const char *dataset);
-/* Reads a weight file into host arenas w (net->n_params floats) and state (net->n_state). A
- * checkpoint is a weight file too: its other tensors (names with ':') are skipped. */
-int weights_read(const dt_net *net, const char *path, float *w, float *state);
+ * copies of the weight arena `w` and the state arena `state`, with metadata, and for each
+ * batch-norm layer PyTorch's NAME.num_batches_tracked (I64, shape []) = batches, so that
+ * load_state_dict(strict=True) takes the file. */
+int weights_save(const dt_net *net, const float *w, const float *state, const char *path, const char *dataset,
+                 int64_t batches);
+/* Reads a weight file into host arenas w (net->n_params floats) and state (net->n_state):
+ * F32, F16, BF16 or F64 tensors (converted), the batch-norm counters PyTorch writes (the largest
+ * into *batches when not NULL). Every name the net lacks or the file lacks is listed in one error.
+ * A checkpoint is a weight file too: its other tensors (names with ':') are skipped. */
+int weights_read(const dt_net *net, const char *path, float *w, float *state, int64_t *batches);
 /* The same from a file already read (path for messages). */
-int weights_from(const dt_net *net, const st_file *f, const char *path, float *w, float *state);
+int weights_from(const dt_net *net, const st_file *f, const char *path, float *w, float *state, int64_t *batches);
 /* Host arenas as read: an error naming the first tensor holding NaN or infinity (and how many)
  * when there is one; `path` names the file. */
 int weights_check_finite(const dt_net *net, const float *w, const float *state, const char *path);

@@ -38,7 +38,7 @@ static void teardown(void) { tmpdir_remove(); }
 START_TEST(safetensors_round_trip)
 {
     float a[6] = {1, 2, 3, 4, 5, 6}, b[3] = {-1, 0.5f, 7};
-    st_tensor t[2] = {{"layer.weight", 2, {2, 3}, a}, {"layer.bias", 1, {3}, b}};
+    st_tensor t[2] = {{"layer.weight", 2, {2, 3}, a, NULL}, {"layer.bias", 1, {3}, b, NULL}};
     const char *mk[] = {"format"}, *mv[] = {"test"};
     char path[600];
     st_file *f;
@@ -116,28 +116,30 @@ START_TEST(weights_checked_against_net)
     float w[15], r[15];
     for (int i = 0; i < 15; i++) w[i] = (float)i * 0.25f;
     snprintf(path, sizeof path, "%s/a.safetensors", dir);
-    ck_assert_msg(weights_save(net, w, NULL, path, "mnist") == 0, "%s", dt_errmsg());
-    ck_assert_msg(weights_read(net, path, r, NULL) == 0, "%s", dt_errmsg());
+    ck_assert_msg(weights_save(net, w, NULL, path, "mnist", 0) == 0, "%s", dt_errmsg());
+    ck_assert_msg(weights_read(net, path, r, NULL, NULL) == 0, "%s", dt_errmsg());
     ck_assert_int_eq(memcmp(w, r, sizeof(float) * net->n_params), 0);
-    ck_assert_int_ne(weights_read(other, path, r, NULL), 0);
+    ck_assert_int_ne(weights_read(other, path, r, NULL, NULL), 0);
     ck_assert_msg(strstr(dt_errmsg(), "tensor 'fc.weight' has shape [3, 4] (expected [3, 5] for net b)"), "%s", dt_errmsg());
 
     dt_net *renamed;
     ck_assert_int_eq(net_parse("input shape=4\ndense name=out out=3\nsoftmax_xent\n", "c.net", "c", &renamed), 0);
-    ck_assert_int_ne(weights_read(renamed, path, r, NULL), 0);
-    ck_assert_msg(strstr(dt_errmsg(), "no tensor 'out.weight' (expected every tensor of net c"), "%s", dt_errmsg());
+    ck_assert_int_ne(weights_read(renamed, path, r, NULL, NULL), 0);
+    ck_assert_msg(strstr(dt_errmsg(), "does not hold the tensors of net c: 2 missing (out.weight, out.bias), 2 not in "
+                                      "the net (fc.weight, fc.bias)"),
+                  "%s", dt_errmsg());
 
     dt_net *nobias;
     ck_assert_int_eq(net_parse("input shape=4\ndense name=fc out=3 bias=0\nsoftmax_xent\n", "d.net", "d", &nobias), 0);
-    ck_assert_int_ne(weights_read(nobias, path, r, NULL), 0);
-    ck_assert_msg(strstr(dt_errmsg(), "tensor 'fc.bias' is not in net d"), "%s", dt_errmsg());
+    ck_assert_int_ne(weights_read(nobias, path, r, NULL, NULL), 0);
+    ck_assert_msg(strstr(dt_errmsg(), "net d: 0 missing, 1 not in the net (fc.bias)"), "%s", dt_errmsg());
 
-    /* an F64 tensor where F32 is expected */
-    const char *hdr = "{\"fc.weight\":{\"dtype\":\"F64\",\"shape\":[3,4],\"data_offsets\":[0,96]},"
-                      "\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[96,108]}}";
-    const char *p = st_bytes(hdr, 108, -1);
-    ck_assert_int_ne(weights_read(net, p, r, NULL), 0);
-    ck_assert_msg(strstr(dt_errmsg(), "tensor 'fc.weight' is F64 (expected F32)"), "%s", dt_errmsg());
+    /* an I32 tensor where real numbers are expected */
+    const char *hdr = "{\"fc.weight\":{\"dtype\":\"I32\",\"shape\":[3,4],\"data_offsets\":[0,48]},"
+                      "\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[48,60]}}";
+    const char *p = st_bytes(hdr, 60, -1);
+    ck_assert_int_ne(weights_read(net, p, r, NULL, NULL), 0);
+    ck_assert_msg(strstr(dt_errmsg(), "tensor 'fc.weight' is I32 (expected F32, F16, BF16 or F64)"), "%s", dt_errmsg());
     net_destroy(net);
     net_destroy(other);
     net_destroy(renamed);

@@ -115,7 +115,7 @@ int main(int argc, char **argv)
         optim_step(opt, net->w, sum[oldest], lr, 0, n);
         pending[oldest] = 0;
     }
-    if (weights_save(net, net->w, net->state, out, "mnist") != 0) DIE();
+    if (weights_save(net, net->w, net->state, out, "mnist", 0) != 0) DIE();
     printf("pipesim: P=%d K=%d, %ld iterations, pipeline from iteration %ld\n", p, k, it, start);
     for (int r = 0; r < p; r++) {
         sampler_destroy(smp[r]);

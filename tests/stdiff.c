@@ -1,5 +1,5 @@
 /* stdiff A B [ATOL RTOL] — compares two safetensors files tensor by tensor (same names, shapes,
- * F32). Prints the worst element; exit 0 if every element satisfies |a-b| <= atol + rtol*|b|,
+ * dtypes; F32 within the tolerance, other dtypes (batch-norm counters) exactly). Prints the worst element; exit 0 if every element satisfies |a-b| <= atol + rtol*|b|,
  * 1 if not, 2 if the files cannot be compared. ATOL = RTOL = 0 asks for bit-identical files. */
 #include <math.h>
 #include <stdio.h>
@@ -34,9 +34,16 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < a->n; i++) {
         const st_entry *ea = &a->e[i], *eb = st_find(b, ea->name);
-        if (!eb || eb->end - eb->begin != ea->end - ea->begin || strcmp(ea->dtype, "F32") || strcmp(eb->dtype, "F32")) {
+        if (!eb || eb->end - eb->begin != ea->end - ea->begin || strcmp(ea->dtype, eb->dtype)) {
             fprintf(stderr, "stdiff: tensor %s missing or different in %s\n", ea->name, argv[2]);
             return 2;
+        }
+        if (strcmp(ea->dtype, "F32")) { /* counters (I64): equal or not */
+            if (memcmp(a->data + ea->begin, b->data + eb->begin, (size_t)(ea->end - ea->begin)) != 0) {
+                fprintf(stderr, "stdiff: %s tensor %s differs\n", ea->dtype, ea->name);
+                bad = 1;
+            }
+            continue;
         }
         const float *x = (const float *)(a->data + ea->begin), *y = (const float *)(b->data + eb->begin);
         size_t n = (ea->end - ea->begin) / 4;
