@@ -112,6 +112,10 @@ mkdir -p "$T/other" && make_idx "$T/other" 150 40
 expect_error "different data on different ranks" 1 "this rank: 'training samples = 150'" \
     mpi -np 1 "$DTRAIN" $D : -np 1 "$DTRAIN" --dataset mnist --data-dir "$T/other" --progress none
 
+# srun without PMI: each task a world of one; dtrain says how to launch
+expect_error "srun without PMI" 1 "Slurm started 4 tasks but MPI sees a single rank (srun found no PMI to connect them): launch with srun --mpi=pmix" \
+    env SLURM_STEP_NUM_TASKS=4 "$DTRAIN" $D --iters 1
+
 # --version: version, the commit built from, the libraries built in
 "$DTRAIN" --version > "$T/v" || fail "--version failed"
 head -n 1 "$T/v" | grep -q "^dtrain [0-9][0-9.]* (git [0-9a-f]\{7,\}\(-dirty\)\{0,1\})$" ||
