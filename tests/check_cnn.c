@@ -632,6 +632,93 @@ START_TEST(residual_net_matches_reference)
 }
 END_TEST
 
+/* concat: three convolutions from one input, concatenated (16 + 32 channels in the blocked layout:
+ * one copy per sample; then + 8 plain channels: through plain scratch), equal one convolution
+ * of all 56 channels, forward (the loss) and backward (every weight gradient, the convolutions'
+ * as slices of the one's): concat moves values and its gradient is the slices of dy. */
+START_TEST(concat_equals_one_wide_conv)
+{
+    enum { R = 3, C = 3, H = 6, A = 16, B = 32, K = 8, W = A + B + K, NC = 5 };
+    const char *cat = "input name=x shape=3x6x6\n"
+                      "conv name=a in=x out=16 k=3 pad=1\n"
+                      "conv name=b in=x out=32 k=3 pad=1\n"
+                      "conv name=c in=x out=8 k=3 pad=1\n"
+                      "concat name=ab in=a,b\n"
+                      "concat name=abc in=ab,c\n"
+                      "relu\nflatten\ndense name=fc out=5\nsoftmax_xent\n";
+    const char *wide = "input name=x shape=3x6x6\nconv name=w out=56 k=3 pad=1\nrelu\nflatten\ndense name=fc out=5\n"
+                       "softmax_xent\n";
+    dt_net *n1, *n2;
+    ck_assert_msg(net_parse(cat, "cat.net", "cat", &n1) == 0, "%s", dt_errmsg());
+    ck_assert_msg(net_parse(wide, "wide.net", "wide", &n2) == 0, "%s", dt_errmsg());
+    ck_assert_int_eq(net_alloc(n1, be, R), 0);
+    ck_assert_int_eq(net_alloc(n2, be, R), 0);
+    ck_assert_int_eq(net_n_classes(n1), NC);
+    ck_assert_int_eq((int)n1->n_params, (int)n2->n_params);
+    /* the paths under test: ab in the inputs' blocked layout, abc (56 channels) plain */
+    int seen = 0;
+    for (int i = 0; i < n1->n_layers; i++) {
+        const dt_layer *l = n1->layers[i];
+        if (!strcmp(l->name, "ab")) {
+            seen++;
+            ck_assert_int_ne(l->layout, DT_LAYOUT_PLAIN);
+        }
+        if (!strcmp(l->name, "abc")) {
+            seen++;
+            ck_assert_int_eq(l->layout, DT_LAYOUT_PLAIN);
+            ck_assert_int_eq(l->out.d[0], W);
+        }
+    }
+    ck_assert_int_eq(seen, 2);
+    double *w = rnd(W * C * 9, 2000), *b = rnd(W, 2001), *wf = rnd(NC * W * H * H, 2002), *bf = rnd(NC, 2003);
+    double *x = rnd(R * C * H * H, 2004);
+    set_tensor(n2, "w.weight", w), set_tensor(n2, "w.bias", b);
+    set_tensor(n1, "a.weight", w), set_tensor(n1, "a.bias", b);
+    set_tensor(n1, "b.weight", w + A * C * 9), set_tensor(n1, "b.bias", b + A);
+    set_tensor(n1, "c.weight", w + (A + B) * C * 9), set_tensor(n1, "c.bias", b + A + B);
+    set_tensor(n1, "fc.weight", wf), set_tensor(n1, "fc.bias", bf), set_tensor(n2, "fc.weight", wf);
+    set_tensor(n2, "fc.bias", bf);
+    float xf[R * C * H * H];
+    int32_t labels[R] = {1, 4, 0};
+    for (int i = 0; i < R * C * H * H; i++) xf[i] = (float)x[i];
+    double loss[2];
+    dt_net *nets[2] = {n1, n2};
+    for (int k = 0; k < 2; k++) {
+        dt_pass pass = {.rows = R, .train = 1, .labels = nets[k]->labels, .rng_key = 1, .grad_scale = 1.0f / R};
+        net_set_input(nets[k], xf, R);
+        net_set_labels(nets[k], labels, R);
+        ck_assert_msg(net_forward(nets[k], &pass) == 0, "%s", dt_errmsg());
+        ck_assert_msg(net_backward(nets[k], &pass, NULL, NULL) == 0, "%s", dt_errmsg());
+        loss[k] = pass.loss_sum;
+    }
+    ck_assert_msg(fabs(loss[0] - loss[1]) <= 1e-5 * fabs(loss[1]), "loss %.9g vs %.9g", loss[0], loss[1]);
+    const dt_param *gw = net_find_tensor(n2, "w.weight"), *gb = net_find_tensor(n2, "w.bias");
+    struct {
+        const char *name;
+        const float *ref;
+        size_t n;
+    } grads[] = {{"fc.weight", net_find_tensor(n2, "fc.weight")->g, (size_t)NC * W * H * H},
+                 {"fc.bias", net_find_tensor(n2, "fc.bias")->g, NC},
+                 {"a.weight", gw->g, (size_t)A * C * 9},
+                 {"a.bias", gb->g, A},
+                 {"b.weight", gw->g + A * C * 9, (size_t)B * C * 9},
+                 {"b.bias", gb->g + A, B},
+                 {"c.weight", gw->g + (A + B) * C * 9, (size_t)K * C * 9},
+                 {"c.bias", gb->g + A + B, K}};
+    for (size_t i = 0; i < DT_ARRAY_LEN(grads); i++) {
+        const dt_param *p = net_find_tensor(n1, grads[i].name);
+        double *ref = malloc(sizeof(double) * grads[i].n);
+        for (size_t j = 0; j < grads[i].n; j++) ref[j] = grads[i].ref[j];
+        ck_assert_int_eq((int)p->n, (int)grads[i].n);
+        ck_assert_msg(close_f32_f64(p->g, ref, p->n, 1e-6, 1e-5, grads[i].name, msg, sizeof msg), "%s", msg);
+        free(ref);
+    }
+    net_destroy(n1);
+    net_destroy(n2);
+    free(w), free(b), free(wf), free(bf), free(x);
+}
+END_TEST
+
 /* a deep net holds a handful of gradient buffers, not one per layer */
 START_TEST(gradient_buffers_shared)
 {
@@ -706,6 +793,7 @@ int main(void)
     tcase_add_test(fast, fast_lrn_matches_reference);
     tcase_add_checked_fixture(net, be_setup, be_teardown);
     tcase_add_test(net, residual_net_matches_reference);
+    tcase_add_test(net, concat_equals_one_wide_conv);
     tcase_add_test(net, frozen_layers_pass_gradients_only);
     tcase_add_test(net, gradient_buffers_shared);
     suite_add_tcase(s, fd);

@@ -195,6 +195,8 @@ START_TEST(builtin_nets_match_the_papers)
         {"alexnet-bn", 60966600, 60966600, 1000},
         {"resnet18", 11689512, 11689512, 1000},
         {"resnet50", 25557032, 25557032, 1000},
+        /* torchvision's googlenet(aux_logits=False): 6,624,904 (its state_dict holds 344 tensors) */
+        {"googlenet", 6624904, 6624904, 1000},
     };
     ck_assert_int_eq(net_builtin_count(), (int)DT_ARRAY_LEN(nets));
     for (size_t i = 0; i < DT_ARRAY_LEN(nets); i++) {

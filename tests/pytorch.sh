@@ -8,7 +8,8 @@
 #  - a file with a tensor missing and one extra: exit 1 naming both
 #  - where torch and torchvision are installed (python3-torchvision): torchvision's own state_dict
 #    loads and evaluates in dtrain with the test loss PyTorch computes, and the weights dtrain
-#    trained load into torchvision (strict) and evaluate as in dtrain, on a JPEG tree (tools/torch_eval.py)
+#    trained load into torchvision (strict) and evaluate as in dtrain, on a JPEG tree (tools/torch_eval.py);
+#    torchvision's googlenet evaluates in dtrain as in PyTorch
 . "$(dirname "$0")/lib.sh"
 S="--net resnet18 --dataset synthetic --synthetic-samples 20 --batch 2 --epochs 0 --progress none"
 "$DTRAIN" $S --save "$T/d.st" > "$T/out" 2>&1 || { cat "$T/out"; fail "saving resnet18 failed"; }
@@ -41,4 +42,12 @@ ours2=$(json_last "$T/tr.jsonl" summary test_loss)
 theirs2=$($PYTHON "$top_srcdir/tools/torch_eval.py" eval "$T/dt.st" "$T/tree" | sed -n 's/.*test loss \([0-9.]*\),.*/\1/p')
 awk -v a="$ours2" -v b="$theirs2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 1e-4 * b) }' ||
     fail "dtrain's weights: test loss $ours2 in dtrain, $theirs2 in PyTorch (strict load)"
+# googlenet (concat, ceil-mode pools, BasicConv2d): torchvision's weights evaluate the same in dtrain
+$PYTHON "$top_srcdir/tools/torch_eval.py" export "$T/g.st" --classes 10 --net googlenet > /dev/null || fail "googlenet export failed"
+"$DTRAIN" ${J/resnet18/googlenet} --load "$T/g.st" --epochs 0 --log "$T/g.jsonl" > "$T/out" 2>&1 || { cat "$T/out"; fail "dtrain could not evaluate torchvision's googlenet"; }
+ours3=$(json_last "$T/g.jsonl" summary test_loss)
+theirs3=$($PYTHON "$top_srcdir/tools/torch_eval.py" eval "$T/g.st" "$T/tree" --net googlenet | sed -n 's/.*test loss \([0-9.]*\),.*/\1/p')
+awk -v a="$ours3" -v b="$theirs3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 1e-4 * b) }' ||
+    fail "torchvision's googlenet: test loss $ours3 in dtrain, $theirs3 in PyTorch"
+note "googlenet: torchvision's weights at test loss $ours3 in dtrain, $theirs3 in PyTorch"
 echo "PASS: state dicts both ways; torchvision's resnet18 evaluates in dtrain at loss $ours (PyTorch $theirs), dtrain's in PyTorch at $theirs2 (dtrain $ours2)"

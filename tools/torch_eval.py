@@ -1,12 +1,12 @@
 #!/usr/bin/python3
-"""tools/torch_eval.py — dtrain's weights in PyTorch and PyTorch's in dtrain, for resnet18 and resnet50.
+"""tools/torch_eval.py — dtrain's weights in PyTorch and PyTorch's in dtrain: resnet18, resnet50, googlenet.
 
-  tools/torch_eval.py eval WEIGHTS DIR [--net resnet18|resnet50]
+  tools/torch_eval.py eval WEIGHTS DIR [--net resnet18|resnet50|googlenet]
       loads WEIGHTS (dtrain --save, safetensors) into torchvision's model with
       load_state_dict(strict=True) and evaluates it on the class folders of DIR/val as dtrain does
       for --dataset imagenet: centred square, resized to 256, centre 224, ImageNet mean/std.
       Prints the test loss and accuracy (compare with dtrain --epochs 0 --load WEIGHTS).
-  tools/torch_eval.py export OUT [--net resnet18|resnet50] [--classes N] [--seed S]
+  tools/torch_eval.py export OUT [--net resnet18|resnet50|googlenet] [--classes N] [--seed S]
       writes a torchvision model's state_dict (random init from the seed, BN statistics made
       non-trivial) as safetensors for dtrain --load.
 
@@ -57,6 +57,9 @@ def write_safetensors(path, state):
 
 
 def model(net, classes):
+    if net == "googlenet":  # dtrain's googlenet.net: no auxiliary classifiers, inputs as they are
+        return torchvision.models.googlenet(weights=None, num_classes=classes, aux_logits=False, transform_input=False,
+                                            init_weights=True)
     return getattr(torchvision.models, net)(weights=None, num_classes=classes)
 
 
@@ -99,6 +102,8 @@ def export(out, net, classes, seed):
             mod.running_mean.uniform_(-0.1, 0.1)
             mod.running_var.uniform_(0.5, 1.5)
             mod.num_batches_tracked.fill_(1234)
+    with torch.no_grad():  # logits far from uniform, so that any difference in a layer shows in the loss
+        m.fc.weight.mul_(100.0 if net == "googlenet" else 1.0)
     write_safetensors(out, m.state_dict())
     print("%s: torchvision %s state_dict, %d tensors" % (out, net, len(m.state_dict())))
 
