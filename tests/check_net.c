@@ -197,6 +197,9 @@ START_TEST(builtin_nets_match_the_papers)
         {"resnet50", 25557032, 25557032, 1000},
         /* torchvision's googlenet(aux_logits=False): 6,624,904 (its state_dict holds 344 tensors) */
         {"googlenet", 6624904, 6624904, 1000},
+        /* torchvision's alexnet and vgg16 */
+        {"alexnet-torchvision", 61100840, 61100840, 1000},
+        {"vgg16-torchvision", 138357544, 138357544, 1000},
     };
     ck_assert_int_eq(net_builtin_count(), (int)DT_ARRAY_LEN(nets));
     for (size_t i = 0; i < DT_ARRAY_LEN(nets); i++) {

@@ -13,12 +13,13 @@ need_mpirun
 # each built-in net's dataset
 "$DTRAIN" --list-nets > "$T/nets" || fail "--list-nets failed"
 for pair in mlp=fashion-mnist lenet=fashion-mnist cifar-quick=cifar10 cifar-quick-convex=cifar100 \
-    resnet20=cifar10 vgg16=cifar10 alexnet=imagenet alexnet-bn=imagenet resnet18=imagenet resnet50=imagenet googlenet=imagenet; do
+    resnet20=cifar10 vgg16=cifar10 alexnet=imagenet alexnet-bn=imagenet resnet18=imagenet resnet50=imagenet googlenet=imagenet \
+    alexnet-torchvision=imagenet vgg16-torchvision=imagenet; do
     net=${pair%=*} want=${pair#*=}
     got=$(awk -v n="$net" '$1 == n { s = substr($0, 44, 14); sub(/ +$/, "", s); print s }' "$T/nets")
     [ "$got" = "$want" ] || { cat "$T/nets"; fail "--list-nets: $net's dataset is '$got' (expected $want)"; }
 done
-[ "$(grep -c . "$T/nets")" -eq 12 ] || fail "--list-nets: expected 11 nets (a new one needs a line here)"
+[ "$(grep -c . "$T/nets")" -eq 14 ] || fail "--list-nets: expected 13 nets (a new one needs a line here)"
 
 # without --dataset: the net's, found or refused with exit 2 (run where no data/ directory is)
 mkdir -p "$T/empty" && cd "$T/empty"

@@ -1,12 +1,13 @@
 #!/usr/bin/python3
-"""tools/torch_eval.py — dtrain's weights in PyTorch and PyTorch's in dtrain: resnet18, resnet50, googlenet.
+"""tools/torch_eval.py — dtrain's weights in PyTorch and PyTorch's in dtrain: resnet18, resnet50, googlenet,
+alexnet-torchvision, vgg16-torchvision (torchvision's alexnet and vgg16).
 
-  tools/torch_eval.py eval WEIGHTS DIR [--net resnet18|resnet50|googlenet]
+  tools/torch_eval.py eval WEIGHTS DIR [--net NET]
       loads WEIGHTS (dtrain --save, safetensors) into torchvision's model with
       load_state_dict(strict=True) and evaluates it on the class folders of DIR/val as dtrain does
       for --dataset imagenet: centred square, resized to 256, centre 224, ImageNet mean/std.
       Prints the test loss and accuracy (compare with dtrain --epochs 0 --load WEIGHTS).
-  tools/torch_eval.py export OUT [--net resnet18|resnet50|googlenet] [--classes N] [--seed S]
+  tools/torch_eval.py export OUT [--net NET] [--classes N] [--seed S]
       writes a torchvision model's state_dict (random init from the seed, BN statistics made
       non-trivial) as safetensors for dtrain --load.
 
@@ -60,7 +61,7 @@ def model(net, classes):
     if net == "googlenet":  # dtrain's googlenet.net: no auxiliary classifiers, inputs as they are
         return torchvision.models.googlenet(weights=None, num_classes=classes, aux_logits=False, transform_input=False,
                                             init_weights=True)
-    return getattr(torchvision.models, net)(weights=None, num_classes=classes)
+    return getattr(torchvision.models, net.replace("-torchvision", ""))(weights=None, num_classes=classes)
 
 
 def load_image(path):
@@ -76,7 +77,7 @@ def load_image(path):
 
 def evaluate(weights, root, net):
     state = read_safetensors(weights)
-    m = model(net, state["fc.bias"].shape[0])
+    m = model(net, (state["fc.bias"] if "fc.bias" in state else state["classifier.6.bias"]).shape[0])
     m.load_state_dict(state, strict=True)
     m.eval()
     classes = sorted(os.listdir(os.path.join(root, "train")))
@@ -102,8 +103,10 @@ def export(out, net, classes, seed):
             mod.running_mean.uniform_(-0.1, 0.1)
             mod.running_var.uniform_(0.5, 1.5)
             mod.num_batches_tracked.fill_(1234)
-    with torch.no_grad():  # logits far from uniform, so that any difference in a layer shows in the loss
-        m.fc.weight.mul_(100.0 if net == "googlenet" else 1.0)
+    if not net.startswith("resnet"):  # their init gives near-uniform logits: far from it, differences show
+        last = [mod for mod in m.modules() if isinstance(mod, torch.nn.Linear)][-1]
+        with torch.no_grad():
+            last.weight.mul_(100.0)
     write_safetensors(out, m.state_dict())
     print("%s: torchvision %s state_dict, %d tensors" % (out, net, len(m.state_dict())))
 
