@@ -4,7 +4,8 @@
  *             power of two, then pairwise rounds; dense sums, full sorts) bit for bit; what a rank
  *             sent and was used is gone from its residual, everything else stays: residual +
  *             used = accumulated gradient, exactly
- *   topk:     the update equals the dense sum (in rank order) of every rank's top-k, exactly
+ *   topk:     the update equals the dense sum (in rank order) of every rank's top-k, exactly; so
+ *             with DGC's per-tensor top-k and local clipping, of the clipped gradients' per-tensor top-k
  *   csc:      every rank selects the same chunks; chunks not allreduced stay in the residual
  *             exactly (nothing lost); allreduced chunks leave it
  *   terngrad: every aggregated value is an integer multiple j s of its tensor's shared scaler
@@ -218,6 +219,57 @@ static void test_topk(dt_comm *c)
     teardown(&h);
 }
 
+/* DGC's variants: --topk-scope layer takes floor(0.05 n_t) (at least 1) of each tensor, --clip-norm
+ * scales each rank's gradient to norm 4/sqrt(P) first; the update is minus the dense sum (rank
+ * order) of every rank's per-tensor top-k of its clipped gradient, exactly */
+static void clipped(int r, size_t n, double max_norm, float *g)
+{
+    double sq = 0.0, limit = max_norm / sqrt((double)p);
+    for (size_t i = 0; i < n; i++) g[i] = grad(r, i, 0), sq += (double)g[i] * (double)g[i];
+    if (sq > limit * limit) {
+        float f = (float)(limit / sqrt(sq));
+        for (size_t i = 0; i < n; i++) g[i] *= f;
+    }
+}
+
+static void test_topk_layer(dt_comm *c)
+{
+    dt_comm_opts o = {.density = 0.05, .density_warmup = "none", .topk_scope = "layer", .clip_norm = 4.0};
+    harness h;
+    setup(&h, c, "topk", o);
+    size_t n = h.env.arena.n;
+    const dt_arena *a = &h.env.arena;
+    step(&h, 0);
+    float *sum = calloc(n, sizeof *sum), *g = malloc(n * sizeof *g);
+    unsigned char *seen = calloc(n, 1), *mine = calloc(n, 1);
+    dt_pair *l = malloc(sizeof(dt_pair) * n);
+    for (int r = 0; r < p; r++) {
+        clipped(r, n, 4.0, g);
+        for (int t = 0; t < a->n_tensors; t++) { /* each tensor's own top-k (order of the sum: rank order) */
+            const dt_param *q = a->tensors[t];
+            size_t kt = (size_t)floor(0.05 * (double)q->n);
+            kt = kt < 1 ? 1 : kt;
+            topk_select_sort(g + q->offset, q->n, kt, l);
+            for (size_t j = 0; j < kt; j++) {
+                size_t i = q->offset + l[j].i;
+                sum[i] = seen[i] ? sum[i] + l[j].v : l[j].v;
+                seen[i] = 1;
+                if (r == me) mine[i] = 1;
+            }
+        }
+    }
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += a->w[i] != -sum[i];
+    check(!bad, "topk layer scope + clipping: %zu weights differ from minus the dense sum of the per-tensor top-k", bad);
+    const float *res = state_of(&h, "residual");
+    clipped(me, n, 4.0, g);
+    bad = 0;
+    for (size_t i = 0; i < n; i++) bad += res[i] != (mine[i] ? 0.0f : g[i]);
+    check(!bad, "topk layer scope + clipping: the residual is wrong at %zu values", bad);
+    free(sum), free(g), free(seen), free(mine), free(l);
+    teardown(&h);
+}
+
 static void test_csc(dt_comm *c)
 {
     dt_comm_opts o = {.compress = "none", .chunk = 50, .chunk_ratio = 0.3, .fusion_bytes = INFINITY};
@@ -296,6 +348,7 @@ int main(int argc, char **argv)
     p = comm_size(c);
     test_gtopk(c);
     test_topk(c);
+    test_topk_layer(c);
     test_csc(c);
     test_terngrad(c, 0);
     test_terngrad(c, 1);

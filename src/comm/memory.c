@@ -1,8 +1,8 @@
 #include "memory.h"
 
-#include <stdlib.h>
-
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "../cpu.h"
 #include "../util.h"
@@ -46,6 +46,18 @@ DT_CLONES static void accumulate_corrected(float *restrict r, float *restrict u,
         u[i] = v;
         r[i] += v;
     }
+}
+
+double memory_clip(const dt_hostbuf *g, size_t n, double max_norm, int p)
+{
+    double sq = 0.0, limit = max_norm / sqrt((double)p);
+    if (hostbuf_pull(g, 0, n) != 0) return -1.0;
+    for (size_t i = 0; i < n; i++) sq += (double)g->host[i] * (double)g->host[i];
+    if (sq <= limit * limit) return 1.0;
+    float f = (float)(limit / sqrt(sq));
+    for (size_t i = 0; i < n; i++) g->host[i] *= f;
+    if (hostbuf_push(g, 0, n) != 0) return -1.0; /* the gradient itself is clipped, wherever it lives */
+    return (double)f;
 }
 
 int memory_accumulate(dt_memory *mem, const dt_hostbuf *g, const dt_hostbuf *w)

@@ -108,6 +108,10 @@ static const dt_optdef shared_flags[] = {
      "topk, gtopk: fraction of the arena each rank sends (k = floor(R d))", NULL},
     {G, "density-warmup", OPT_STRING, "SPEC", C(density_warmup), 0, 0, NULL, "none", 0, 0,
      "topk, gtopk: densities of the first epochs: none, dgc, gtopk-code or R1,R2,...", check_density_warmup},
+    {G, "clip-norm", OPT_DOUBLE, "X", C(clip_norm), 0, 1e9, NULL, "0", 0, 0,
+     "topk, gtopk: DGC's local gradient clipping: each rank scales its gradient to L2 norm at most X/sqrt(P) before "
+     "it joins the residual (0: none)",
+     NULL},
     {G, "momentum-correction", OPT_FLAG, NULL, C(momentum_correction), 0, 0, NULL, NULL, 0, 0,
      "topk, gtopk, csc: momentum on each rank before sparsification (DGC / GradientFlow Alg. 1)", NULL},
 };

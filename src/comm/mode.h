@@ -45,6 +45,8 @@ typedef struct dt_comm_opts {
     double density;                              /* topk, gtopk */
     char *density_warmup;
     int momentum_correction; /* topk, gtopk, csc */
+    char *topk_scope;        /* topk: "global" (one top-k of the arena) or "layer" (DGC: per tensor) */
+    double clip_norm;        /* topk, gtopk: DGC's local clipping of each rank's gradient (0: none) */
     long chunk;              /* csc */
     double chunk_ratio, sparsity_warmup;
     double clip; /* terngrad */

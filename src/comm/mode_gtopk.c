@@ -137,6 +137,7 @@ static int gtopk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times 
     size_t n = env->arena.n, k = density_k(density_at(&s->sched, it->epoch), n), ncur = k, nused = 0;
     double s0 = comm_bytes_sent(env->comm), r0 = comm_bytes_recv(env->comm), t0 = dt_now();
 
+    if (env->opts.clip_norm > 0 && memory_clip(&env->gh, n, env->opts.clip_norm, comm_size(env->comm)) < 0) return -1;
     if (memory_accumulate(s->mem, &env->gh, &env->wh) != 0) return -1;
     if (topk_select(s->sel, s->mem->r, n, k, s->mine) != 0) return -1;
     memcpy(s->cur, s->mine, k * sizeof(dt_pair));
@@ -203,7 +204,7 @@ static void gtopk_describe(const dt_mode_env *env, char *buf, size_t n)
 const dt_mode_desc mode_gtopk = {
     .name = "gtopk",
     .help = "global Top-k: the k largest of the sum of all ranks' top-k, by a tree of merges and a broadcast",
-    .options = "density density-warmup momentum-correction",
+    .options = "density density-warmup momentum-correction clip-norm",
     .describe = gtopk_describe,
     .init = gtopk_init,
     .end = gtopk_end,

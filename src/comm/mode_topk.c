@@ -4,7 +4,10 @@
  * other rank's k (index, value) pairs with a ring allgather: (P-1) k pairs of 8 bytes per rank.
  * Every rank sums all P k pairs in rank order (the same sum everywhere) and updates the weights
  * with it; the entries it sent leave its residual. Density warm-up and momentum correction as
- * in memory.h and schedule.h. */
+ * in memory.h and schedule.h.
+ * DGC's variants (Lin et al. §3): --topk-scope layer selects floor(density * n_t) (at least 1)
+ * entries of each parameter tensor t instead of the arena's k, and --clip-norm X scales each
+ * rank's gradient to norm X/sqrt(P) at most before it joins the residual. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -19,13 +22,59 @@
 #include "sparse.h"
 
 typedef struct {
+    size_t off, n; /* a parameter tensor's range of the arena */
+} range;
+
+typedef struct {
     dt_memory *mem;
     dt_topk *sel;
+    range *ranges; /* --topk-scope layer: the tensors' ranges by offset; else NULL */
+    int n_ranges;
     dt_density_sched sched;
     size_t kmax;
     dt_pair *mine, *all, *agg, *tmp, *tmp2;
     dt_hostbuf dense; /* the aggregate as a dense arena-sized vector, for the optimizer */
 } topk_state;
+
+static int cmp_range(const void *a, const void *b)
+{
+    const range *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static int make_ranges(topk_state *s, const dt_arena *a)
+{
+    if (!(s->ranges = calloc((size_t)a->n_tensors + 1, sizeof *s->ranges))) return dt_fail("out of memory");
+    for (int i = 0; i < a->n_tensors; i++) s->ranges[i] = (range){a->tensors[i]->offset, a->tensors[i]->n};
+    s->n_ranges = a->n_tensors;
+    qsort(s->ranges, (size_t)s->n_ranges, sizeof *s->ranges, cmp_range);
+    return 0;
+}
+
+/* entries sent at this density: the arena's k, or the sum of the tensors' */
+static size_t k_at(const topk_state *s, double density, size_t n)
+{
+    size_t k = 0;
+    if (!s->ranges) return density_k(density, n);
+    for (int i = 0; i < s->n_ranges; i++) k += density_k(density, s->ranges[i].n);
+    return k;
+}
+
+/* the selection: the k largest of the residual, or of each tensor's range (sorted by index either way) */
+static int select_top(topk_state *s, double density, size_t n, size_t k)
+{
+    size_t at = 0;
+    if (!s->ranges) return topk_select(s->sel, s->mem->r, n, k, s->mine);
+    for (int i = 0; i < s->n_ranges; i++) {
+        const range *g = &s->ranges[i];
+        size_t kt = density_k(density, g->n);
+        if (kt > g->n) kt = g->n;
+        if (topk_select(s->sel, s->mem->r + g->off, g->n, kt, s->mine + at) != 0) return -1;
+        for (size_t j = 0; j < kt; j++) s->mine[at + j].i += (uint32_t)g->off;
+        at += kt;
+    }
+    return 0;
+}
 
 static int topk_init(void **state, dt_mode_env *env)
 {
@@ -37,7 +86,9 @@ static int topk_init(void **state, dt_mode_env *env)
     if (mode_env_views(env) != 0) return -1;
     if (density_sched_parse(env->opts.density_warmup, env->opts.density, &s->sched) != 0)
         return dt_fail_prefix("--density-warmup");
-    s->kmax = density_k(density_max(&s->sched), n);
+    if (env->opts.topk_scope && strcmp(env->opts.topk_scope, "layer") == 0 && make_ranges(s, &env->arena) != 0)
+        return -1;
+    s->kmax = k_at(s, density_max(&s->sched), n);
     if (memory_create(&s->mem, n, env->opts.momentum_correction, env->optim->momentum, env->optim->wd) != 0 ||
         topk_create(&s->sel, n, s->kmax) != 0)
         return -1;
@@ -55,12 +106,13 @@ static int topk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
 {
     topk_state *s = state;
     int p = comm_size(env->comm);
-    double rho, t0 = dt_now();
-    size_t k = density_k(density_at(&s->sched, it->epoch), env->arena.n), n_agg;
+    double rho, t0 = dt_now(), density = density_at(&s->sched, it->epoch);
+    size_t k = k_at(s, density, env->arena.n), n_agg;
     rho = (double)k / (double)env->arena.n;
 
+    if (env->opts.clip_norm > 0 && memory_clip(&env->gh, env->arena.n, env->opts.clip_norm, p) < 0) return -1;
     if (memory_accumulate(s->mem, &env->gh, &env->wh) != 0) return -1;
-    if (topk_select(s->sel, s->mem->r, env->arena.n, k, s->mine) != 0) return -1;
+    if (select_top(s, density, env->arena.n, k) != 0) return -1;
     t->encode += dt_now() - t0;
 
     if (ring_allgather(env->comm, s->mine, k * sizeof(dt_pair), s->all, t) != 0) return -1;
@@ -86,7 +138,7 @@ static double topk_predict(void *state, const dt_mode_env *env, const dt_times *
 {
     topk_state *s = state;
     int p = comm_size(env->comm);
-    double k = (double)density_k(s->sched.target, env->arena.n); /* the model takes the target density */
+    double k = (double)k_at(s, s->sched.target, env->arena.n); /* the model takes the target density */
     /* gTop-k Table I: TopKAllReduce = log2(P) alpha + 2 (P-1) k beta (words), as a ring allgather */
     return m->data + m->forward + m->backward + m->update + (p - 1) * env->model.alpha +
            (p - 1) * k * sizeof(dt_pair) * env->model.beta;
@@ -105,6 +157,7 @@ static void topk_finalize(void *state, dt_mode_env *env)
     mode_env_release(env);
     memory_destroy(s->mem);
     topk_destroy(s->sel);
+    free(s->ranges);
     dt_free(s->mine);
     dt_free(s->all);
     dt_free(s->agg);
@@ -117,14 +170,25 @@ static void topk_finalize(void *state, dt_mode_env *env)
 static void topk_describe(const dt_mode_env *env, char *buf, size_t n)
 {
     const dt_comm_opts *o = &env->opts;
-    snprintf(buf, n, " (density %g, warm-up %s%s)", o->density, o->density_warmup,
-             o->momentum_correction ? ", momentum correction" : "");
+    char clip[48] = "";
+    if (o->clip_norm > 0) snprintf(clip, sizeof clip, ", local clipping at %g/sqrt(P)", o->clip_norm);
+    snprintf(buf, n, " (density %g%s, warm-up %s%s%s)", o->density,
+             o->topk_scope && !strcmp(o->topk_scope, "layer") ? " per tensor" : "", o->density_warmup,
+             o->momentum_correction ? ", momentum correction" : "", clip);
 }
+
+static const dt_optdef topk_flags[] = {
+    {"Communication", "topk-scope", OPT_CHOICE, "global|layer", offsetof(dt_comm_opts, topk_scope), 0, 0,
+     "global|layer", "global", 0, 0,
+     "topk: the k largest of the whole arena (gTop-k's baseline) or of each parameter tensor (DGC)", NULL},
+};
 
 const dt_mode_desc mode_topk = {
     .name = "topk",
     .help = "Top-k sparsification with residuals; every rank's k largest entries gathered by allgather",
-    .options = "density density-warmup momentum-correction",
+    .options = "density density-warmup momentum-correction topk-scope clip-norm",
+    .flags = topk_flags,
+    .n_flags = (int)DT_ARRAY_LEN(topk_flags),
     .describe = topk_describe,
     .init = topk_init,
     .end = topk_end,
