@@ -2,7 +2,8 @@
 # Pipe-SGD semantics: `dtrain --mode pipesgd` on P ranks ends with exactly (bit for bit) the
 # weights of tests/pipesim, a one-process simulation that applies the aggregated gradient of
 # iteration t-K at iteration t, with and without a warm-up epoch of D-Sync, for P = 1 and 3 and
-# K = 2 and 3. Dropout is in the net, so the masks must match too. The simulation with the
+# K = 2 and 3, and under a learning-rate schedule with either rate for a stale gradient
+# (--stale-lr apply|compute). Dropout is in the net, so the masks must match too. The simulation with the
 # switch at another iteration must differ: the comparison can fail.
 . "$(dirname "$0")/lib.sh"
 need_mpirun
@@ -23,7 +24,20 @@ for p in 1 3; do
         done
     done
 done
+# under a schedule (poly:2: every iteration's rate differs), both rates a stale gradient may get
+for stale in apply compute; do
+    for p in 1 3; do
+        mpi -np $p "$DTRAIN" --net "$net" --dataset mnist --data-dir "$T/data" --mode pipesgd --pipeline-depth 2 \
+            --epochs 3 --batch 30 --lr 0.01 --lr-schedule poly:2 --stale-lr $stale --momentum 0.9 --seed 7 --threads 1 \
+            --progress none --save "$T/real-$stale.st" > "$T/out" || { cat "$T/out"; fail "--stale-lr $stale -np $p failed"; }
+        "$top_builddir/tests/pipesim" "$net" "$T/data" $p 2 0 3 30 0.01 0.9 7 "$T/sim.st" poly:2 $stale > /dev/null ||
+            fail "pipesim failed"
+        "$STDIFF" "$T/real-$stale.st" "$T/sim.st" 0 0 || fail "P=$p --lr-schedule poly:2 --stale-lr $stale: dtrain differs from the simulation"
+    done
+done
+"$STDIFF" "$T/real-apply.st" "$T/real-compute.st" 0 0 > /dev/null && fail "--stale-lr compute made no difference under a schedule"
+note "--stale-lr apply and compute under --lr-schedule poly:2 equal their simulations (P = 1, 3) and differ"
 sim 3 2 0 "$T/other.st"
 run 3 2 1 "$T/real.st"
 "$STDIFF" "$T/real.st" "$T/other.st" 0 0 >/dev/null && fail "the warm-up switch made no difference: the comparison cannot fail"
-echo "PASS: pipesgd equals its simulation bit for bit (P = 1, 3; K = 2, 3; warm-up 0, 1 epoch)"
+echo "PASS: pipesgd equals its simulation bit for bit (P = 1, 3; K = 2, 3; warm-up 0, 1 epoch; both stale learning rates under a schedule)"

@@ -30,14 +30,19 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 12) {
-        fprintf(stderr, "usage: pipesim NET DATA_DIR P K WARMUP_EPOCHS EPOCHS BATCH LR MOMENTUM SEED OUT\n");
+    if (argc < 12 || argc > 14) {
+        fprintf(stderr, "usage: pipesim NET DATA_DIR P K WARMUP_EPOCHS EPOCHS BATCH LR MOMENTUM SEED OUT "
+                        "[LR_SCHEDULE [apply|compute]]\n");
         return 2;
     }
     const char *net_name = argv[1], *dir = argv[2], *out = argv[11];
     int p = atoi(argv[3]), k = atoi(argv[4]), epochs = atoi(argv[6]), batch = atoi(argv[7]);
     double warm = atof(argv[5]);
     float lr = (float)atof(argv[8]), mom = (float)atof(argv[9]);
+    /* the learning rate of iteration it (--lr-schedule), and which one a stale gradient gets (--stale-lr) */
+    dt_lr_schedule sched;
+    int computed = argc > 13 && !strcmp(argv[13], "compute");
+    if (lr_schedule_parse(argc > 12 ? argv[12] : "constant", atof(argv[8]), 0.0, atof(argv[6]), &sched) != 0) DIE();
     uint64_t seed = (uint64_t)atoll(argv[10]);
 
     dt_backend *be;
@@ -53,6 +58,7 @@ int main(int argc, char **argv)
     dt_sampler **smp = calloc((size_t)p, sizeof *smp);
     float **g = calloc((size_t)p, sizeof *g), **sum = calloc((size_t)k, sizeof *sum);
     int *pending = calloc((size_t)k, sizeof *pending);
+    float *slot_lr = calloc((size_t)k, sizeof *slot_lr);
     long *pend_it = calloc((size_t)k, sizeof *pend_it);
     float *x = malloc(sizeof(float) * d * (size_t)local);
     int32_t *y = malloc(sizeof(int32_t) * (size_t)local);
@@ -67,8 +73,9 @@ int main(int argc, char **argv)
         for (int r = 0; r < p; r++) sampler_epoch(smp[r], e);
         for (long i = 0; i < ipe; i++, it++) {
             int slot = (int)(it % k);
+            lr = (float)lr_at(&sched, it, ipe);
             if (it >= start && pending[slot]) { /* apply gsum[it-K] */
-                optim_step(opt, net->w, sum[slot], lr, 0, n);
+                optim_step(opt, net->w, sum[slot], computed ? slot_lr[slot] : lr, 0, n);
                 pending[slot] = 0;
             }
             for (int r = 0; r < p; r++) { /* every rank's gradient, with the weights of iteration it */
@@ -101,6 +108,7 @@ int main(int argc, char **argv)
             }
             pending[slot] = 1;
             pend_it[slot] = it;
+            slot_lr[slot] = lr;
             if (it < start) { /* warm-up: D-Sync */
                 optim_step(opt, net->w, sum[slot], lr, 0, n);
                 pending[slot] = 0;
@@ -112,7 +120,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < k; i++)
             if (pending[i] && (oldest < 0 || pend_it[i] < pend_it[oldest])) oldest = i;
         if (oldest < 0) break;
-        optim_step(opt, net->w, sum[oldest], lr, 0, n);
+        optim_step(opt, net->w, sum[oldest], computed ? slot_lr[oldest] : lr, 0, n); /* lr: the last iteration's */
         pending[oldest] = 0;
     }
     if (weights_save(net, net->w, net->state, out, "mnist", 0) != 0) DIE();
@@ -122,7 +130,7 @@ int main(int argc, char **argv)
         dt_free(g[r]);
     }
     for (int i = 0; i < k; i++) dt_free(sum[i]);
-    free(smp), free(g), free(sum), free(pending), free(pend_it), free(x), free(y);
+    free(smp), free(g), free(sum), free(pending), free(pend_it), free(slot_lr), free(x), free(y);
     optim_destroy(opt);
     net_destroy(net);
     dataset_close(ds);

@@ -48,6 +48,7 @@ note "1 rank: bit-identical"
 straight_vs_resumed 4 1e-6 --mode dsync
 cp "$T/half.st" "$T/dsync4.st"
 straight_vs_resumed 2 1e-6 --mode pipesgd --pipeline-depth 3 --compress q8
+straight_vs_resumed 2 1e-6 --mode pipesgd --stale-lr compute --lr-schedule poly:2
 straight_vs_resumed 2 1e-6 --mode topk --density 0.05 --momentum-correction
 straight_vs_resumed 2 1e-6 --mode csc --chunk 256 --momentum-correction
 

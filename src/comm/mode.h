@@ -38,6 +38,7 @@ typedef struct dt_comm_opts {
     char *placement;
     long staleness;
     long pipeline_depth; /* pipesgd */
+    char *stale_lr;      /* pipesgd: "apply" (the applying iteration's lr) or "compute" (the computing one's) */
     double warmup_epochs;
     double fusion_bytes; /* dsync, csc; INFINITY: one allreduce after backward */
     char *allreduce;     /* dsync: "ring" (dtrain's, with the codec) or "mpi" (MPI_Allreduce of fp32) */

@@ -12,6 +12,9 @@
  * (allreduce, then update, within the iteration); the pipeline starts at the first iteration of
  * epoch E. After the last iteration, flush applies the gradients still in flight, in order, at
  * the last learning rate, so every computed gradient reaches the final weights.
+ * The learning rate of an update (--stale-lr): the applying iteration's (apply, the default), or
+ * the one of the iteration that computed the gradient (compute, as Pipe-SGD's Alg. 1 writes it:
+ * w -= lr_t' g_t' for the stale t'), flush included; they differ only under a schedule.
  *
  * Gradient buffers: K slots of the arena's size; backward of iteration t writes slot t mod K,
  * which held gsum[t-K] until begin(t) applied it. Each slot is backend memory with a host view:
@@ -23,6 +26,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../util.h"
 #include "mode.h"
@@ -36,6 +40,8 @@ typedef struct {
     int *pending;       /* the slot holds a gradient not applied yet */
     int *on_host;       /* the slot's sum is in its host view (allreduced, or restored), not on the device */
     float *pending_f;   /* the same as 0/1 floats, for checkpoints */
+    int lr_computed;    /* --stale-lr compute */
+    float *slot_lr;     /* the learning rate of the iteration whose gradient the slot holds */
     long *job;          /* job id of its allreduce on the communication thread, -1: none (1 rank) */
     long *job_it;       /* the iteration it belongs to */
     dt_comm *cc;
@@ -71,7 +77,9 @@ static int pipe_init(void **state, dt_mode_env *env)
     s->job_it = malloc(sizeof *s->job_it * (size_t)s->k);
     s->jobs = calloc((size_t)s->k, sizeof *s->jobs);
     s->pending_f = calloc((size_t)s->k, sizeof *s->pending_f);
-    if (!s->slot || !s->job || !s->pending || !s->on_host || !s->job_it || !s->jobs || !s->pending_f)
+    s->slot_lr = calloc((size_t)s->k, sizeof *s->slot_lr);
+    s->lr_computed = env->opts.stale_lr && !strcmp(env->opts.stale_lr, "compute");
+    if (!s->slot || !s->job || !s->pending || !s->on_host || !s->job_it || !s->jobs || !s->pending_f || !s->slot_lr)
         return dt_fail("out of memory");
     for (int i = 0; i < s->k; i++) {
         s->job[i] = -1;
@@ -83,10 +91,12 @@ static int pipe_init(void **state, dt_mode_env *env)
     return 0;
 }
 
-/* Waits for the allreduce in slot i, if one is pending there, and applies it at learning rate lr. */
+/* Waits for the allreduce in slot i, if one is pending there, and applies it at learning rate lr
+ * (or, with --stale-lr compute, at the rate of the iteration that computed it). */
 static int apply_slot(pipe_state *s, dt_mode_env *env, int i, float lr, dt_times *t)
 {
     if (!s->pending[i]) return 0;
+    if (s->lr_computed) lr = s->slot_lr[i];
     double t0 = dt_now();
     if (s->job[i] >= 0 && worker_wait(s->worker, s->job[i]) != 0) return -1;
     double t1 = dt_now();
@@ -117,6 +127,7 @@ static int pipe_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
     struct job *j = &s->jobs[i];
     s->pending[i] = 1;
     s->job_it[i] = it->it;
+    s->slot_lr[i] = it->lr;
     s->job[i] = -1; /* one rank: the sum is the gradient itself */
     s->on_host[i] = 0;
     if (comm_size(env->comm) > 1) {
@@ -169,6 +180,11 @@ static int pipe_list_state(void *state, const dt_mode_env *env, dt_state_tensor 
         out[n].data = s->pending_f;
         out[n++].n = (size_t)s->k;
     }
+    if (s->lr_computed && n < max) { /* the rates the slots will be applied at */
+        snprintf(out[n].name, sizeof out[n].name, "slot_lr");
+        out[n].data = s->slot_lr;
+        out[n++].n = (size_t)s->k;
+    }
     return n;
 }
 
@@ -211,6 +227,7 @@ static void pipe_finalize(void *state, dt_mode_env *env)
     free(s->pending);
     free(s->on_host);
     free(s->pending_f);
+    free(s->slot_lr);
     free(s->job_it);
     free(s->jobs);
     free(s);
@@ -219,13 +236,18 @@ static void pipe_finalize(void *state, dt_mode_env *env)
 static void pipe_describe(const dt_mode_env *env, char *buf, size_t n)
 {
     const dt_comm_opts *o = &env->opts;
-    snprintf(buf, n, " (K = %ld, %g warm-up epoch%s as D-Sync)", o->pipeline_depth, o->warmup_epochs,
-             o->warmup_epochs == 1 ? "" : "s");
+    snprintf(buf, n, " (K = %ld, %g warm-up epoch%s as D-Sync%s)", o->pipeline_depth, o->warmup_epochs,
+             o->warmup_epochs == 1 ? "" : "s",
+             o->stale_lr && !strcmp(o->stale_lr, "compute") ? ", stale gradients at their own learning rate" : "");
 }
 
 static const dt_optdef pipe_flags[] = {
     {"Communication", "pipeline-depth", OPT_INT, "K", offsetof(dt_comm_opts, pipeline_depth), 1, 16, NULL, "2", 0, 0,
      "pipesgd: iteration t applies the aggregated gradient of t-K", NULL},
+    {"Communication", "stale-lr", OPT_CHOICE, "apply|compute", offsetof(dt_comm_opts, stale_lr), 0, 0, "apply|compute",
+     "apply", 0, 0,
+     "pipesgd: a stale gradient's learning rate: the applying iteration's, or that of the iteration that computed it",
+     NULL},
     {"Communication", "warmup-epochs", OPT_DOUBLE, "E", offsetof(dt_comm_opts, warmup_epochs), 0, 1e6, NULL, "0", 0,
      0, "pipesgd: run the first E epochs as D-Sync", NULL},
 };
@@ -234,7 +256,7 @@ const dt_mode_desc mode_pipesgd = {
     .name = "pipesgd",
     .help = "Pipe-SGD: the allreduce of iteration t runs on a communication thread while t+1 computes; "
             "updates use the gradient of t-K",
-    .options = "pipeline-depth warmup-epochs compress compress-block",
+    .options = "pipeline-depth stale-lr warmup-epochs compress compress-block",
     .flags = pipe_flags,
     .n_flags = (int)DT_ARRAY_LEN(pipe_flags),
     .describe = pipe_describe,
