@@ -26,6 +26,7 @@ void times_add(dt_times *a, const dt_times *t)
 {
     a->iter += t->iter;
     a->density += t->density;
+    a->skipped += t->skipped;
     a->data += t->data;
     a->forward += t->forward;
     a->backward += t->backward;

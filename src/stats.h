@@ -10,6 +10,7 @@ typedef struct dt_times {
     double bytes_sent, bytes_recv;
     double iter; /* wall time of the iteration as the train loop saw it */
     double density; /* fraction of the arena a sparse mode sent (sum over iterations) */
+    double skipped; /* updates skipped (loss scaling found a non-finite sum), a count */
 } dt_times;
 
 #define DT_TIMES_N_PHASES 8

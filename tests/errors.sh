@@ -47,6 +47,8 @@ expect_error "allreduce of ps" 2 "--allreduce applies to --mode dsync, not to --
 expect_error "topk scope of gtopk" 2 "--topk-scope applies to --mode topk, not to --mode gtopk" "$DTRAIN" $D --mode gtopk --topk-scope layer
 expect_error "clip-norm of dsync" 2 "--clip-norm applies to --mode topk, gtopk, not to --mode dsync" "$DTRAIN" $D --clip-norm 1
 expect_error "stale-lr of dsync" 2 "--stale-lr applies to --mode pipesgd, not to --mode dsync" "$DTRAIN" $D --stale-lr compute
+expect_error "loss scale of dsync" 2 "--loss-scale applies to --mode csc, not to --mode dsync" "$DTRAIN" $D --loss-scale dynamic
+expect_error "a bad loss scale" 2 "--loss-scale: expected none, dynamic or a positive number" "$DTRAIN" $D --mode csc --loss-scale -4
 expect_error "density of dsync" 2 "--density applies to --mode topk, gtopk, not to --mode dsync" "$DTRAIN" $D --density 0.01
 expect_error "bad density warm-up" 2 "--density-warmup: expected none, dgc, gtopk-code or a list of densities" "$DTRAIN" --mode gtopk --density-warmup fast
 expect_error "density out of range" 2 "--density: expected a number in [1e-09, 1], found 2" "$DTRAIN" --mode topk --density 2

@@ -304,6 +304,69 @@ static void test_csc(dt_comm *c)
     teardown(&h);
 }
 
+/* csc's loss scaling, dense (ratio 1) so the update is -(sum of the gradients) after one step:
+ *   a power-of-two scale with no codec changes nothing, bit for bit;
+ *   gradients of 1e-9 vanish in fp16 unscaled (below its smallest subnormal) but arrive within
+ *   fp16's precision scaled by 2^24;
+ *   dynamic scaling of gradients up to 9 on the fp16 wire overflows at 65536: the step is skipped
+ *   (weights untouched, every gradient kept as residual, one skipped step) and the scale halved
+ * (the fp16 cases from 2 ranks on: one rank sends nothing) */
+static float csc_scaled_step(dt_comm *c, const char *compress, const char *scale, float mult, float *w, float *res,
+                             double *skipped)
+{
+    dt_comm_opts o = {.compress = (char *)compress, .chunk = 50, .chunk_ratio = 1.0, .fusion_bytes = INFINITY,
+                      .loss_scale = (char *)scale};
+    harness h;
+    setup(&h, c, "csc", o);
+    size_t n = h.env.arena.n;
+    for (size_t i = 0; i < n; i++) h.env.arena.g[i] = mult * grad(me, i, 0), h.env.arena.w[i] = 0.0f;
+    dt_iter it = {0, 0, 1.0f};
+    dt_times t = {0};
+    if (h.m->end(h.st, &h.env, &it, &t) != 0) {
+        fprintf(stderr, "csc: %s\n", dt_errmsg());
+        exit(2);
+    }
+    memcpy(w, h.env.arena.w, n * sizeof *w);
+    memcpy(res, state_of(&h, "residual"), n * sizeof *res);
+    const float *ls = state_of(&h, "loss_scale");
+    float sc = ls ? ls[0] : 0.0f;
+    *skipped = t.skipped;
+    teardown(&h);
+    return sc;
+}
+
+static void test_csc_loss_scale(dt_comm *c)
+{
+    size_t n = 847, bad = 0, zero = 0; /* the harness net's arena */
+    float *w0 = malloc(n * 4), *w1 = malloc(n * 4), *r = malloc(n * 4), *want = calloc(n, 4);
+    double skipped;
+    csc_scaled_step(c, "none", "none", 1.0f, w0, r, &skipped);
+    csc_scaled_step(c, "none", "1024", 1.0f, w1, r, &skipped);
+    check(!memcmp(w0, w1, n * 4), "csc --loss-scale 1024 without a codec changed the update");
+    if (p == 1) { /* one rank sends nothing: no fp16 on any wire */
+        free(w0), free(w1), free(r), free(want);
+        return;
+    }
+    csc_scaled_step(c, "fp16", "none", 1e-9f, w0, r, &skipped);
+    csc_scaled_step(c, "fp16", "16777216", 1e-9f, w1, r, &skipped);
+    for (size_t i = 0; i < n; i++) { /* fp16's error: 2^-11 of each term, or 2^-24 absolute below 2^-14 */
+        double sum = 0, mag = 0;
+        for (int q = 0; q < p; q++) sum += (double)(1e-9f * grad(q, i, 0)), mag += fabs(1e-9f * grad(q, i, 0));
+        zero += w0[i] == 0.0f;
+        bad += fabs(w1[i] + sum) > 1e-3 * mag + p * 6e-8 / 16777216.0;
+    }
+    check(zero == n, "csc fp16 without loss scaling: %zu of %zu updates of 1e-9 gradients survived fp16", n - zero, n);
+    check(!bad, "csc fp16 --loss-scale 2^24: %zu updates differ from the gradients' sum beyond fp16 precision", bad);
+    float sc = csc_scaled_step(c, "fp16", "dynamic", 1.0f, w1, r, &skipped);
+    bad = 0;
+    for (size_t i = 0; i < n; i++) bad += w1[i] != 0.0f || r[i] != grad(me, i, 0);
+    check(skipped == 1 && sc == 32768.0f && !bad,
+          "csc dynamic loss scale on an fp16 overflow: skipped %g (expected 1), scale %g (32768), %zu weights moved or "
+          "gradients lost",
+          skipped, (double)sc, bad);
+    free(w0), free(w1), free(r), free(want);
+}
+
 static void test_terngrad(dt_comm *c, int skip_last)
 {
     dt_comm_opts o = {.clip = 2.5f, .tern_skip_last = skip_last};
@@ -349,6 +412,7 @@ int main(int argc, char **argv)
     test_gtopk(c);
     test_topk(c);
     test_topk_layer(c);
+    test_csc_loss_scale(c);
     test_csc(c);
     test_terngrad(c, 0);
     test_terngrad(c, 1);

@@ -51,6 +51,7 @@ straight_vs_resumed 2 1e-6 --mode pipesgd --pipeline-depth 3 --compress q8
 straight_vs_resumed 2 1e-6 --mode pipesgd --stale-lr compute --lr-schedule poly:2
 straight_vs_resumed 2 1e-6 --mode topk --density 0.05 --momentum-correction
 straight_vs_resumed 2 1e-6 --mode csc --chunk 256 --momentum-correction
+straight_vs_resumed 2 1e-6 --mode csc --chunk 256 --loss-scale dynamic
 
 # kill -9 between checkpoints: one thread, a bigger net, so the run lasts a few seconds
 K="--net resnet20 --dataset cifar10 --data-dir $T/c10 --batch 50 --lr 0.05 --epochs 3 --threads 1 --progress none"

@@ -49,6 +49,7 @@ typedef struct dt_comm_opts {
     char *topk_scope;        /* topk: "global" (one top-k of the arena) or "layer" (DGC: per tensor) */
     double clip_norm;        /* topk, gtopk: DGC's local clipping of each rank's gradient (0: none) */
     long chunk;              /* csc */
+    char *loss_scale;        /* csc: "none", a number, or "dynamic" (fp16 transfers scaled as GradScaler does) */
     double chunk_ratio, sparsity_warmup;
     double clip; /* terngrad */
     int tern_skip_last;

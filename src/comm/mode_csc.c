@@ -20,6 +20,12 @@
  * Bytes per rank: the ring over the packed chunks (ratio d values, encoded) and over n_c norms.
  * The gradient and weights are read and written through their host views (env->gh, env->wh):
  * ranges are pulled as chunks are corrected, the result pushed back before the update.
+ * Loss scaling (--loss-scale S | dynamic), for fp16 on the wire as GradientFlow's mixed precision:
+ * packed values are multiplied by S before the allreduce and the sum divided by S after, so small
+ * gradients do not flush to zero in fp16. dynamic: S starts at 65536; a sum that is not finite
+ * (the same on every rank) skips the update, keeps every corrected gradient as residual (hg) and
+ * halves S; 2000 finite steps in a row double it (PyTorch's GradScaler). Skipped steps are counted
+ * in the log (skipped_steps).
  */
 #include <math.h>
 #include <stddef.h>
@@ -48,6 +54,11 @@ typedef struct {
     float *norms;             /* n_chunks */
     float *important_f;       /* the selection as 0/1 floats, for the state */
     int *order;               /* n_chunks, for the selection */
+    int dynamic;              /* --loss-scale dynamic */
+    float scale;              /* the current loss scale (1: none) */
+    float scale_f[2];         /* scale and good steps, as floats for checkpoints */
+    float limit;              /* dynamic: a scaled value above it could saturate fp16 in the sum of P */
+    long good;                /* finite steps since the scale last changed */
     dt_ring *ring, *norm_ring;
     /* lazy allreduce */
     size_t fusion;
@@ -109,6 +120,13 @@ static int csc_init(void **state, dt_mode_env *env)
         (env->opts.momentum_correction && !s->hu))
         return dt_fail("out of memory");
     memset(s->important, 1, s->n_chunks); /* the first iteration has no norms yet: dense */
+    s->scale = 1.0f;
+    /* fp16 on the wire saturates at 65504 instead of overflowing: a value that could take a sum of P
+     * there becomes NaN, which every rank's sum then holds, so all of them skip the step together */
+    s->limit = env->codec.desc && !strcmp(env->codec.desc->name, "fp16") ? 65504.0f / (float)comm_size(env->comm)
+                                                                          : INFINITY;
+    if (env->opts.loss_scale && !strcmp(env->opts.loss_scale, "dynamic")) s->dynamic = 1, s->scale = 65536.0f;
+    else if (env->opts.loss_scale && strcmp(env->opts.loss_scale, "none") != 0) s->scale = (float)atof(env->opts.loss_scale);
     layout(s, n);
     codec_create("none", 0, &none);
     if (ring_create(&s->ring, env->comm, env->codec, n) != 0 ||
@@ -145,7 +163,15 @@ static int correct_upto(csc_state *s, dt_mode_env *env, size_t c_end)
             for (size_t i = 0; i < len; i++) gc[i] += hc[i] + wd * wc[i];
         else
             for (size_t i = 0; i < len; i++) gc[i] += hc[i];
-        if (s->important[c]) memcpy(s->pack + s->packed_at[c], gc, len * sizeof(float));
+        if (s->important[c] && s->scale != 1.0f) {
+            float *restrict pc = s->pack + s->packed_at[c];
+            for (size_t i = 0; i < len; i++) pc[i] = gc[i] * s->scale;
+            if (s->dynamic)
+                for (size_t i = 0; i < len; i++)
+                    if (fabsf(pc[i]) > s->limit) pc[i] = NAN;
+        } else if (s->important[c]) {
+            memcpy(s->pack + s->packed_at[c], gc, len * sizeof(float));
+        }
     }
     s->next_chunk = c_end;
     return 0;
@@ -190,6 +216,18 @@ static int by_norm(const void *x, const void *y, void *arg)
     return (a > b) - (a < b);
 }
 
+/* A scaled sum overflowed: no update this iteration; every corrected gradient (g + h) stays as the
+ * residual, the selection stays, the scale halves. The same on every rank (they saw the same sum). */
+static int skip_step(csc_state *s, dt_mode_env *env, dt_times *t)
+{
+    memcpy(s->h, env->gh.host, env->arena.n * sizeof(float));
+    s->scale *= 0.5f;
+    s->good = 0;
+    layout(s, env->arena.n);
+    t->skipped += 1;
+    return 0;
+}
+
 static int csc_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     csc_state *s = state;
@@ -215,6 +253,13 @@ static int csc_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t
     }
 
     double t1 = dt_now();
+    if (s->scale != 1.0f) { /* unscale; a sum that is not finite skips the update (dynamic scaling) */
+        const float inv = 1.0f / s->scale;
+        int finite = 1;
+        for (size_t i = 0; i < s->packed_n; i++) finite &= isfinite(s->pack[i] *= inv);
+        if (!finite && s->dynamic) return skip_step(s, env, t);
+        if (s->dynamic && ++s->good >= 2000) s->scale *= 2.0f, s->good = 0;
+    }
     /* the allreduced chunks back into the gradient; what stays local is kept; norms for next time */
     for (size_t c = 0; c < s->n_chunks; c++) {
         size_t a = c * s->chunk, len = chunk_len(s, n, c);
@@ -279,6 +324,11 @@ static int csc_restored(void *state, dt_mode_env *env, long it0)
     csc_state *s = state;
     (void)it0;
     for (size_t c = 0; c < s->n_chunks; c++) s->important[c] = s->important_f[c] != 0.0f;
+    if (s->dynamic) {
+        if (!(s->scale_f[0] > 0.0f) || !isfinite(s->scale_f[0]) || !(s->scale_f[1] >= 0.0f))
+            return dt_fail("the checkpoint's loss scale %g is not a positive number", (double)s->scale_f[0]);
+        s->scale = s->scale_f[0], s->good = (long)s->scale_f[1];
+    }
     layout(s, env->arena.n);
     return 0;
 }
@@ -315,6 +365,12 @@ static int csc_list_state(void *state, const dt_mode_env *env, dt_state_tensor *
         out[n].data = s->important_f;
         out[n++].n = s->n_chunks;
     }
+    if (s->dynamic && n < max) { /* the dynamic loss scale and its count of finite steps */
+        s->scale_f[0] = s->scale, s->scale_f[1] = (float)s->good;
+        snprintf(out[n].name, sizeof out[n].name, "loss_scale");
+        out[n].data = s->scale_f;
+        out[n++].n = 2;
+    }
     return n;
 }
 
@@ -341,7 +397,22 @@ static void csc_finalize(void *state, dt_mode_env *env)
 
 static void csc_describe(const dt_mode_env *env, char *buf, size_t n)
 {
-    if (env->opts.momentum_correction) snprintf(buf, n, " (momentum correction)");
+    const char *ls = env->opts.loss_scale;
+    int scaled = ls && strcmp(ls, "none") != 0;
+    if (env->opts.momentum_correction || scaled)
+        snprintf(buf, n, " (%s%s%s%s)", env->opts.momentum_correction ? "momentum correction" : "",
+                 env->opts.momentum_correction && scaled ? ", " : "", scaled ? "loss scale " : "", scaled ? ls : "");
+}
+
+static int check_loss_scale(const char *v, const char *origin)
+{
+    char *end;
+    double x;
+    if (!strcmp(v, "none") || !strcmp(v, "dynamic")) return 0;
+    x = strtod(v, &end);
+    if (end != v && !*end && isfinite(x) && x > 0 && x <= 1e30) return 0;
+    return dt_fail("%s: expected none, dynamic or a positive number (a power of two keeps the sums exact), found '%s'",
+                   origin, v);
 }
 
 static const dt_optdef csc_flags[] = {
@@ -349,6 +420,9 @@ static const dt_optdef csc_flags[] = {
      "csc: values per chunk", NULL},
     {"Communication", "chunk-ratio", OPT_DOUBLE, "R", offsetof(dt_comm_opts, chunk_ratio), 1e-6, 1, NULL, "0.1", 0, 0,
      "csc: fraction of chunks allreduced each iteration", NULL},
+    {"Communication", "loss-scale", OPT_STRING, "S|dynamic", offsetof(dt_comm_opts, loss_scale), 0, 0, NULL, "none", 0,
+     0, "csc: scale the packed gradients by S for their fp16 transfer (dynamic: as PyTorch's GradScaler)",
+     check_loss_scale},
     {"Communication", "sparsity-warmup", OPT_DOUBLE, "F", offsetof(dt_comm_opts, sparsity_warmup), 0, 1, NULL, "0", 0,
      0, "csc: ramp from dense to --chunk-ratio over the first F of all iterations", NULL},
 };
@@ -356,7 +430,7 @@ static const dt_optdef csc_flags[] = {
 const dt_mode_desc mode_csc = {
     .name = "csc",
     .help = "coarse-grained sparse communication: the same important chunks, packed, allreduced densely",
-    .options = "chunk chunk-ratio sparsity-warmup momentum-correction fusion-bytes compress compress-block",
+    .options = "chunk chunk-ratio loss-scale sparsity-warmup momentum-correction fusion-bytes compress compress-block",
     .default_compress = "fp16",
     .flags = csc_flags,
     .n_flags = (int)DT_ARRAY_LEN(csc_flags),
