@@ -25,6 +25,10 @@ rc=$?
     { cat "$T/out"; fail "a file with a missing and an extra tensor: exit $rc"; }
 note "resnet18: dtrain's file is torchvision's state_dict; F16/BF16/I64 read; missing and extra names listed"
 
+if [ "${DT_SANITIZED:-no}" = yes ]; then # the round trip's dtrain paths (weights, JPEG) ran above
+    echo "PASS: state dicts with NumPy (sanitized build: the PyTorch round trip is left to the plain build)"
+    exit 0
+fi
 if ! $PYTHON -c "import torch, torchvision" 2> /dev/null; then
     echo "PASS: state dicts with NumPy (torchvision not installed: the PyTorch round trip was not run)"
     exit 0
