@@ -13,9 +13,12 @@
 
 torchvision's names are built here from its ResNet definition (BasicBlock, layers 2-2-2-2), so
 that the test runs where torchvision is not installed."""
-import json, struct, sys
+import os, sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+from safetensors_np import read, write  # noqa: E402
 
 
 def resnet18_state(classes):
@@ -44,45 +47,6 @@ def resnet18_state(classes):
     out["fc.weight"] = ("F32", [classes, 512])
     out["fc.bias"] = ("F32", [classes])
     return out
-
-
-NP = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "F16": np.float16}
-
-
-def read(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    data = b[8 + n:]
-    t = {}
-    for k, v in h.items():
-        if k == "__metadata__":
-            continue
-        s, e = v["data_offsets"]
-        raw = data[s:e]
-        if v["dtype"] == "BF16":
-            a = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
-        else:
-            a = np.frombuffer(raw, NP[v["dtype"]])
-        t[k] = (v["dtype"], v["shape"], a.reshape(v["shape"]))
-    return t
-
-
-def write(path, tensors):
-    """tensors: list of (name, dtype, array) in order"""
-    hdr, off, blobs = {}, 0, []
-    for name, dtype, a in tensors:
-        if dtype == "BF16":
-            raw = (np.asarray(a, np.float32).view(np.uint32) >> 16).astype(np.uint16).tobytes()
-        else:
-            raw = np.asarray(a, NP[dtype]).tobytes()
-        hdr[name] = {"dtype": dtype, "shape": list(np.shape(a)), "data_offsets": [off, off + len(raw)]}
-        off += len(raw)
-        blobs.append(raw)
-    h = json.dumps(hdr, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 def check(path, classes):

@@ -13,48 +13,26 @@ alexnet-torchvision, vgg16-torchvision (torchvision's alexnet and vgg16).
 
 Needs Debian's python3-torch and python3-torchvision (/usr/bin/python3); reads and writes
 safetensors with NumPy, so the safetensors package is not needed."""
-import json, os, struct, sys
+import os, sys
 
 import numpy as np
 import torch
 import torchvision
 from PIL import Image
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_np  # noqa: E402
+
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
 
 def read_safetensors(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    data = b[8 + n:]
-    kinds = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I64": np.int64}
-    out = {}
-    for k, v in h.items():
-        if k == "__metadata__":
-            continue
-        s, e = v["data_offsets"]
-        if v["dtype"] == "BF16":
-            a = (np.frombuffer(data[s:e], np.uint16).astype(np.uint32) << 16).view(np.float32)
-        else:
-            a = np.frombuffer(data[s:e], kinds[v["dtype"]])
-        out[k] = torch.from_numpy(a.reshape(v["shape"]).copy())
-    return out
+    return {k: torch.from_numpy(a.copy()) for k, (_, _, a) in safetensors_np.read(path).items()}
 
 
 def write_safetensors(path, state):
-    hdr, off, blobs = {}, 0, []
-    for k, t in state.items():
-        a = t.detach().cpu().numpy()
-        dtype = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64"}[a.dtype]
-        raw = np.ascontiguousarray(a).tobytes()
-        hdr[k] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
-        off += len(raw)
-        blobs.append(raw)
-    h = json.dumps(hdr, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+    kinds = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64"}
+    safetensors_np.write(path, [(k, kinds[t.numpy().dtype], t.detach().cpu().numpy()) for k, t in state.items()])
 
 
 def model(net, classes):
