@@ -115,7 +115,7 @@ int main(int argc, char **argv)
 {
     dt_opts opts;
     dt_run run;
-    char *canon, *agree;
+    char *canon, *agree, *given;
     dt_comm *comm;
     int parse_rc, rc, rank, launched_rank = launcher_rank();
 
@@ -156,6 +156,7 @@ int main(int argc, char **argv)
     run.opts = &opts;
     run.options = canon = cli_canonical(&opts); /* NULL (out of memory) fails the set-up on this rank */
     run.agreement = agree = cli_agreement(&opts);
+    run.given = given = cli_given_text(&opts);
     run.comm = comm;
     run.launched = launched_rank >= 0;
     dt_signals_install();
@@ -169,6 +170,7 @@ int main(int argc, char **argv)
     run_teardown(&run);
     free(canon);
     free(agree);
+    free(given);
     cli_free(&opts);
     comm_finalize(comm);
     return rc != 0 ? (run.usage_error ? 2 : 1) : run.stopped ? 128 + run.stopped : 0; /* stopped by a signal: as the shell reports it */

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
 #include "cpu.h"
 #include "gitversion.h"
 #include "util.h"
@@ -519,11 +518,11 @@ static void banner(dt_run *r)
  * again. Collective (the host names). */
 static int record_run(dt_run *r)
 {
-    char hosts[1024], libs[512], dir[4096], *given;
+    char hosts[1024], libs[512], dir[4096];
     dt_log *l = r->log;
     if (comm_hosts(r->comm, hosts, sizeof hosts) != 0) return -1;
     if (!log_enabled(l)) return 0;
-    if (!(given = cli_given_text(r->opts))) return -1;
+    if (!r->options || !r->given) return dt_fail("out of memory");
     snprintf(libs, sizeof libs, "%s; %s: %s; libjpeg-turbo %s; libpng %s", comm_library(), r->be->name,
              backend_describe(r->be), DT_JPEG_VERSION, DT_PNG_VERSION);
     log_summary_field(l, "version", PACKAGE_VERSION, 0);
@@ -534,8 +533,7 @@ static int record_run(dt_run *r)
     if (r->opts->data_dir) /* absolute: a rerun may start elsewhere */
         log_summary_field(l, "data_dir", realpath(r->opts->data_dir, dir) ? dir : r->opts->data_dir, 0);
     log_summary_field(l, "options", r->options, 0);
-    log_summary_field(l, "given", given, 0);
-    free(given);
+    log_summary_field(l, "given", r->given, 0);
     return 0;
 }
 

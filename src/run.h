@@ -47,6 +47,7 @@ typedef struct dt_run {
     long it0;             /* the first iteration to run (after --resume) */
     const char *options;   /* the canonical options: what identifies the run (from main) */
     const char *agreement; /* the options every rank must agree on (from main) */
+    const char *given;     /* the canonical lines of the options that were given (from main): --rerun's */
     char comm_label[64];   /* what a timed-out wait says the job was doing */
     dt_comm *ctl;          /* a duplicate for the stop protocol (train.c): apart from the modes' traffic */
     int stop_req, stop_buf; /* its request in flight (-1: none) and the value it reduces */
