@@ -4,7 +4,8 @@
  * Colour: RGB out for channels 3, grey for 1. JPEG: YCbCr and grey through libjpeg's own
  * conversions; CMYK and YCCK (Adobe files, stored inverted) converted as PIL does,
  * R = (255 - C)(255 - K) / 255. PNG: grey repeated over the channels, alpha composited on black,
- * 16-bit reduced. A JPEG that ends early is an error (libjpeg would fill the rest with grey);
+ * 16-bit reduced. A JPEG whose data end early (the file, or a scan cut short by a marker) is an
+ * error (libjpeg would fill the rest with grey); at most 134 megapixels, 32768 on a side;
  * libjpeg's other warnings (extraneous bytes before a marker, and so on) are not, as in PIL. */
 #include <errno.h>
 #include <setjmp.h>
@@ -20,6 +21,7 @@
 #include "image.h"
 
 #define MAX_SIDE 32768
+#define MAX_PIXELS (1L << 27) /* 134 megapixels, 512 MB decoded as CMYK: far above any dataset's photos */
 
 /* ---- JPEG ----------------------------------------------------------------------------------------- */
 
@@ -40,7 +42,9 @@ static void jpeg_fatal(j_common_ptr c)
 static void jpeg_note(j_common_ptr c, int level)
 {
     jpeg_err *e = (jpeg_err *)c->err;
-    if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) e->truncated = 1; /* other warnings: decoded anyway */
+    /* the data end early (the file, or the scan at a marker): libjpeg would fill the rest with grey */
+    if (level < 0 && (c->err->msg_code == JWRN_JPEG_EOF || c->err->msg_code == JWRN_HIT_MARKER)) e->truncated = 1;
+    /* other warnings (extraneous bytes before a marker, ...): decoded anyway, as PIL does */
 }
 
 /* CMYK (inverted when the file has an Adobe marker, as Adobe's are) to RGB or grey, in place */
@@ -78,8 +82,10 @@ static int jpeg_decode(const char *path, FILE *f, int channels, uint8_t **out, i
     jpeg_create_decompress(&ci);
     jpeg_stdio_src(&ci, f);
     jpeg_read_header(&ci, TRUE);
-    if (ci.image_width < 1 || ci.image_height < 1 || ci.image_width > MAX_SIDE || ci.image_height > MAX_SIDE) {
-        dt_fail("%s: %ux%u pixels (expected 1 to %d on each side)", path, ci.image_width, ci.image_height, MAX_SIDE);
+    if (ci.image_width < 1 || ci.image_height < 1 || ci.image_width > MAX_SIDE || ci.image_height > MAX_SIDE ||
+        (long)ci.image_width * (long)ci.image_height > MAX_PIXELS) {
+        dt_fail("%s: %ux%u pixels (expected 1 to %d on each side and at most %ld pixels)", path, ci.image_width,
+                ci.image_height, MAX_SIDE, MAX_PIXELS);
         jpeg_destroy_decompress(&ci);
         return -1;
     }
@@ -122,8 +128,10 @@ static int png_decode(const char *path, int channels, uint8_t **out, int *w_out,
     memset(&im, 0, sizeof im);
     im.version = PNG_IMAGE_VERSION;
     if (!png_image_begin_read_from_file(&im, path)) return dt_fail("%s: a damaged PNG (libpng: %s)", path, im.message);
-    if (im.width < 1 || im.height < 1 || im.width > MAX_SIDE || im.height > MAX_SIDE) {
-        dt_fail("%s: %ux%u pixels (expected 1 to %d on each side)", path, im.width, im.height, MAX_SIDE);
+    if (im.width < 1 || im.height < 1 || im.width > MAX_SIDE || im.height > MAX_SIDE ||
+        (long)im.width * (long)im.height > MAX_PIXELS) {
+        dt_fail("%s: %ux%u pixels (expected 1 to %d on each side and at most %ld pixels)", path, im.width,
+                im.height, MAX_SIDE, MAX_PIXELS);
         png_image_free(&im);
         return -1;
     }
