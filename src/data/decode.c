@@ -23,6 +23,14 @@
 #define MAX_SIDE 32768
 #define MAX_PIXELS (1L << 27) /* 134 megapixels, 512 MB decoded as CMYK: far above any dataset's photos */
 
+/* An image's size, as its header says, before anything is decoded: -1 (and the error) when too large. */
+static int check_size(const char *path, unsigned w, unsigned h)
+{
+    if (w >= 1 && h >= 1 && w <= MAX_SIDE && h <= MAX_SIDE && (long)w * (long)h <= MAX_PIXELS) return 0;
+    return dt_fail("%s: %ux%u pixels (expected 1 to %d on each side and at most %ld pixels)", path, w, h, MAX_SIDE,
+                   MAX_PIXELS);
+}
+
 /* ---- JPEG ----------------------------------------------------------------------------------------- */
 
 typedef struct jpeg_err {
@@ -82,10 +90,7 @@ static int jpeg_decode(const char *path, FILE *f, int channels, uint8_t **out, i
     jpeg_create_decompress(&ci);
     jpeg_stdio_src(&ci, f);
     jpeg_read_header(&ci, TRUE);
-    if (ci.image_width < 1 || ci.image_height < 1 || ci.image_width > MAX_SIDE || ci.image_height > MAX_SIDE ||
-        (long)ci.image_width * (long)ci.image_height > MAX_PIXELS) {
-        dt_fail("%s: %ux%u pixels (expected 1 to %d on each side and at most %ld pixels)", path, ci.image_width,
-                ci.image_height, MAX_SIDE, MAX_PIXELS);
+    if (check_size(path, ci.image_width, ci.image_height) != 0) {
         jpeg_destroy_decompress(&ci);
         return -1;
     }
@@ -102,13 +107,8 @@ static int jpeg_decode(const char *path, FILE *f, int channels, uint8_t **out, i
         JSAMPROW row = px + (size_t)ci.output_scanline * w * pc;
         jpeg_read_scanlines(&ci, &row, 1);
     }
-    if (e.truncated) {
-        jpeg_destroy_decompress(&ci);
-        free(px);
-        return dt_fail("%s: a truncated JPEG (the data end before the image does)", path);
-    }
     int inverted = ci.saw_Adobe_marker;
-    jpeg_finish_decompress(&ci);
+    if (!e.truncated) jpeg_finish_decompress(&ci); /* may still find the file short */
     jpeg_destroy_decompress(&ci);
     if (e.truncated) {
         free(px);
@@ -128,10 +128,7 @@ static int png_decode(const char *path, int channels, uint8_t **out, int *w_out,
     memset(&im, 0, sizeof im);
     im.version = PNG_IMAGE_VERSION;
     if (!png_image_begin_read_from_file(&im, path)) return dt_fail("%s: a damaged PNG (libpng: %s)", path, im.message);
-    if (im.width < 1 || im.height < 1 || im.width > MAX_SIDE || im.height > MAX_SIDE ||
-        (long)im.width * (long)im.height > MAX_PIXELS) {
-        dt_fail("%s: %ux%u pixels (expected 1 to %d on each side and at most %ld pixels)", path, im.width,
-                im.height, MAX_SIDE, MAX_PIXELS);
+    if (check_size(path, im.width, im.height) != 0) {
         png_image_free(&im);
         return -1;
     }
