@@ -1,9 +1,12 @@
 #include "cpu.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
@@ -27,3 +30,18 @@ int cpu_count(void)
     return n > 0 ? (int)n : 1;
 }
 
+
+static void raise_nice(int nice)
+{
+    id_t tid = (id_t)syscall(SYS_gettid);
+    errno = 0;
+    int now = getpriority(PRIO_PROCESS, tid);
+    if (errno == 0 && now < nice) setpriority(PRIO_PROCESS, tid, nice); /* best effort: a failure changes nothing */
+}
+
+void cpu_lower_priority(int nice)
+{
+    raise_nice(nice);
+#pragma omp parallel
+    raise_nice(nice);
+}

@@ -19,6 +19,9 @@
 
 /* Sets FTZ and DAZ on the calling thread. */
 void cpu_flush_denormals(void);
+/* Raises the niceness of the calling thread and of the OpenMP pool's threads to at least nice
+ * (never lowers it: that needs privileges). Threads started later by them inherit it. */
+void cpu_lower_priority(int nice);
 /* Cores this process may run on (affinity mask). */
 int cpu_count(void);
 

@@ -235,7 +235,9 @@ static int setup_mode(dt_run *r, int p, size_t n_train)
     if (!(r->mode = mode_find(o->mode))) return dt_fail("--mode: unknown mode '%s' (expected one of %s)", o->mode, mode_list());
     env->comm = r->comm;
     env->n_ranks = p;
+    env->threads = r->threads;
     env->opts = mode_opts_for(r->mode, &o->comm);
+    comm_set_sleepy(r->comm, strcmp(env->opts.comm_wait, "sleep") == 0, NULL); /* a communication thread's own: its mode's */
     env->seed = (uint64_t)o->seed;
     if ((o->checkpoint || o->resume) && r->mode->no_checkpoint)
         return dt_fail("--%s: not available with --mode %s yet: its %s", o->checkpoint ? "checkpoint" : "resume",

@@ -27,6 +27,8 @@ void times_add(dt_times *a, const dt_times *t)
     a->iter += t->iter;
     a->density += t->density;
     a->skipped += t->skipped;
+    a->cpu += t->cpu;
+    a->cpu_comm += t->cpu_comm;
     a->data += t->data;
     a->forward += t->forward;
     a->backward += t->backward;

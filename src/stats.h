@@ -11,6 +11,8 @@ typedef struct dt_times {
     double iter; /* wall time of the iteration as the train loop saw it */
     double density; /* fraction of the arena a sparse mode sent (sum over iterations) */
     double skipped; /* updates skipped (loss scaling found a non-finite sum), a count */
+    double cpu;      /* CPU seconds the whole rank used in the iteration (all its threads) */
+    double cpu_comm; /* CPU seconds the communication thread used (modes that overlap) */
 } dt_times;
 
 #define DT_TIMES_N_PHASES 8

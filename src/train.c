@@ -35,6 +35,8 @@ static double predict(dt_run *r, const span *s)
     m.forward = s->t.forward / (double)s->n;
     m.backward = s->t.backward / (double)s->n;
     m.update = s->t.update / (double)s->n;
+    m.cpu = s->t.cpu / (double)s->n;
+    m.cpu_comm = s->t.cpu_comm / (double)s->n;
     return r->mode->predict(r->mode_state, &r->env, &m);
 }
 
@@ -102,7 +104,7 @@ static int iteration(dt_run *r, long it, int epoch, float lr, dt_times *t, dt_pa
 {
     dt_mode_env *env = &r->env;
     dt_iter info = {it, epoch, lr};
-    double t_begin = dt_now();
+    double t_begin = dt_now(), c_begin = dt_cpu_process();
     comm_set_iteration(r->comm, it);
 
     if (r->mode->begin && r->mode->begin(r->mode_state, env, &info, t) != 0) return -1;
@@ -132,6 +134,7 @@ static int iteration(dt_run *r, long it, int epoch, float lr, dt_times *t, dt_pa
     }
     if (r->mode->end(r->mode_state, env, &info, t) != 0) return -1;
     t->iter += dt_now() - t_begin;
+    t->cpu += dt_cpu_process() - c_begin;
     return 0;
 }
 
@@ -325,7 +328,8 @@ static void summary_fields(dt_run *r)
                 {"threads", r->threads},            {"batch", (double)r->opts->batch},
                 {"params", (double)r->net->n_params}, {"model_alpha", env->model.alpha},
                 {"model_beta", env->model.beta},    {"model_beta_stream", env->model.beta_stream},
-                {"model_gamma", env->model.gamma}};
+                {"model_gamma", env->model.gamma},  {"model_cpu_byte", env->model.cpu_byte},
+                {"model_cores", env->model.cores}};
     for (size_t i = 0; i < DT_ARRAY_LEN(nums); i++) {
         snprintf(num, sizeof num, "%.6g", nums[i].v);
         log_summary_field(r->log, nums[i].key, num, 1);

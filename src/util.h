@@ -28,6 +28,8 @@ void dt_err_clear(void);
 
 /* Monotonic wall clock in seconds. */
 double dt_now(void);
+/* CPU seconds this process has used, all threads (CLOCK_PROCESS_CPUTIME_ID) */
+double dt_cpu_process(void);
 
 /* 64-byte aligned allocation (cache line, AVX-512); dt_free accepts NULL. Zeroed when asked. */
 void *dt_alloc(size_t bytes);

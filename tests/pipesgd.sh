@@ -37,6 +37,24 @@ for stale in apply compute; do
 done
 "$STDIFF" "$T/real-apply.st" "$T/real-compute.st" 0 0 > /dev/null && fail "--stale-lr compute made no difference under a schedule"
 note "--stale-lr apply and compute under --lr-schedule poly:2 equal their simulations (P = 1, 3) and differ"
+# how the ranks wait changes when things happen, never what is computed: every --comm-wait with and
+# without --compute-nice gives the simulation's weights; the log reports the CPU the rank and its
+# communication thread used
+sim 3 2 0 "$T/sim.st"
+for wait in spin sleep auto; do
+    for nice in 0 10; do
+        mpi -np 3 "$DTRAIN" --net "$net" --dataset mnist --data-dir "$T/data" --mode pipesgd --epochs 3 --batch 30 \
+            --lr 0.01 --momentum 0.9 --seed 7 --threads 1 --progress none --comm-wait $wait --compute-nice $nice \
+            --save "$T/real.st" --log "$T/log.jsonl" > "$T/out" || { cat "$T/out"; fail "--comm-wait $wait --compute-nice $nice failed"; }
+        "$STDIFF" "$T/real.st" "$T/sim.st" 0 0 || fail "--comm-wait $wait --compute-nice $nice: dtrain differs from the simulation"
+    done
+done
+cpu=$(json_last "$T/log.jsonl" summary cpu_iter)
+comm=$(json_last "$T/log.jsonl" summary cpu_comm)
+iter=$(json_last "$T/log.jsonl" summary t_iter)
+awk -v c="$cpu" -v m="$comm" -v t="$iter" 'BEGIN { exit !(c > 0 && m > 0 && m < c && c < 4 * t) }' ||
+    fail "cpu_iter $cpu, cpu_comm $comm for t_iter $iter: expected 0 < cpu_comm < cpu_iter < 4 t_iter"
+note "--comm-wait spin, sleep, auto with --compute-nice 0 and 10 all equal the simulation; cpu_iter $cpu s, cpu_comm $comm s per iteration"
 sim 3 2 0 "$T/other.st"
 run 3 2 1 "$T/real.st"
 "$STDIFF" "$T/real.st" "$T/other.st" 0 0 >/dev/null && fail "the warm-up switch made no difference: the comparison cannot fail"

@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../cpu.h"
 #include "../registry.h"
 #include "../util.h"
 #include "schedule.h"
+#include "worker.h"
 
 extern const dt_mode_desc mode_dsync, mode_ps, mode_pipesgd, mode_topk, mode_gtopk, mode_csc, mode_terngrad;
 
@@ -46,6 +48,18 @@ int mode_env_views(dt_mode_env *env)
     if (hostbuf_view(&env->gh, env->be, env->arena.g, env->arena.n) != 0 ||
         hostbuf_view(&env->wh, env->be, env->arena.w, env->arena.n) != 0)
         return -1;
+    return 0;
+}
+
+int mode_comm_thread(dt_mode_env *env, dt_comm **cc, dt_worker **worker)
+{
+    if (comm_dup(env->comm, cc) != 0) return -1;
+    if (worker_create(worker) != 0) return -1;
+    /* auto: sleep while the compute thread computes; once it waits for this thread, spin */
+    comm_set_sleepy(*cc, strcmp(env->opts.comm_wait, "spin") != 0,
+                    strcmp(env->opts.comm_wait, "auto") == 0 ? worker_computing(*worker) : NULL);
+    /* after the thread started: it keeps the priority it was born with */
+    if (env->opts.compute_nice > 0) cpu_lower_priority((int)env->opts.compute_nice);
     return 0;
 }
 
@@ -112,8 +126,20 @@ static const dt_optdef shared_flags[] = {
      "topk, gtopk: DGC's local gradient clipping: each rank scales its gradient to L2 norm at most X/sqrt(P) before "
      "it joins the residual (0: none)",
      NULL},
+    {G, "compute-nice", OPT_INT, "N", C(compute_nice), 0, 19, NULL, "10", 0, 0,
+     "pipesgd; dsync, csc with --fusion-bytes: niceness of the compute threads, so that the communication thread "
+     "runs as soon as its messages need it (0: equal priority)",
+     NULL},
     {G, "momentum-correction", OPT_FLAG, NULL, C(momentum_correction), 0, 0, NULL, NULL, 0, 0,
      "topk, gtopk, csc: momentum on each rank before sparsification (DGC / GradientFlow Alg. 1)", NULL},
+};
+
+/* read by every mode */
+static const dt_optdef wait_flags[] = {
+    {G, "comm-wait", OPT_CHOICE, "auto|spin|sleep", C(comm_wait), 0, 0, "auto|spin|sleep", "auto", 0, 0,
+     "how a rank waits for messages: spin (lowest latency, a busy core), sleep (poll every 50 us), auto (communication "
+     "threads beside compute sleep, other waits spin)",
+     NULL},
 };
 
 /* the timing model's (netmodel.c): every mode predicts with it */
@@ -124,6 +150,8 @@ static const dt_optdef model_flags[] = {
      "timing model: seconds per byte on the wire, in the ring and streamed (default: measured)", NULL},
     {G, "model-gamma", OPT_DOUBLE, "SECONDS", C(model_gamma), 0, 1, NULL, NULL, 0, 0,
      "timing model: seconds per value to decode, add and encode (default: measured)", NULL},
+    {G, "model-cores", OPT_DOUBLE, "N", C(model_cores), 0.01, 1e6, NULL, NULL, 0, 0,
+     "timing model: cores per rank (default: this machine's cores over the ranks on it)", NULL},
 };
 
 #define MAX_FLAGS 64
@@ -138,6 +166,7 @@ static void collect(void)
         for (int i = 0; i < modes[m]->n_flags && n_flags < MAX_FLAGS; i++) flags[n_flags++] = &modes[m]->flags[i];
     for (size_t i = 0; i < DT_ARRAY_LEN(shared_flags) && n_flags < MAX_FLAGS; i++) flags[n_flags++] = &shared_flags[i];
     for (size_t i = 0; i < DT_ARRAY_LEN(model_flags) && n_flags < MAX_FLAGS; i++) flags[n_flags++] = &model_flags[i];
+    for (size_t i = 0; i < DT_ARRAY_LEN(wait_flags) && n_flags < MAX_FLAGS; i++) flags[n_flags++] = &wait_flags[i];
 }
 
 int mode_optdef_count(void)

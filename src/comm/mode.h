@@ -43,6 +43,7 @@ typedef struct dt_comm_opts {
     double fusion_bytes; /* dsync, csc; INFINITY: one allreduce after backward */
     char *allreduce;     /* dsync: "ring" (dtrain's, with the codec) or "mpi" (MPI_Allreduce of fp32) */
     double model_alpha, model_beta, model_gamma; /* < 0: measure at start-up */
+    double model_cores;                          /* < 0: this machine's cores over its ranks */
     double density;                              /* topk, gtopk */
     char *density_warmup;
     int momentum_correction; /* topk, gtopk, csc */
@@ -54,6 +55,8 @@ typedef struct dt_comm_opts {
     double clip; /* terngrad */
     int tern_skip_last;
     long tern_min_size;
+    char *comm_wait;   /* "auto" (communication threads sleep-poll, the rest spin), "spin" or "sleep" */
+    long compute_nice; /* niceness of the compute threads while a communication thread runs beside them */
 } dt_comm_opts;
 
 /* The timing model of PAPERS.md §3: alpha latency (s), beta seconds per byte on the wire,
@@ -62,11 +65,16 @@ typedef struct dt_netmodel {
     double alpha, beta, gamma;
     double beta_stream; /* seconds per byte of one long transfer (a PS push or pull), which runs
                            faster than the ring's chained steps; = beta when beta is given */
+    double cpu_byte; /* CPU seconds a rank spends per byte it sends or receives (MPI and the kernel's
+                        network stack), measured with sleeping waits: what communication takes from
+                        compute when they share cores */
+    double cores;    /* cores per rank: this machine's cores over the ranks on it (--model-cores) */
     int measured; /* 1: from the start-up probe, 0: given by flags */
 } dt_netmodel;
 
 typedef struct dt_mode_env {
     dt_comm *comm;
+    int threads;    /* compute threads per rank (--threads) */
     dt_arena arena; /* backend memory (optim->be's): modes reach it only through the host views */
     dt_hostbuf gh, wh; /* host views of arena.g and arena.w: made by mode_env_views in a mode's init */
     dt_backend *be;    /* arena.be, set by mode_env_views */
@@ -142,6 +150,11 @@ const char *mode_list(void);
 /* Every mode's init starts with this: env->be, and env->gh and env->wh, the host views of the
  * arena; its finalize ends with mode_env_release. */
 int mode_env_views(dt_mode_env *env);
+/* For a mode with a communication thread (pipesgd; dsync and csc with --fusion-bytes): a
+ * duplicate of env->comm for it, waiting as --comm-wait says, the thread itself, and the compute
+ * threads lowered to --compute-nice so that the communication thread gets the core when it wakes. */
+struct dt_worker;
+int mode_comm_thread(dt_mode_env *env, dt_comm **cc, struct dt_worker **worker);
 void mode_env_release(dt_mode_env *env);
 /* hostbuf_pull / hostbuf_push that add the seconds a real copy took to *seconds (staging time of
  * a device backend: counted as encode when pulled, decode when pushed); free for the CPU. */
@@ -171,5 +184,12 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
 /* Seconds for one ring allreduce of n values over p ranks (Pipe-SGD eq. 5, communication term,
  * with n in encoded bytes on the wire). */
 double netmodel_ring(const dt_netmodel *m, int p, size_t n, const dt_codec *codec);
+/* CPU seconds one rank spends on that allreduce: bytes through MPI and the kernel, and the codec. */
+double netmodel_ring_cpu(const dt_netmodel *m, int p, size_t n, const dt_codec *codec);
+/* Seconds per iteration when communication (comm seconds, comm_cpu of them on a CPU) runs on its
+ * own thread beside compute (comp seconds on `threads` threads, comp_cpu CPU seconds in all):
+ * the slower of the two while the rank has a core for the communication thread; with fewer, both
+ * need their CPU from the same cores, and the iteration takes at least all of it over the cores. */
+double netmodel_overlap(const dt_netmodel *m, int threads, double comp, double comp_cpu, double comm, double comm_cpu);
 
 #endif

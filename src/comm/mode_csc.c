@@ -137,8 +137,7 @@ static int csc_init(void **state, dt_mode_env *env)
         s->fusion = DT_MAX((size_t)(env->opts.fusion_bytes / sizeof(float)), 1);
         if (!comm_thread_multiple(env->comm))
             return dt_fail("--fusion-bytes needs an MPI library with MPI_THREAD_MULTIPLE");
-        if (comm_dup(env->comm, &s->cc) != 0 || ring_create(&s->bg, s->cc, env->codec, n) != 0 ||
-            worker_create(&s->worker) != 0)
+        if (mode_comm_thread(env, &s->cc, &s->worker) != 0 || ring_create(&s->bg, s->cc, env->codec, n) != 0)
             return -1;
         env->overlapped = 1;
     }
@@ -430,7 +429,7 @@ static const dt_optdef csc_flags[] = {
 const dt_mode_desc mode_csc = {
     .name = "csc",
     .help = "coarse-grained sparse communication: the same important chunks, packed, allreduced densely",
-    .options = "chunk chunk-ratio loss-scale sparsity-warmup momentum-correction fusion-bytes compress compress-block",
+    .options = "chunk chunk-ratio loss-scale sparsity-warmup momentum-correction fusion-bytes compute-nice compress compress-block",
     .default_compress = "fp16",
     .flags = csc_flags,
     .n_flags = (int)DT_ARRAY_LEN(csc_flags),

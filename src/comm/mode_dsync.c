@@ -80,8 +80,7 @@ static int dsync_init(void **state, dt_mode_env *env)
         if (s->fusion == 0) s->fusion = 1;
         if (!comm_thread_multiple(env->comm))
             return dt_fail("--fusion-bytes needs an MPI library with MPI_THREAD_MULTIPLE");
-        if (comm_dup(env->comm, &s->cc) != 0 || ring_create(&s->bg, s->cc, env->codec, env->arena.n) != 0 ||
-            worker_create(&s->worker) != 0)
+        if (mode_comm_thread(env, &s->cc, &s->worker) != 0 || ring_create(&s->bg, s->cc, env->codec, env->arena.n) != 0)
             return -1;
         env->overlapped = 1;
     }
@@ -172,7 +171,7 @@ static const dt_optdef dsync_flags[] = {
 const dt_mode_desc mode_dsync = {
     .name = "dsync",
     .help = "decentralised synchronous SGD: ring allreduce of the gradients, the same update on every rank",
-    .options = "allreduce fusion-bytes compress compress-block",
+    .options = "allreduce fusion-bytes compute-nice compress compress-block",
     .flags = dsync_flags,
     .n_flags = (int)DT_ARRAY_LEN(dsync_flags),
     .init = dsync_init,

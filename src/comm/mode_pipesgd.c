@@ -85,8 +85,7 @@ static int pipe_init(void **state, dt_mode_env *env)
         s->job[i] = -1;
         if (hostbuf_alloc(&s->slot[i], env->be, env->arena.n) != 0) return -1;
     }
-    if (comm_dup(env->comm, &s->cc) != 0 || ring_create(&s->ring, s->cc, env->codec, env->arena.n) != 0 ||
-        worker_create(&s->worker) != 0)
+    if (mode_comm_thread(env, &s->cc, &s->worker) != 0 || ring_create(&s->ring, s->cc, env->codec, env->arena.n) != 0)
         return -1;
     return 0;
 }
@@ -207,10 +206,18 @@ static int pipe_restored(void *state, dt_mode_env *env, long it0)
 static double pipe_predict(void *state, const dt_mode_env *env, const dt_times *m)
 {
     (void)state;
-    /* Pipe-SGD eq. 4/5: the slower of compute and communication */
+    /* Pipe-SGD eq. 4/5: the slower of compute and communication, or the CPU both need where the
+     * communication thread shares the compute threads' cores. The compute phases measured beside
+     * the communication thread include the time it took from them, so compute is its threads' CPU
+     * time (the rank's less the communication thread's) where that is known. */
+    int p = comm_size(env->comm);
     double comp = m->data + m->forward + m->backward + m->update;
-    double comm = netmodel_ring(&env->model, comm_size(env->comm), env->arena.n, &env->codec);
-    return comp > comm ? comp : comm;
+    double comp_cpu = m->cpu > m->cpu_comm && m->cpu_comm > 0 ? m->cpu - m->cpu_comm : comp;
+    double lanes = env->model.cores > 0 && env->model.cores < env->threads ? env->model.cores : env->threads;
+    if (m->cpu_comm > 0 && lanes > 0 && comp_cpu / lanes < comp) comp = comp_cpu / lanes;
+    double comm = netmodel_ring(&env->model, p, env->arena.n, &env->codec);
+    return netmodel_overlap(&env->model, env->threads, comp, comp_cpu, comm,
+                            netmodel_ring_cpu(&env->model, p, env->arena.n, &env->codec));
 }
 
 static void pipe_finalize(void *state, dt_mode_env *env)
@@ -256,7 +263,7 @@ const dt_mode_desc mode_pipesgd = {
     .name = "pipesgd",
     .help = "Pipe-SGD: the allreduce of iteration t runs on a communication thread while t+1 computes; "
             "updates use the gradient of t-K",
-    .options = "pipeline-depth stale-lr warmup-epochs compress compress-block",
+    .options = "pipeline-depth stale-lr warmup-epochs compute-nice compress compress-block",
     .flags = pipe_flags,
     .n_flags = (int)DT_ARRAY_LEN(pipe_flags),
     .describe = pipe_describe,

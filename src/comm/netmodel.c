@@ -11,11 +11,19 @@
  *        below beta (117 vs 90 MB/s), and the PS model needs it to stay within 20%.
  * gamma: seconds per value of what a reduce step costs this CPU with the codec: encode,
  *        decode-and-add, decode (measured on 2^20 values).
- * Every rank takes the maximum over ranks, so all ranks predict the same. Flags override. */
+ * cpu_byte: CPU seconds per byte sent or received, from the thread's CPU time over one more chain
+ *        of 1 MiB steps, waiting as a communication thread does (comm_set_sleepy): MPI's calls
+ *        and the kernel's network stack (on emulated links, both ends' and the switch's, which
+ *        all run on this machine's cores: ~3.5 ns/byte on tools/netem's 1 Gbit/s links).
+ * cores: this machine's cores (affinity) over the ranks on it (comm_machine_ranks).
+ * Every rank takes the maximum over ranks (the minimum of cores), so all ranks predict the same.
+ * Flags override. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "../cpu.h"
 #include "../util.h"
 #include "mode.h"
 
@@ -49,6 +57,26 @@ static int chain_time(dt_comm *c, void *sbuf, void *rbuf, size_t bytes, int step
     return 0;
 }
 
+static double thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds per byte moved by `steps` neighbour exchanges of `bytes`, waiting with sleeps */
+static int chain_cpu(dt_comm *c, void *sbuf, void *rbuf, size_t bytes, int steps, int sleepy_after, double *out)
+{
+    int p = comm_size(c), me = comm_rank(c), rc = comm_barrier(c);
+    comm_set_sleepy(c, 1, NULL);
+    double c0 = thread_cpu();
+    for (int s = 0; rc == 0 && s < steps; s++)
+        rc = comm_sendrecv(c, sbuf, bytes, (me + 1) % p, rbuf, bytes, (me - 1 + p) % p, TAG_PROBE);
+    *out = (thread_cpu() - c0) / (2.0 * (double)bytes * steps);
+    comm_set_sleepy(c, sleepy_after, NULL);
+    return rc;
+}
+
 static double codec_gamma(const dt_codec *codec)
 {
     const size_t n = 1 << 20;
@@ -75,8 +103,8 @@ static double codec_gamma(const dt_codec *codec)
 int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_comm_opts *o)
 {
     const size_t small = 64u << 10, big = 1u << 20, stream = 4u << 20;
-    double v[4] = {0, 0, 0, 0};
-    int p = comm_size(c);
+    double v[6] = {0, 0, 0, 0, 0, 0};
+    int p = comm_size(c), on_machine = 1;
     m->measured = o->model_alpha < 0 || o->model_beta < 0 || o->model_gamma < 0;
     if (p > 1 && (o->model_alpha < 0 || o->model_beta < 0)) {
         char *s = dt_alloc(stream), *r = dt_alloc(stream);
@@ -88,6 +116,7 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
         }
         if (rc == 0) rc = chain_time(c, s, r, big, steps, 3, &tb);
         if (rc == 0) rc = chain_time(c, s, r, stream, 1, 3, &tl);
+        if (rc == 0) rc = chain_cpu(c, s, r, big, steps, strcmp(o->comm_wait, "sleep") == 0, &v[4]);
         dt_free(s);
         dt_free(r);
         if (rc != 0) return dt_fail_prefix("timing-model probe");
@@ -96,11 +125,15 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
         v[3] = DT_MAX(tl - v[0], 1e-12) / (double)stream;
     }
     v[2] = codec_gamma(codec);
-    if (comm_allreduce_max_f64(c, v, 4) != 0) return -1;
+    if (comm_machine_ranks(c, &on_machine) != 0) return -1;
+    v[5] = -(double)cpu_count() / on_machine;
+    if (comm_allreduce_max_f64(c, v, 6) != 0) return -1;
     m->alpha = o->model_alpha >= 0 ? o->model_alpha : v[0];
     m->beta = o->model_beta >= 0 ? o->model_beta : v[1];
     m->beta_stream = o->model_beta >= 0 ? o->model_beta : v[3];
     m->gamma = o->model_gamma >= 0 ? o->model_gamma : v[2];
+    m->cpu_byte = v[4];
+    m->cores = o->model_cores > 0 ? o->model_cores : -v[5];
     return 0;
 }
 
@@ -109,4 +142,20 @@ double netmodel_ring(const dt_netmodel *m, int p, size_t n, const dt_codec *code
     if (p <= 1 || n == 0) return 0.0;
     double f = (double)(p - 1) / p;
     return 2.0 * (p - 1) * m->alpha + 2.0 * f * (double)codec_bytes(codec, n) * m->beta + f * (double)n * m->gamma;
+}
+
+double netmodel_ring_cpu(const dt_netmodel *m, int p, size_t n, const dt_codec *codec)
+{
+    if (p <= 1 || n == 0) return 0.0;
+    double f = (double)(p - 1) / p; /* each rank sends and receives 2 f of the encoded arena */
+    return 4.0 * f * (double)codec_bytes(codec, n) * m->cpu_byte + f * (double)n * m->gamma;
+}
+
+double netmodel_overlap(const dt_netmodel *m, int threads, double comp, double comp_cpu, double comm, double comm_cpu)
+{
+    double t = comp > comm ? comp : comm;
+    if (threads < 1) threads = 1;
+    if (m->cores <= 0 || m->cores >= threads + 1) return t; /* a core for each thread */
+    double shared = (comp_cpu + comm_cpu) / m->cores;
+    return shared > t ? shared : t;
 }

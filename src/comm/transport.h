@@ -42,6 +42,10 @@ int comm_bcast(dt_comm *c, void *buf, size_t bytes, int root);
 int comm_barrier(dt_comm *c);
 /* Collective: the hosts of the job in rank order, each once with its rank count ("a x2, b x2"). */
 int comm_hosts(dt_comm *c, char *buf, size_t n);
+/* Collective: how many ranks run on this rank's machine, counted by the kernel's boot id, so that
+ * emulated hosts (network namespaces of one machine, tools/netem) count as the one machine they
+ * share cores on; where no boot id can be read, the ranks with this rank's host name. */
+int comm_machine_ranks(dt_comm *c, int *n);
 /* What a wait that never ends reports, and when it gives up: seconds (0: never; default 300), the
  * iteration the job is in (-1: not training yet), a label ("mode dsync"). Shared with duplicates. */
 void comm_set_timeout(dt_comm *c, double seconds);
@@ -51,6 +55,11 @@ void comm_set_label(dt_comm *c, const char *label);
 int comm_broken(const dt_comm *c);
 /* Whether several threads may call the transport at once (needed by modes with a comm thread). */
 int comm_thread_multiple(const dt_comm *c);
+
+/* Waits on c spin (the default: the lowest latency, a core busy) or, on, poll with short sleeps
+ * (all the time, or only while *only_while is nonzero): for a communication thread whose spinning
+ * would take the core its compute thread needs while that computes. */
+void comm_set_sleepy(dt_comm *c, int on, const int *only_while);
 
 /* A duplicate of c: the same ranks, a separate message space, its own byte counters; what a
  * communication thread uses so its messages never meet the compute thread's. */

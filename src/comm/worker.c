@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../cpu.h"
 #include "../util.h"
@@ -18,6 +19,7 @@ struct dt_worker {
     void *arg[QUEUE];
     long submitted, done; /* jobs [done, submitted) are queued or running */
     int stop, failed;
+    int computing; /* 0 while a thread waits in worker_wait */
     char err[1024];
     dt_times times;
 };
@@ -36,7 +38,11 @@ static void *run(void *p)
         int failed = w->failed;
         pthread_mutex_unlock(&w->mu);
         dt_times t = {0};
+        struct timespec c0, c1; /* the thread's CPU time: what it takes from compute when they share cores */
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
         int rc = failed ? -1 : fn(arg, &t); /* after a failure, later jobs are skipped */
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+        t.cpu_comm = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
         pthread_mutex_lock(&w->mu);
         if (rc != 0 && !w->failed) {
             w->failed = 1;
@@ -56,6 +62,7 @@ int worker_create(dt_worker **out)
     if (!w) return dt_fail("out of memory");
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
+    w->computing = 1;
     if (pthread_create(&w->thread, NULL, run, w) != 0) {
         free(w);
         return dt_fail("cannot start the communication thread");
@@ -81,12 +88,16 @@ int worker_wait(dt_worker *w, long id)
 {
     int failed;
     pthread_mutex_lock(&w->mu);
+    __atomic_store_n(&w->computing, 0, __ATOMIC_RELAXED);
     while (w->done <= id && !w->failed) pthread_cond_wait(&w->cv, &w->mu);
+    __atomic_store_n(&w->computing, 1, __ATOMIC_RELAXED);
     failed = w->failed;
     if (failed) dt_fail("%s", w->err);
     pthread_mutex_unlock(&w->mu);
     return failed ? -1 : 0;
 }
+
+const int *worker_computing(const dt_worker *w) { return &w->computing; }
 
 void worker_take_times(dt_worker *w, dt_times *t)
 {
