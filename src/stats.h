@@ -13,6 +13,8 @@ typedef struct dt_times {
     double skipped; /* updates skipped (loss scaling found a non-finite sum), a count */
     double cpu;      /* CPU seconds the whole rank used in the iteration (all its threads) */
     double cpu_comm; /* CPU seconds the communication thread used (modes that overlap) */
+    double sync;     /* the timing model's input only: mean seconds per iteration by which the slowest rank's
+                        compute (data, forward, backward) exceeded this rank's */
 } dt_times;
 
 #define DT_TIMES_N_PHASES 8

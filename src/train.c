@@ -18,11 +18,18 @@ typedef struct span {
     long n;                     /* iterations */
     double t0;                  /* start, moved forward by checkpoint time (not training) */
     double train, eval;         /* seconds of training and evaluation */
+    double *comp;               /* a log window: this rank's compute (data, forward, backward) per iteration */
+    long cap;                   /* ... room for so many (log_every) */
+    double comp_max;            /* sum over iterations of the slowest rank's compute, once reduced */
+    long n_max;                 /* iterations comp_max covers */
 } span;
 
 static void span_start(span *s)
 {
+    double *comp = s->comp;
+    long cap = s->cap;
     memset(s, 0, sizeof *s);
+    s->comp = comp, s->cap = cap; /* a window keeps its buffer */
     s->t0 = dt_now();
 }
 
@@ -37,6 +44,7 @@ static double predict(dt_run *r, const span *s)
     m.update = s->t.update / (double)s->n;
     m.cpu = s->t.cpu / (double)s->n;
     m.cpu_comm = s->t.cpu_comm / (double)s->n;
+    if (s->n_max > 0) m.sync = DT_MAX(0.0, s->comp_max / (double)s->n_max - (m.data + m.forward + m.backward));
     return r->mode->predict(r->mode_state, &r->env, &m);
 }
 
@@ -253,6 +261,13 @@ static int close_window(dt_run *r, span *win, span *ep, int epoch, long it, floa
     double sums[3] = {win->loss, win->correct, win->rows};
     dt_record rec;
     if (comm_allreduce_sum_f64(r->comm, sums, 3) != 0) return -1;
+    /* the slowest rank's compute, iteration by iteration: what synchronous modes wait for */
+    if (win->comp && win->n <= win->cap && win->n > 0) {
+        if (comm_allreduce_max_f64(r->comm, win->comp, (size_t)win->n) != 0) return -1;
+        for (long i = 0; i < win->n; i++) win->comp_max += win->comp[i];
+        win->n_max = win->n;
+        ep->comp_max += win->comp_max, ep->n_max += win->n_max;
+    }
     if (!isfinite(sums[0])) { /* every rank sees the same sum and stops with the others */
         r->failed_rank = 0;
         return dt_fail("training diverged: the loss is %s by iteration %ld (try a smaller --lr, or --lr-warmup-epochs)",
@@ -268,11 +283,10 @@ static int close_window(dt_run *r, span *win, span *ep, int epoch, long it, floa
 }
 
 /* The iterations of epoch e from *it on (to its end, or the last iteration of the run); ep gets
- * their sums. */
-static int train_epoch(dt_run *r, int e, long *it, span *ep, float *lr)
+ * their sums; win is the log window, with its buffer. */
+static int epoch_iterations(dt_run *r, int e, long *it, span *ep, float *lr, span win)
 {
     long ipe = r->env.iters_per_epoch, total = r->env.total_iters, i0 = *it % ipe;
-    span win;
     span_start(ep);
     span_start(&win);
     for (long i = i0; i < ipe && *it < total; i++) {
@@ -284,6 +298,7 @@ static int train_epoch(dt_run *r, int e, long *it, span *ep, float *lr)
         if (!isfinite(pass.loss_sum)) return diverged(r, *it, pass.loss_sum);
         ++*it;
         if (*it == total && finish(r, *lr, &t, &paused) != 0) return -1;
+        if (win.comp && win.n < win.cap) win.comp[win.n] = t.data + t.forward + t.backward;
         times_add(&win.t, &t);
         times_add(&ep->t, &t);
         win.n++, ep->n++;
@@ -305,6 +320,15 @@ static int train_epoch(dt_run *r, int e, long *it, span *ep, float *lr)
     }
     ep->train = dt_now() - ep->t0;
     return 0;
+}
+
+static int train_epoch(dt_run *r, int e, long *it, span *ep, float *lr)
+{
+    span win = {.cap = r->opts->log_every};
+    if (!(win.comp = calloc((size_t)win.cap, sizeof *win.comp))) return dt_fail("out of memory");
+    int rc = epoch_iterations(r, e, it, ep, lr, win);
+    free(win.comp);
+    return rc;
 }
 
 static void summary_fields(dt_run *r)
@@ -390,6 +414,7 @@ static int summary(dt_run *r, int epochs, long it, const span *run, float lr, co
 static void span_add(span *a, const span *b)
 {
     times_add(&a->t, &b->t);
+    a->comp_max += b->comp_max, a->n_max += b->n_max;
     a->n += b->n, a->rows += b->rows, a->train += b->train, a->eval += b->eval;
 }
 

@@ -108,6 +108,18 @@ START_TEST(merge_equals_brute_force)
 }
 END_TEST
 
+/* the timing model's costs: measured, positive, and growing with the work (a selection over 16x
+ * the values takes longer; a merge costs well under a microsecond per pair on any CPU that trains) */
+START_TEST(costs_measured)
+{
+    double sel_small, sel_big, merge;
+    ck_assert_int_eq(sparse_costs(1 << 16, 64, &sel_small, &merge), 0);
+    ck_assert_int_eq(sparse_costs(1 << 20, 1024, &sel_big, &merge), 0);
+    ck_assert_msg(sel_small > 0 && sel_big > sel_small, "selection: %g s for 2^16, %g s for 2^20", sel_small, sel_big);
+    ck_assert_msg(merge > 0 && merge < 1e-6, "merge: %g s per pair", merge);
+}
+END_TEST
+
 START_TEST(tern_values_and_packing)
 {
     const size_t n = 10001;
@@ -166,6 +178,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, topk_equals_full_sort);
     tcase_add_test(tc, merge_equals_brute_force);
+    tcase_add_test(tc, costs_measured);
     tcase_add_test(tc, tern_values_and_packing);
     tcase_add_test(tc, tern_unbiased_within_clip);
     suite_add_tcase(s, tc);

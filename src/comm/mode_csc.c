@@ -339,7 +339,7 @@ static double csc_predict(void *state, const dt_mode_env *env, const dt_times *m
     dt_codec none;
     codec_create("none", 0, &none);
     size_t sel = (size_t)(env->opts.chunk_ratio * (double)env->arena.n);
-    return m->data + m->forward + m->backward + m->update + netmodel_ring(&env->model, p, sel, &env->codec) +
+    return m->data + m->forward + m->backward + m->sync + m->update + netmodel_ring(&env->model, p, sel, &env->codec) +
            netmodel_ring(&env->model, p, s->n_chunks, &none);
 }
 

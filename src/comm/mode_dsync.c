@@ -137,8 +137,8 @@ static int dsync_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times 
 static double dsync_predict(void *state, const dt_mode_env *env, const dt_times *m)
 {
     (void)state;
-    /* Pipe-SGD eq. 2 (sync time S not modelled) */
-    return m->data + m->forward + m->backward + m->update +
+    /* Pipe-SGD eq. 2, with its synchronisation time S: what the slowest rank's compute adds */
+    return m->data + m->forward + m->backward + m->sync + m->update +
            netmodel_ring(&env->model, comm_size(env->comm), env->arena.n, &env->codec);
 }
 

@@ -33,6 +33,7 @@ typedef struct {
     size_t kmax;
     dt_pair *mine, *cur, *in, *tmp, *used;
     dt_hostbuf dense; /* the aggregate as a dense arena-sized vector, for the optimizer */
+    double t_select, t_merge_pair; /* the timing model's: measured at start-up (sparse_costs) */
 } gtopk_state;
 
 static int gtopk_init(void **state, dt_mode_env *env)
@@ -46,7 +47,8 @@ static int gtopk_init(void **state, dt_mode_env *env)
         return dt_fail_prefix("--density-warmup");
     s->kmax = density_k(density_max(&s->sched), n);
     if (memory_create(&s->mem, n, env->opts.momentum_correction, env->optim->momentum, env->optim->wd) != 0 ||
-        topk_create(&s->sel, n, s->kmax) != 0)
+        topk_create(&s->sel, n, s->kmax) != 0 ||
+        sparse_costs(n, density_k(s->sched.target, n), &s->t_select, &s->t_merge_pair) != 0)
         return -1;
     s->mine = dt_alloc(sizeof(dt_pair) * s->kmax);
     s->cur = dt_alloc(sizeof(dt_pair) * s->kmax);
@@ -168,8 +170,10 @@ static double gtopk_predict(void *state, const dt_mode_env *env, const dt_times 
     gtopk_state *s = state;
     int p = comm_size(env->comm);
     double k = (double)density_k(s->sched.target, env->arena.n), lg = ceil(log2((double)p));
-    /* gTop-k Table I: 2 log2(P) alpha + 4 k log2(P) beta (words: 2 k log2 P pairs of 8 bytes) */
-    return m->data + m->forward + m->backward + m->update + (p > 1 ? 2 * lg * env->model.alpha + 2 * k * lg * 8 * env->model.beta : 0);
+    /* gTop-k Table I: 2 log2(P) alpha + 4 k log2(P) beta (words: 2 k log2 P pairs of 8 bytes); plus the
+     * selection of k, and log2(P) merges of 2k pairs on the tree's root, the critical path */
+    double comm = p > 1 ? 2 * lg * env->model.alpha + 2 * k * lg * 8 * env->model.beta + lg * 2 * k * s->t_merge_pair : 0;
+    return m->data + m->forward + m->backward + m->sync + s->t_select + comm + m->update;
 }
 
 static int gtopk_list_state(void *state, const dt_mode_env *env, dt_state_tensor *out, int max)

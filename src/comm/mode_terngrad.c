@@ -176,7 +176,7 @@ static double tern_predict(void *state, const dt_mode_env *env, const dt_times *
     codec_create("none", 0, &none);
     double bytes = s->use_allgather ? (double)(p - 1) * (double)s->code_bytes : 2.0 * (p - 1) / p * (double)s->d_tern;
     double steps = s->use_allgather ? (p - 1) : 2.0 * (p - 1);
-    return m->data + m->forward + m->backward + m->update + (p - 1) * env->model.alpha +
+    return m->data + m->forward + m->backward + m->sync + m->update + (p - 1) * env->model.alpha +
            (p - 1) * 4.0 * s->n_tern * env->model.beta + steps * env->model.alpha + bytes * env->model.beta +
            netmodel_ring(&env->model, p, s->d_fp32, &none);
 }

@@ -34,6 +34,7 @@ typedef struct {
     size_t kmax;
     dt_pair *mine, *all, *agg, *tmp, *tmp2;
     dt_hostbuf dense; /* the aggregate as a dense arena-sized vector, for the optimizer */
+    double t_select, t_merge_pair; /* the timing model's: measured at start-up (sparse_costs) */
 } topk_state;
 
 static int cmp_range(const void *a, const void *b)
@@ -90,7 +91,8 @@ static int topk_init(void **state, dt_mode_env *env)
         return -1;
     s->kmax = k_at(s, density_max(&s->sched), n);
     if (memory_create(&s->mem, n, env->opts.momentum_correction, env->optim->momentum, env->optim->wd) != 0 ||
-        topk_create(&s->sel, n, s->kmax) != 0)
+        topk_create(&s->sel, n, s->kmax) != 0 ||
+        sparse_costs(n, k_at(s, s->sched.target, n), &s->t_select, &s->t_merge_pair) != 0)
         return -1;
     s->mine = dt_alloc(sizeof(dt_pair) * s->kmax);
     s->all = dt_alloc(sizeof(dt_pair) * s->kmax * (size_t)p);
@@ -139,9 +141,12 @@ static double topk_predict(void *state, const dt_mode_env *env, const dt_times *
     topk_state *s = state;
     int p = comm_size(env->comm);
     double k = (double)k_at(s, s->sched.target, env->arena.n); /* the model takes the target density */
-    /* gTop-k Table I: TopKAllReduce = log2(P) alpha + 2 (P-1) k beta (words), as a ring allgather */
-    return m->data + m->forward + m->backward + m->update + (p - 1) * env->model.alpha +
-           (p - 1) * k * sizeof(dt_pair) * env->model.beta;
+    /* gTop-k Table I: TopKAllReduce = log2(P) alpha + 2 (P-1) k beta (words), as a ring allgather; plus the
+     * selection of k (timed as one selection over the arena, also for --topk-scope layer) and the
+     * rank-order fold of the P lists: merges of 2k, 3k, ..., Pk pairs */
+    double merge = k * s->t_merge_pair * ((double)p * (p + 1) / 2.0 - 1.0);
+    return m->data + m->forward + m->backward + m->sync + s->t_select + (p - 1) * env->model.alpha +
+           (p - 1) * k * sizeof(dt_pair) * env->model.beta + (p > 1 ? merge : 0.0) + m->update;
 }
 
 static int topk_list_state(void *state, const dt_mode_env *env, dt_state_tensor *out, int max)

@@ -274,3 +274,38 @@ size_t sparse_merge_topk(const dt_pair *a, size_t na, const dt_pair *b, size_t n
     free(mag);
     return o;
 }
+
+int sparse_costs(size_t n, size_t k, double *select_s, double *merge_pair_s)
+{
+    dt_topk *t = NULL;
+    float *a = dt_alloc(n * sizeof(float));
+    dt_pair *x = dt_alloc(5 * k * sizeof(dt_pair) + sizeof(dt_pair)); /* x, y, out: k each; tmp: 2 k */
+    int rc = a && x ? topk_create(&t, n, k) : -1;
+    *select_s = *merge_pair_s = 0.0;
+    if (rc == 0 && k > 0) {
+        dt_pair *y = x + k, *out = x + 2 * k, *tmp = x + 3 * k;
+        for (size_t i = 0; i < n; i++) { /* |a| = u^-1 over a fixed sequence: a few large among many small */
+            double u = ((double)(rng_hash(0xc057, i) >> 11) + 0.5) / 9007199254740992.0;
+            a[i] = (float)((i & 1 ? -1.0 : 1.0) * (1.0 / u));
+        }
+        double best_sel = 1e30, best_merge = 1e30;
+        for (int rep = 0; rc == 0 && rep < 3; rep++) {
+            double t0 = dt_now();
+            rc = topk_select(t, a, n, k, x);
+            double t1 = dt_now();
+            if (rc != 0) break;
+            memcpy(y, x, k * sizeof(dt_pair));
+            for (size_t i = 0; i < k; i++) y[i].i = x[i].i + 1; /* a neighbour's: some indices meet */
+            double t2 = dt_now();
+            sparse_merge_topk(x, k, y, k, k, out, tmp);
+            double t3 = dt_now();
+            best_sel = DT_MIN(best_sel, t1 - t0);
+            best_merge = DT_MIN(best_merge, t3 - t2);
+        }
+        if (rc == 0) *select_s = best_sel, *merge_pair_s = best_merge / (double)(2 * k);
+    }
+    topk_destroy(t);
+    dt_free(a);
+    dt_free(x);
+    return rc == 0 ? 0 : dt_fail_prefix("timing the top-k selection");
+}
