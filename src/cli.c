@@ -28,7 +28,9 @@
  * before any rank starts work. */
 static int check_mode(const char *v, const char *origin)
 {
-    return mode_find(v) ? 0 : dt_fail("%s: unknown mode '%s' (expected one of %s)", origin, v, mode_list());
+    return mode_find(v) || strcmp(v, "auto") == 0 ? 0
+                                                  : dt_fail("%s: unknown mode '%s' (expected one of %s, or auto)", origin,
+                                                            v, mode_list());
 }
 
 static int check_lr_schedule(const char *v, const char *origin)
@@ -121,7 +123,7 @@ static const dt_optdef table[] = {
      "ramp the learning rate linearly from ~0 over the first X epochs", NULL},
 
     {"Communication", "mode", OPT_STRING, "NAME", OFF(mode), 0, 0, NULL, "dsync", 0, 0,
-     "how ranks combine gradients (--list-modes)", check_mode},
+     "how ranks combine gradients (--list-modes); auto: the fastest of --auto-allow by the timing model", check_mode},
 
     {"Communication", "comm-timeout", OPT_DOUBLE, "S", OFF(comm_timeout), 0, 1e7, NULL, "300", OPT_LOCAL | OPT_AGREE,
      0, "end the job when a rank waits more than S seconds for another (0: wait forever)", NULL},
@@ -299,7 +301,11 @@ static int set_defaults(dt_opts *o)
 /* What the options mean together: the comm mode judges its flags, the rest is here. */
 static int check_combinations(const dt_opts *o)
 {
-    if (mode_check_opts(mode_find(o->mode), &o->comm, given_cb, o) != 0) return -1;
+    if (!mode_find(o->mode) && strcmp(o->mode, "auto") != 0) return check_mode(o->mode, "--mode");
+    if (mode_check_opts(mode_find(o->mode), &o->comm, given_cb, o) != 0) return -1; /* NULL: auto */
+    if (o->resume && strcmp(o->mode, "auto") == 0)
+        return dt_fail("--resume with --mode auto: give the mode and codec the run chose (its log's summary has them as "
+                       "mode and compress)");
     if (cli_given(o, "checkpoint-every") && !o->checkpoint)
         return dt_fail("--checkpoint-every needs --checkpoint FILE (where to write them)");
     if (o->resume && o->load)

@@ -232,11 +232,14 @@ static int setup_mode(dt_run *r, int p, size_t n_train)
 {
     const dt_opts *o = r->opts;
     dt_mode_env *env = &r->env;
-    if (!(r->mode = mode_find(o->mode))) return dt_fail("--mode: unknown mode '%s' (expected one of %s)", o->mode, mode_list());
+    r->auto_mode = strcmp(o->mode, "auto") == 0; /* set up as dsync; choose_mode picks the mode later */
+    if (!(r->mode = mode_find(r->auto_mode ? "dsync" : o->mode)))
+        return dt_fail("--mode: unknown mode '%s' (expected one of %s, or auto)", o->mode, mode_list());
     env->comm = r->comm;
     env->n_ranks = p;
     env->threads = r->threads;
     env->opts = mode_opts_for(r->mode, &o->comm);
+    if (r->auto_mode) env->opts.compress = "none";
     comm_set_sleepy(r->comm, strcmp(env->opts.comm_wait, "sleep") == 0, NULL); /* a communication thread's own: its mode's */
     env->seed = (uint64_t)o->seed;
     if ((o->checkpoint || o->resume) && r->mode->no_checkpoint)
@@ -539,6 +542,93 @@ static int record_run(dt_run *r)
     return 0;
 }
 
+/* Compute seconds (wall and CPU) of one iteration without communication: forward and backward on a
+ * local batch (the median of 3 after a warm-up, on zero inputs; the state arena, running
+ * statistics, is put back afterwards, and the first iteration's backward overwrites the gradients)
+ * and an optimizer step on scratch memory. */
+static int time_compute(dt_run *r, double *wall, double *cpu)
+{
+    dt_net *net = r->net;
+    size_t d = (size_t)r->ds->c * r->view_h * r->view_w, bytes = net->n_state * sizeof(float);
+    float *state = bytes ? dt_alloc(bytes) : NULL;
+    double w[3], c[3];
+    if (bytes && (!state || r->be->to_host(r->be, state, net->state, bytes) != 0)) return dt_fail_prefix("--mode auto");
+    memset(r->x_host, 0, sizeof(float) * d * (size_t)r->local_batch);
+    memset(r->y_host, 0, sizeof(int32_t) * (size_t)r->local_batch);
+    int rc = net_set_input(net, r->x_host, r->local_batch) != 0 || net_set_labels(net, r->y_host, r->local_batch) != 0;
+    for (int i = 0; !rc && i < 4; i++) {
+        dt_pass pass = {.rows = r->local_batch, .train = 1, .labels = net->labels, .grad_scale = 1.0f};
+        double t0 = dt_now(), c0 = dt_cpu_process();
+        rc = net_forward(net, &pass) != 0 || net_backward(net, &pass, NULL, NULL) != 0 || r->be->sync(r->be) != 0;
+        if (i > 0) w[i - 1] = dt_now() - t0, c[i - 1] = dt_cpu_process() - c0;
+    }
+    if (!rc && bytes) rc = r->be->to_device(r->be, net->state, state, bytes) != 0;
+    dt_free(state);
+    if (rc) return dt_fail_prefix("--mode auto: timing the compute");
+    /* the optimizer's step, on scratch weights of a scratch optimizer: the same for every candidate,
+     * it keeps the model's differences in proportion */
+    dt_optim *scratch = NULL;
+    float *ws = r->be->alloc(r->be, net->n_params * sizeof(float)), *gs = r->be->alloc(r->be, net->n_params * sizeof(float));
+    double step = 0.0;
+    rc = !ws || !gs ||
+         optim_create(&scratch, r->be, net->n_params, (float)r->opts->momentum, (float)r->opts->wd, r->opts->nesterov);
+    for (int i = 0; !rc && i < 2; i++) {
+        double t0 = dt_now();
+        rc = optim_step(scratch, ws, gs, 0.01f, 0, net->n_params) != 0 || r->be->sync(r->be) != 0;
+        step = dt_now() - t0; /* the second: warm */
+    }
+    optim_destroy(scratch);
+    if (ws) r->be->free(r->be, ws);
+    if (gs) r->be->free(r->be, gs);
+    if (rc) return dt_fail_prefix("--mode auto: timing the optimizer");
+    for (int i = 0; i < 2; i++) /* sort 3 */
+        for (int j = 0; j < 2 - i; j++)
+            if (w[j] > w[j + 1]) {
+                double t = w[j];
+                w[j] = w[j + 1], w[j + 1] = t, t = c[j], c[j] = c[j + 1], c[j + 1] = t;
+            }
+    *wall = w[1] + step, *cpu = c[1] + step;
+    return 0;
+}
+
+/* --mode auto: ranks the candidates by the timing model for the measured compute, link and codecs
+ * (the same on every rank: each input is the maximum over ranks), prints the ranking and sets up
+ * the fastest. */
+static int choose_mode(dt_run *r)
+{
+    dt_mode_env *env = &r->env;
+    dt_auto_cand c[DT_AUTO_MAX];
+    double v[2 + DT_AUTO_MAX];
+    int n;
+    if (auto_parse(env->opts.auto_allow, c, DT_AUTO_MAX, &n) != 0) return -1;
+    if (time_compute(r, &v[0], &v[1]) != 0) return -1;
+    for (int i = 0; i < n; i++) {
+        dt_codec codec;
+        if (codec_create(c[i].codec, 0, &codec) != 0) return -1;
+        v[2 + i] = netmodel_codec_gamma(&codec);
+    }
+    if (comm_allreduce_max_f64(r->comm, v, (size_t)(2 + n)) != 0) return -1;
+    for (int i = 0; i < n; i++) c[i].gamma = v[2 + i];
+    dt_auto_cand best;
+    if (auto_rank(c, n, env, v[0], v[1], &best) != 0) return -1;
+    size_t off = 0;
+    for (int i = 0; i < n && off < sizeof r->auto_ranking; i++)
+        off += (size_t)snprintf(r->auto_ranking + off, sizeof r->auto_ranking - off, "%s%s %.3f ms", i ? ", " : "",
+                                c[i].name, 1e3 * c[i].t);
+    log_text(r->log, "--mode auto: compute %.3f ms per iteration (forward, backward and update, measured); predicted per "
+             "iteration: %s; chose %s\n", 1e3 * v[0], r->auto_ranking, best.name);
+    r->mode = best.mode;
+    dt_comm_opts o = r->opts->comm;
+    snprintf(r->auto_codec, sizeof r->auto_codec, "%s", best.codec);
+    o.compress = r->auto_codec;
+    env->opts = mode_opts_for(r->mode, &o);
+    if (codec_create(env->opts.compress, env->opts.compress_block ? (int)env->opts.compress_block : DT_CODEC_PER_VECTOR,
+                     &env->codec) != 0)
+        return -1;
+    env->model.gamma = best.gamma;
+    return 0;
+}
+
 int run_setup(dt_run *r)
 {
     char *text;
@@ -556,6 +646,7 @@ int run_setup(dt_run *r)
     if (run_agree(r, rc) != 0) return -1;
     if (setup_weights(r) != 0) return -1;
     if (run_agree(r, netmodel_init(&r->env.model, r->comm, &r->env.codec, &r->env.opts)) != 0) return -1;
+    if (r->auto_mode && run_agree(r, choose_mode(r)) != 0) return -1;
     r->stop_req = -1;
     if (comm_size(r->comm) > 1 && run_agree(r, comm_dup(r->comm, &r->ctl)) != 0) return -1;
     rc = r->mode->init(&r->mode_state, &r->env);

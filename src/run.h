@@ -23,6 +23,9 @@ typedef struct dt_run {
     int threads;
     dt_backend *be;
     char auto_why[256]; /* --device auto chose cpu: why not cuda */
+    int auto_mode;             /* --mode auto: set up as dsync until choose_mode */
+    char auto_ranking[512];    /* its ranking: "pipesgd+q8 12.300 ms, dsync ..." */
+    char auto_codec[16];       /* its codec: env.opts.compress points here */
     int64_t bn_batches; /* --load: the batch-norm counter the file holds (PyTorch's num_batches_tracked) */
     char classes_note[160]; /* a built-in net sized to the data's classes: the banner says so */
     dt_net *net;

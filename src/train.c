@@ -345,6 +345,7 @@ static void summary_fields(dt_run *r)
     }
     log_summary_field(r->log, "mode", r->mode->name, 0);
     log_summary_field(r->log, "compress", env->opts.compress, 0);
+    if (r->auto_mode) log_summary_field(r->log, "auto_ranking", r->auto_ranking, 0);
     const struct {
         const char *key;
         double v;

@@ -134,8 +134,21 @@ static const dt_optdef shared_flags[] = {
      "topk, gtopk, csc: momentum on each rank before sparsification (DGC / GradientFlow Alg. 1)", NULL},
 };
 
+static int check_auto_allow(const char *v, const char *origin)
+{
+    dt_auto_cand c[DT_AUTO_MAX];
+    int n;
+    (void)origin; /* the message names --auto-allow */
+    return auto_parse(v, c, DT_AUTO_MAX, &n);
+}
+
 /* read by every mode */
 static const dt_optdef wait_flags[] = {
+    {G, "auto-allow", OPT_STRING, "LIST", C(auto_allow), 0, 0, NULL,
+     "dsync,dsync+t16,dsync+fp16,dsync+q8,pipesgd,pipesgd+t16,pipesgd+fp16,pipesgd+q8", 0, 0,
+     "--mode auto: the candidates in order of preference, MODE[+CODEC] separated by commas (modes: dsync, pipesgd); "
+     "the first predicted within 15% of the fastest runs",
+     check_auto_allow},
     {G, "comm-wait", OPT_CHOICE, "auto|spin|sleep", C(comm_wait), 0, 0, "auto|spin|sleep", "auto", 0, 0,
      "how a rank waits for messages: spin (lowest latency, a busy core), sleep (poll every 50 us), auto (communication "
      "threads beside compute sleep, other waits spin)",
@@ -193,6 +206,19 @@ int mode_check_opts(const dt_mode_desc *m, const dt_comm_opts *o, int (*given)(c
                     const void *arg)
 {
     collect();
+    if (!m) { /* --mode auto: flags of its candidates' modes; the codec is what it chooses */
+        if (given(arg, "compress"))
+            return dt_fail("--compress with --mode auto: the codec is part of what auto chooses (restrict the "
+                           "candidates with --auto-allow, e.g. dsync+q8,pipesgd+q8)");
+        for (int i = 0; i < n_flags; i++) {
+            const char *name = flags[i]->name;
+            if (given(arg, name) && mode_specific(name) && !mode_reads(mode_find("dsync"), name) &&
+                !mode_reads(mode_find("pipesgd"), name))
+                return dt_fail("--%s does not apply to --mode auto, which chooses between dsync and pipesgd", name);
+        }
+        return 0;
+    }
+    if (given(arg, "auto-allow")) return dt_fail("--auto-allow applies to --mode auto, not to --mode %s", m->name);
     for (int i = 0; i < n_flags; i++) {
         const char *name = flags[i]->name;
         if (!given(arg, name) || !mode_specific(name) || mode_reads(m, name)) continue;

@@ -55,6 +55,7 @@ typedef struct dt_comm_opts {
     double clip; /* terngrad */
     int tern_skip_last;
     long tern_min_size;
+    char *auto_allow;  /* --mode auto: the candidates, "MODE[+CODEC],..." */
     char *comm_wait;   /* "auto" (communication threads sleep-poll, the rest spin), "spin" or "sleep" */
     long compute_nice; /* niceness of the compute threads while a communication thread runs beside them */
 } dt_comm_opts;
@@ -191,5 +192,21 @@ double netmodel_ring_cpu(const dt_netmodel *m, int p, size_t n, const dt_codec *
  * the slower of the two while the rank has a core for the communication thread; with fewer, both
  * need their CPU from the same cores, and the iteration takes at least all of it over the cores. */
 double netmodel_overlap(const dt_netmodel *m, int threads, double comp, double comp_cpu, double comm, double comm_cpu);
+
+/* --mode auto (mode_auto.c): candidates "MODE[+CODEC],..." of --auto-allow, ranked by the timing
+ * model for compute seconds comp (comp_cpu of CPU) per iteration, each with its codec's gamma. */
+typedef struct dt_auto_cand {
+    const dt_mode_desc *mode;
+    char codec[16], name[80]; /* name: "pipesgd+q8", "dsync" */
+    double gamma;             /* the codec's (netmodel_codec_gamma), set by the caller */
+    double t;                 /* predicted seconds per iteration */
+} dt_auto_cand;
+#define DT_AUTO_MAX 32
+int auto_parse(const char *list, dt_auto_cand *out, int max, int *n);
+/* Fills each t; *chosen: the first candidate (in the list's order of preference) predicted within
+ * 15% of the fastest; then sorts c by predicted time. */
+int auto_rank(dt_auto_cand *c, int n, const dt_mode_env *env, double comp, double comp_cpu, dt_auto_cand *chosen);
+/* Seconds per value of a reduce step with the codec on this CPU (encode, decode-and-add, decode). */
+double netmodel_codec_gamma(const dt_codec *codec);
 
 #endif

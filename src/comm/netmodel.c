@@ -77,7 +77,7 @@ static int chain_cpu(dt_comm *c, void *sbuf, void *rbuf, size_t bytes, int steps
     return rc;
 }
 
-static double codec_gamma(const dt_codec *codec)
+double netmodel_codec_gamma(const dt_codec *codec)
 {
     const size_t n = 1 << 20;
     float *x = dt_alloc(n * sizeof(float)), *y = dt_alloc(n * sizeof(float));
@@ -124,7 +124,7 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
         v[0] = DT_MAX(ts - (double)small * v[1], 1e-7);
         v[3] = DT_MAX(tl - v[0], 1e-12) / (double)stream;
     }
-    v[2] = codec_gamma(codec);
+    v[2] = netmodel_codec_gamma(codec);
     if (comm_machine_ranks(c, &on_machine) != 0) return -1;
     v[5] = -(double)cpu_count() / on_machine;
     if (comm_allreduce_max_f64(c, v, 6) != 0) return -1;

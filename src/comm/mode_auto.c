@@ -1,0 +1,91 @@
+/* --mode auto — the mode and codec for this run, chosen by the timing model (PAPERS.md §3).
+ *
+ * The candidates (--auto-allow, "MODE[+CODEC]" each) are D-Sync and Pipe-SGD with any codec:
+ * the modes whose prediction needs nothing but the measured compute time and the start-up probe.
+ * Each is priced with its own codec's gamma. The list is in order of preference (the default: exact
+ * D-Sync first, then D-Sync with ever coarser codecs, then Pipe-SGD's stale gradients): the first
+ * candidate predicted within AUTO_MARGIN of the fastest runs. 15% is the accuracy the model is
+ * held to, so a gain it cannot tell from its error never buys more approximation. On shared
+ * memory the candidates lie close together (2 ranks, mlp, batch 100: predicted 1.80-1.99 ms,
+ * measured 2.31-2.74 ms); on 1 Gbit/s links the codecs are 2-4x faster. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util.h"
+#include "mode.h"
+
+#define AUTO_MARGIN 0.15
+
+static const char *const rankable[] = {"dsync", "pipesgd"};
+
+static int parse_one(const char *s, size_t len, dt_auto_cand *c)
+{
+    char buf[64];
+    if (len == 0 || len >= sizeof buf) return dt_fail("--auto-allow: expected MODE or MODE+CODEC, found '%.*s'", (int)len, s);
+    memcpy(buf, s, len);
+    buf[len] = 0;
+    char *plus = strchr(buf, '+');
+    const char *codec = plus ? plus + 1 : "none";
+    if (plus) *plus = 0;
+    int ok = 0;
+    for (size_t i = 0; i < DT_ARRAY_LEN(rankable); i++) ok |= strcmp(buf, rankable[i]) == 0;
+    if (!ok) {
+        if (mode_find(buf))
+            return dt_fail("--auto-allow: --mode auto cannot rank '%s' yet (it chooses among dsync and pipesgd, each with "
+                           "any codec)",
+                           buf);
+        return dt_fail("--auto-allow: unknown mode '%s' (expected dsync or pipesgd, with +CODEC for a codec)", buf);
+    }
+    dt_codec tmp;
+    if (codec_create(codec, 0, &tmp) != 0) return dt_fail_prefix("--auto-allow %s", s);
+    c->mode = mode_find(buf);
+    snprintf(c->codec, sizeof c->codec, "%s", codec);
+    snprintf(c->name, sizeof c->name, "%s%s%s", buf, strcmp(codec, "none") ? "+" : "", strcmp(codec, "none") ? codec : "");
+    c->gamma = c->t = 0.0;
+    return 0;
+}
+
+int auto_parse(const char *list, dt_auto_cand *out, int max, int *n)
+{
+    *n = 0;
+    for (const char *p = list; p && *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (*n == max) return dt_fail("--auto-allow: at most %d candidates", max);
+        if (parse_one(p, len, &out[*n]) != 0) return -1;
+        for (int i = 0; i < *n; i++)
+            if (strcmp(out[i].name, out[*n].name) == 0) return dt_fail("--auto-allow: %s is listed twice", out[i].name);
+        ++*n;
+        p += len + (comma ? 1 : 0);
+    }
+    return *n > 0 ? 0 : dt_fail("--auto-allow: no candidates");
+}
+
+static int by_time(const void *a, const void *b)
+{
+    const dt_auto_cand *x = a, *y = b;
+    return (x->t > y->t) - (x->t < y->t);
+}
+
+int auto_rank(dt_auto_cand *c, int n, const dt_mode_env *env, double comp, double comp_cpu, dt_auto_cand *chosen)
+{
+    double best = 0.0;
+    for (int i = 0; i < n; i++) {
+        dt_mode_env e = *env;
+        dt_times m = {.forward = comp, .cpu = comp_cpu};
+        if (codec_create(c[i].codec, env->opts.compress_block ? (int)env->opts.compress_block : DT_CODEC_PER_VECTOR,
+                         &e.codec) != 0)
+            return -1;
+        e.model.gamma = c[i].gamma;
+        c[i].t = c[i].mode->predict(NULL, &e, &m);
+        if (i == 0 || c[i].t < best) best = c[i].t;
+    }
+    for (int i = 0; i < n; i++) /* the first in the order of preference within the margin of the fastest */
+        if (c[i].t <= (1.0 + AUTO_MARGIN) * best) {
+            *chosen = c[i];
+            break;
+        }
+    qsort(c, (size_t)n, sizeof *c, by_time);
+    return 0;
+}

@@ -1,0 +1,65 @@
+#!/bin/bash
+# --mode auto: the timing model chooses the mode and codec.
+#  - shared memory, 2 ranks: D-Sync (no Pipe-SGD candidate is predicted 15% faster than the
+#    first D-Sync one within 15% of the fastest); the log's summary keeps the choice and the ranking
+#  - one candidate (--auto-allow pipesgd+q8) on resnet20: the run equals an explicit
+#    `--mode pipesgd --compress q8` bit for bit, so timing the compute left the running statistics
+#    of batch norm as they were
+#  - 4 emulated hosts on 1 Gbit/s links (root only): a codec that compresses
+#  - usage errors (exit 2): --compress with auto, a mode it cannot rank, an unknown codec,
+#    --auto-allow without auto, --resume with auto, a flag none of its candidates reads
+. "$(dirname "$0")/lib.sh"
+need_mpirun
+make_idx "$T/data" 400 100
+D="--dataset mnist --data-dir $T/data --batch 40 --epochs 1 --threads 1 --progress none"
+
+mpi -np 2 "$DTRAIN" --net mlp $D --mode auto --log "$T/log.jsonl" > "$T/out" 2>&1 || { cat "$T/out"; fail "--mode auto failed"; }
+grep -Eq "^--mode auto: compute .* ms per iteration .*; chose dsync(\+[a-z0-9]+)?$" "$T/out" ||
+    { cat "$T/out"; fail "--mode auto on shared memory did not choose dsync"; }
+[ "$(json_last "$T/log.jsonl" summary mode)" = '"dsync"' ] || fail "summary mode: $(json_last "$T/log.jsonl" summary mode)"
+chosen=$(grep -o 'chose .*' "$T/out" | cut -c7-)
+codec=$(json_last "$T/log.jsonl" summary compress)
+[ "dsync${codec:+}" != "" ] && { [ "$codec" = '"none"' ] && [ "$chosen" = dsync ] || [ "$chosen" = "dsync+${codec//\"/}" ]; } ||
+    fail "the summary's compress $codec is not the chosen $chosen"
+ranking=$(grep '"type":"summary"' "$T/log.jsonl" | grep -o '"auto_ranking":"[^"]*"')
+for c in dsync dsync+t16 dsync+fp16 dsync+q8 pipesgd pipesgd+t16 pipesgd+fp16 pipesgd+q8; do
+    echo "$ranking" | grep -Eq "[\", ]${c/+/\\+} [0-9.]+ ms" || fail "the summary's ranking lacks $c: $ranking"
+done
+note "shared memory: $(grep -o 'predicted per iteration: .*' "$T/out")"
+
+$PYTHON "$top_srcdir/tests/mkimages.py" cifar10 "$T/c10" 160 40 || fail "could not generate CIFAR-10 files"
+C="--net resnet20 --dataset cifar10 --data-dir $T/c10 --batch 32 --iters 3 --epochs 1 --threads 1 --progress none --seed 3"
+mpi -np 2 "$DTRAIN" $C --mode auto --auto-allow pipesgd+q8 --save "$T/auto.st" > "$T/out" 2>&1 ||
+    { cat "$T/out"; fail "--mode auto --auto-allow pipesgd+q8 failed"; }
+grep -q "chose pipesgd+q8$" "$T/out" || { cat "$T/out"; fail "the only candidate was not chosen"; }
+mpi -np 2 "$DTRAIN" $C --mode pipesgd --compress q8 --save "$T/explicit.st" > "$T/out" 2>&1 ||
+    { cat "$T/out"; fail "--mode pipesgd --compress q8 failed"; }
+"$STDIFF" "$T/auto.st" "$T/explicit.st" 0 0 || fail "--mode auto choosing pipesgd+q8 differs from --mode pipesgd --compress q8"
+
+if [ "$(id -u)" = 0 ] && ip netns add dtnet-testprobe 2>/dev/null && ip netns del dtnet-testprobe &&
+    ! ip netns list | grep -q '^dtnet-'; then
+    timeout 300 "$top_srcdir/tools/netem" run 4 1gbit -- -np 4 "$DTRAIN" --net mlp $D --iters 20 --mode auto \
+        --log "$T/netem.jsonl" > "$T/out" 2>&1 || { cat "$T/out"; fail "--mode auto across emulated hosts failed"; }
+    codec=$(json_last "$T/netem.jsonl" summary compress)
+    [ "$codec" != '"none"' ] || { cat "$T/out"; fail "--mode auto on 1 Gbit/s links chose no codec"; }
+    note "4 emulated hosts at 1 Gbit/s: $(grep -o 'predicted per iteration: .*' "$T/out")"
+else
+    note "not root or no network namespaces: the emulated-link case is skipped"
+fi
+
+bad() { # STATUS WANT ARGS...
+    local status=$1 want=$2
+    shift 2
+    "$DTRAIN" --net mlp $D "$@" > "$T/out" 2>&1
+    local rc=$?
+    [ $rc -eq "$status" ] || { cat "$T/out"; fail "$*: exit status $rc (expected $status)"; }
+    grep -qF -- "$want" "$T/out" || { cat "$T/out"; fail "$*: output lacks '$want'"; }
+}
+bad 2 "--compress with --mode auto" --mode auto --compress q8
+bad 2 "cannot rank 'topk' yet" --mode auto --auto-allow dsync,topk
+bad 2 "unknown codec" --mode auto --auto-allow dsync+zip
+bad 2 "is listed twice" --mode auto --auto-allow dsync+q8,dsync+q8
+bad 2 "--auto-allow applies to --mode auto" --mode dsync --auto-allow dsync
+bad 2 "--resume with --mode auto" --mode auto --resume "$T/none.ckpt"
+bad 2 "--density does not apply to --mode auto" --mode auto --density 0.1
+echo "PASS: --mode auto picks dsync on shared memory, equals its one candidate's explicit run, refuses what it cannot do"
