@@ -42,6 +42,8 @@ static double predict(dt_run *r, const span *s)
     m.forward = s->t.forward / (double)s->n;
     m.backward = s->t.backward / (double)s->n;
     m.update = s->t.update / (double)s->n;
+    m.encode = s->t.encode / (double)s->n; /* the sparse modes' selection and merges */
+    m.decode = s->t.decode / (double)s->n;
     m.cpu = s->t.cpu / (double)s->n;
     m.cpu_comm = s->t.cpu_comm / (double)s->n;
     if (s->n_max > 0) m.sync = DT_MAX(0.0, s->comp_max / (double)s->n_max - (m.data + m.forward + m.backward));

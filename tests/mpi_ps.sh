@@ -2,6 +2,8 @@
 # PS-Sync against D-Sync: 2 workers plus S = 1 or 2 servers, with every placement, bulk-
 # synchronous (staleness 0) and no codec, end with the weights of D-Sync on 2 ranks (within
 # float tolerance: the server sums the workers' gradients in another order than the ring).
+# One message per placed range (--ps-messages range) gives the weights of one per server bit for bit
+# with codecs that encode each value alone (none, t16), and not with q8's scale per message.
 # Also: bounded staleness trains (a different trajectory, so only an outcome is asserted).
 . "$(dirname "$0")/lib.sh"
 need_mpirun
@@ -20,12 +22,32 @@ for n in "$net" mlp; do
         done
     done
 done
+for codec in none t16; do
+    for st in 0; do # under staleness a worker takes the freshest weights that have arrived: timing decides
+        for m in part range; do
+            mpi -np 4 "$DTRAIN" --net mlp $common --mode ps --ps-servers 2 --placement uniform --ps-messages $m \
+                --compress $codec --staleness $st --save "$T/ps-$m.st" --log "$T/ps-$m.jsonl" > "$T/out" ||
+                { cat "$T/out"; fail "ps --ps-messages $m --compress $codec --staleness $st failed"; }
+        done
+        "$STDIFF" "$T/ps-range.st" "$T/ps-part.st" 0 0 ||
+            fail "--ps-messages range differs from part (--compress $codec, staleness $st)"
+    done
+done
+# q8 with one scale per message: the scales cover other values, so the weights differ (the messages
+# really are per range; the comparison above can fail)
+for m in part range; do
+    mpi -np 4 "$DTRAIN" --net mlp $common --mode ps --ps-servers 2 --placement uniform --ps-messages $m \
+        --compress q8 --compress-block 0 --save "$T/ps-$m.st" > "$T/out" || { cat "$T/out"; fail "ps q8 $m failed"; }
+done
+"$STDIFF" "$T/ps-range.st" "$T/ps-part.st" 0 0 > /dev/null && fail "q8 with a scale per message: range equals part"
+note "--ps-messages range equals part bit for bit (none, t16) and differs with q8's scale per message"
 # staleness: workers may run ahead; the model still learns the (easy) generated data. Delayed
 # gradients and heavy momentum oscillate here (Pipe-SGD with K = 3, the same delay, does too),
 # so this run uses momentum 0.5.
-mpi -np 4 "$DTRAIN" --net mlp $common --epochs 4 --lr 0.01 --momentum 0.5 --mode ps --ps-servers 1 --staleness 2 \
-    --log "$T/stale.jsonl" \
-    > "$T/out" || { cat "$T/out"; fail "ps with staleness 2 failed"; }
-acc=$(json_last "$T/stale.jsonl" summary test_acc)
-awk -v a="$acc" 'BEGIN { exit !(a >= 0.9) }' || fail "ps with staleness 2 reached only test accuracy $acc"
-echo "PASS: PS-Sync (S = 1, 2; uniform, round-robin, greedy) equals D-Sync; staleness 2 trains to $acc"
+for m in part range; do
+    mpi -np 4 "$DTRAIN" --net mlp $common --epochs 4 --lr 0.01 --momentum 0.5 --mode ps --ps-servers 1 --staleness 2 \
+        --ps-messages $m --log "$T/stale.jsonl" > "$T/out" || { cat "$T/out"; fail "ps with staleness 2 ($m) failed"; }
+    acc=$(json_last "$T/stale.jsonl" summary test_acc)
+    awk -v a="$acc" 'BEGIN { exit !(a >= 0.9) }' || fail "ps with staleness 2 ($m) reached only test accuracy $acc"
+done
+echo "PASS: PS-Sync (S = 1, 2; uniform, round-robin, greedy) equals D-Sync; one message per range equals one per server; staleness 2 trains to $acc"

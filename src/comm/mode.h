@@ -36,6 +36,7 @@ typedef struct dt_comm_opts {
     long compress_block;
     long ps_servers; /* ps */
     char *placement;
+    char *ps_messages; /* "part" (one message per server and direction) or "range" (one per placed range) */
     long staleness;
     long pipeline_depth; /* pipesgd */
     char *stale_lr;      /* pipesgd: "apply" (the applying iteration's lr) or "compute" (the computing one's) */

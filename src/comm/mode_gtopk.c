@@ -171,9 +171,11 @@ static double gtopk_predict(void *state, const dt_mode_env *env, const dt_times 
     int p = comm_size(env->comm);
     double k = (double)density_k(s->sched.target, env->arena.n), lg = ceil(log2((double)p));
     /* gTop-k Table I: 2 log2(P) alpha + 4 k log2(P) beta (words: 2 k log2 P pairs of 8 bytes); plus the
-     * selection of k, and log2(P) merges of 2k pairs on the tree's root, the critical path */
-    double comm = p > 1 ? 2 * lg * env->model.alpha + 2 * k * lg * 8 * env->model.beta + lg * 2 * k * s->t_merge_pair : 0;
-    return m->data + m->forward + m->backward + m->sync + s->t_select + comm + m->update;
+     * selection of k, and log2(P) merges of 2k pairs on the tree's root, the critical path: measured in
+     * the run like compute (t_encode, t_decode), or from the start-up timing before there is one */
+    double merge = m->decode > 0 ? m->decode : lg * 2 * k * s->t_merge_pair; /* measured in the run, once there is one */
+    double comm = p > 1 ? 2 * lg * env->model.alpha + 2 * k * lg * 8 * env->model.beta + merge : 0;
+    return m->data + m->forward + m->backward + m->sync + (m->encode > 0 ? m->encode : s->t_select) + comm + m->update;
 }
 
 static int gtopk_list_state(void *state, const dt_mode_env *env, dt_state_tensor *out, int max)

@@ -21,6 +21,13 @@
  * often computing when its weights arrive, so waiting for its receipt would stall the server:
  * then the weights go to all workers at once.
  *
+ * Messages (--ps-messages): one per server and direction (part: the server's ranges packed), or
+ * one per range of the placement (range, as the thesis measures its uniform placement: each
+ * layer's slice travels alone, paying alpha per layer). Sends and receives of a server are posted
+ * in range order with one tag per iteration; MPI keeps their order between two ranks. With a
+ * codec that encodes each value alone (none, t16, fp16) both give the same weights bit for bit;
+ * q8's scales then cover one range each.
+ *
  * Gradients and weights pass through the arena's host views (env->gh, env->wh): a worker pulls
  * its gradient before packing and pushes the weights it unpacked; a server pushes its summed
  * part before its update and pulls its new weights before sending them.
@@ -43,6 +50,11 @@ static int tag_ack(long v) { return TAG_BASE + 3 * (int)(v % TAG_MOD) + 2; }
 typedef struct {
     dt_placement *place;
     int n_servers, n_workers, me, server; /* server: index among servers, -1 on a worker */
+    /* the messages of server k: m_count[k] of them, message j covering floats [m_off, m_off + m_n)
+     * of its packed part and bytes [m_enc, m_enc + codec_bytes(m_n)) of its encoded part; requests
+     * of (server k, message j) at index m_base[k] + j, m_total in all */
+    int *m_count, *m_base, m_total;
+    size_t **m_off, **m_n, **m_enc, *enc_total;
     int slots;                            /* staleness + 1 versions in flight */
     int in_turn;                          /* BSP: weights go to one worker after the other */
     /* worker */
@@ -103,6 +115,36 @@ static int ps_roles(dt_mode_env *env)
     return 0;
 }
 
+static int build_messages(ps_state *s, const dt_codec *codec, int per_range)
+{
+    int k_n = s->n_servers;
+    s->m_count = calloc((size_t)k_n, sizeof(int));
+    s->m_base = calloc((size_t)k_n, sizeof(int));
+    s->m_off = calloc((size_t)k_n, sizeof(size_t *));
+    s->m_n = calloc((size_t)k_n, sizeof(size_t *));
+    s->m_enc = calloc((size_t)k_n, sizeof(size_t *));
+    s->enc_total = calloc((size_t)k_n, sizeof(size_t));
+    if (!s->m_count || !s->m_base || !s->m_off || !s->m_n || !s->m_enc || !s->enc_total) return dt_fail("out of memory");
+    for (int k = 0; k < k_n; k++) {
+        int c = per_range ? DT_MAX(s->place->n_ranges[k], 1) : 1;
+        s->m_count[k] = c;
+        s->m_base[k] = s->m_total;
+        s->m_total += c;
+        s->m_off[k] = calloc((size_t)c, sizeof(size_t));
+        s->m_n[k] = calloc((size_t)c, sizeof(size_t));
+        s->m_enc[k] = calloc((size_t)c, sizeof(size_t));
+        if (!s->m_off[k] || !s->m_n[k] || !s->m_enc[k]) return dt_fail("out of memory");
+        size_t off = 0, enc = 0;
+        for (int j = 0; j < c; j++) {
+            size_t n = per_range && s->place->n_ranges[k] > 0 ? s->place->ranges[k][j].n : s->place->total[k];
+            s->m_off[k][j] = off, s->m_n[k][j] = n, s->m_enc[k][j] = enc;
+            off += n, enc += codec_bytes(codec, n);
+        }
+        s->enc_total[k] = enc;
+    }
+    return 0;
+}
+
 static int ps_init(void **state, dt_mode_env *env)
 {
     ps_state *s = calloc(1, sizeof *s);
@@ -116,13 +158,14 @@ static int ps_init(void **state, dt_mode_env *env)
     s->slots = env->opts.staleness + 1;
     s->in_turn = env->opts.staleness == 0;
     if (placement_build(env->opts.placement, &env->arena, s->n_servers, &s->place) != 0) return -1;
+    if (build_messages(s, &env->codec, strcmp(env->opts.ps_messages, "range") == 0) != 0) return -1;
 
     if (env->is_worker) {
         s->pack = calloc((size_t)s->n_servers, sizeof *s->pack);
         s->enc = calloc((size_t)s->slots, sizeof *s->enc);
         s->wbuf = calloc((size_t)s->slots, sizeof *s->wbuf);
-        s->push_req = (int **)grid(s->slots, s->n_servers, sizeof(int));
-        s->pull_req = (int **)grid(s->slots, s->n_servers, sizeof(int));
+        s->push_req = (int **)grid(s->slots, s->m_total, sizeof(int));
+        s->pull_req = (int **)grid(s->slots, s->m_total, sizeof(int));
         if (!s->pack || !s->enc || !s->wbuf || !s->push_req || !s->pull_req) return dt_fail("out of memory");
         for (int k = 0; k < s->n_servers; k++)
             if (!(s->pack[k] = dt_alloc(DT_MAX(s->place->total[k], 1) * sizeof(float)))) return -1;
@@ -130,9 +173,9 @@ static int ps_init(void **state, dt_mode_env *env)
             s->enc[sl] = calloc((size_t)s->n_servers, sizeof(unsigned char *));
             s->wbuf[sl] = calloc((size_t)s->n_servers, sizeof(float *));
             if (!s->enc[sl] || !s->wbuf[sl]) return dt_fail("out of memory");
+            for (int j = 0; j < s->m_total; j++) s->push_req[sl][j] = s->pull_req[sl][j] = -1;
             for (int k = 0; k < s->n_servers; k++) {
-                s->push_req[sl][k] = s->pull_req[sl][k] = -1;
-                if (!(s->enc[sl][k] = dt_alloc(codec_bytes(&env->codec, s->place->total[k]) + 1)) ||
+                if (!(s->enc[sl][k] = dt_alloc(s->enc_total[k] + 1)) ||
                     !(s->wbuf[sl][k] = dt_alloc(DT_MAX(s->place->total[k], 1) * sizeof(float))))
                     return -1;
             }
@@ -140,18 +183,18 @@ static int ps_init(void **state, dt_mode_env *env)
     } else {
         size_t n = s->place->total[s->server];
         s->rbuf = calloc((size_t)s->n_workers, sizeof *s->rbuf);
-        s->srv_req = malloc(sizeof *s->srv_req * (size_t)s->n_workers);
+        s->srv_req = malloc(sizeof *s->srv_req * (size_t)s->n_workers * (size_t)s->m_count[s->server]);
         s->push_it = -1;
         if (!s->srv_req) return dt_fail("out of memory");
         s->send = calloc((size_t)s->slots, sizeof *s->send);
-        s->send_req = (int **)grid(s->slots, s->n_workers, sizeof(int));
+        s->send_req = (int **)grid(s->slots, s->n_workers * s->m_count[s->server], sizeof(int));
         if (!s->rbuf || !s->send || !s->send_req || !(s->acc = dt_alloc(DT_MAX(n, 1) * sizeof(float))))
             return dt_fail("out of memory");
         for (int w = 0; w < s->n_workers; w++)
-            if (!(s->rbuf[w] = dt_alloc(codec_bytes(&env->codec, n) + 1))) return -1;
+            if (!(s->rbuf[w] = dt_alloc(s->enc_total[s->server] + 1))) return -1;
         for (int sl = 0; sl < s->slots; sl++) {
             if (!(s->send[sl] = dt_alloc(DT_MAX(n, 1) * sizeof(float)))) return -1;
-            for (int w = 0; w < s->n_workers; w++) s->send_req[sl][w] = -1;
+            for (int w = 0; w < s->n_workers * s->m_count[s->server]; w++) s->send_req[sl][w] = -1;
         }
     }
     s->sent0 = comm_bytes_sent(env->comm);
@@ -175,15 +218,20 @@ static int take_version(ps_state *s, dt_mode_env *env, long v, int block, int *t
     int sl = (int)(v % s->slots);
     *taken = 0;
     for (int k = 0; k < s->n_servers; k++) {
-        if (s->pull_req[sl][k] < 0) continue;
-        if (block) {
-            if (comm_wait(env->comm, s->pull_req[sl][k], NULL, NULL) != 0) return -1;
-        } else {
-            int done;
-            if (comm_test(env->comm, s->pull_req[sl][k], &done) != 0) return -1;
-            if (!done) return 0;
+        int *req = s->pull_req[sl] + s->m_base[k], posted = 0;
+        for (int j = 0; j < s->m_count[k]; j++) {
+            if (req[j] < 0) continue;
+            posted = 1;
+            if (block) {
+                if (comm_wait(env->comm, req[j], NULL, NULL) != 0) return -1;
+            } else {
+                int done;
+                if (comm_test(env->comm, req[j], &done) != 0) return -1;
+                if (!done) return 0; /* what arrived is released; the rest is tested again later */
+            }
+            req[j] = -1;
         }
-        s->pull_req[sl][k] = -1;
+        if (!posted) continue;
         if (s->in_turn) { /* the server sends the next worker its weights once we have ours */
             char ack = 1;
             if (comm_send(env->comm, &ack, 1, server_rank(s, k), tag_ack(v)) != 0) return -1;
@@ -209,10 +257,12 @@ static void count_bytes(ps_state *s, dt_mode_env *env, dt_times *t)
  * from now on (a large message only moves once its receive is posted), then send the weights. */
 static int server_begin(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
-    size_t n = s->place->total[s->server];
+    int k = s->server, c = s->m_count[k];
     for (int w = 0; w < s->n_workers; w++)
-        if (comm_irecv(env->comm, s->rbuf[w], codec_bytes(&env->codec, n), w, tag_push(it->it), &s->srv_req[w]) != 0)
-            return -1;
+        for (int j = 0; j < c; j++)
+            if (comm_irecv(env->comm, s->rbuf[w] + s->m_enc[k][j], codec_bytes(&env->codec, s->m_n[k][j]), w,
+                           tag_push(it->it), &s->srv_req[w * c + j]) != 0)
+                return -1;
     s->push_it = it->it;
     return server_send_in_turn(s, env, t);
 }
@@ -241,18 +291,21 @@ static int worker_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times
     int sl = (int)(it->it % s->slots), vs = (int)((it->it + 1) % s->slots);
     if (mode_pull(&env->gh, 0, env->arena.n, &t->encode) != 0) return -1;
     for (int k = 0; k < s->n_servers; k++) {
-        size_t n = s->place->total[k];
+        int *push = s->push_req[sl] + s->m_base[k], *pull = s->pull_req[vs] + s->m_base[k];
         double t0 = dt_now();
-        if (s->push_req[sl][k] >= 0 && comm_wait(env->comm, s->push_req[sl][k], NULL, NULL) != 0) return -1;
+        for (int j = 0; j < s->m_count[k]; j++)
+            if (push[j] >= 0 && comm_wait(env->comm, push[j], NULL, NULL) != 0) return -1;
         double t1 = dt_now();
         pack(s, k, env->gh.host, s->pack[k]);
-        codec_encode(&env->codec, s->pack[k], n, s->enc[sl][k]);
+        for (int j = 0; j < s->m_count[k]; j++)
+            codec_encode(&env->codec, s->pack[k] + s->m_off[k][j], s->m_n[k][j], s->enc[sl][k] + s->m_enc[k][j]);
         double t2 = dt_now();
-        if (comm_isend(env->comm, s->enc[sl][k], codec_bytes(&env->codec, n), server_rank(s, k), tag_push(it->it),
-                       &s->push_req[sl][k]) != 0 ||
-            comm_irecv(env->comm, s->wbuf[vs][k], n * sizeof(float), server_rank(s, k), tag_pull(it->it + 1),
-                       &s->pull_req[vs][k]) != 0)
-            return -1;
+        for (int j = 0; j < s->m_count[k]; j++)
+            if (comm_isend(env->comm, s->enc[sl][k] + s->m_enc[k][j], codec_bytes(&env->codec, s->m_n[k][j]),
+                           server_rank(s, k), tag_push(it->it), &push[j]) != 0 ||
+                comm_irecv(env->comm, s->wbuf[vs][k] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), server_rank(s, k),
+                           tag_pull(it->it + 1), &pull[j]) != 0)
+                return -1;
         t->comm += (t1 - t0) + (dt_now() - t2);
         t->encode += t2 - t1;
     }
@@ -267,15 +320,17 @@ static int worker_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times
  * waits for its weights). */
 static int server_send_in_turn(ps_state *s, dt_mode_env *env, dt_times *t)
 {
-    size_t n = s->place->total[s->server];
+    int k = s->server;
     long v = s->unsent;
     if (!s->in_turn || v == 0) return 0;
     double t0 = dt_now();
     for (int w = 0; w < s->n_workers; w++) {
         char ack;
-        if (comm_send(env->comm, s->send[v % s->slots], n * sizeof(float), w, tag_pull(v)) != 0 ||
-            comm_recv(env->comm, &ack, 1, w, tag_ack(v), NULL, NULL) != 0)
-            return -1;
+        for (int j = 0; j < s->m_count[k]; j++)
+            if (comm_send(env->comm, s->send[v % s->slots] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), w,
+                          tag_pull(v)) != 0)
+                return -1;
+        if (comm_recv(env->comm, &ack, 1, w, tag_ack(v), NULL, NULL) != 0) return -1;
     }
     s->unsent = 0;
     t->comm += dt_now() - t0;
@@ -285,17 +340,19 @@ static int server_send_in_turn(ps_state *s, dt_mode_env *env, dt_times *t)
 static int server_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     size_t n = s->place->total[s->server];
-    int sl = (int)((it->it + 1) % s->slots);
+    int sl = (int)((it->it + 1) % s->slots), k = s->server, c = s->m_count[k];
     double tc = 0, td = 0;
     if (s->push_it != it->it) return dt_fail("internal: ps server has no receives posted for iteration %ld", it->it);
     memset(s->acc, 0, n * sizeof(float));
     for (int w = 0; w < s->n_workers; w++) { /* in worker order: the same sum every run */
-        double a = dt_now();
-        if (comm_wait(env->comm, s->srv_req[w], NULL, NULL) != 0) return -1;
-        double b = dt_now();
-        codec_decode_add(&env->codec, s->rbuf[w], n, s->acc);
-        tc += b - a;
-        td += dt_now() - b;
+        for (int j = 0; j < c; j++) {
+            double a = dt_now();
+            if (comm_wait(env->comm, s->srv_req[w * c + j], NULL, NULL) != 0) return -1;
+            double b = dt_now();
+            codec_decode_add(&env->codec, s->rbuf[w] + s->m_enc[k][j], s->m_n[k][j], s->acc + s->m_off[k][j]);
+            tc += b - a;
+            td += dt_now() - b;
+        }
     }
     double t1 = dt_now();
     unpack(s, s->server, s->acc, env->gh.host);
@@ -306,15 +363,16 @@ static int server_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times
             return -1;
     if (stage_part(s, s->server, &env->wh, 0) != 0) return -1;
     double t2 = dt_now();
-    for (int w = 0; w < s->n_workers; w++)
+    for (int w = 0; w < s->n_workers * c; w++)
         if (s->send_req[sl][w] >= 0 && comm_wait(env->comm, s->send_req[sl][w], NULL, NULL) != 0) return -1;
     pack(s, s->server, env->wh.host, s->send[sl]);
     s->unsent = it->it + 1;
     if (!s->in_turn) /* to every worker at once; in turn, it happens in the next begin (or flush) */
         for (int w = 0; w < s->n_workers; w++)
-            if (comm_isend(env->comm, s->send[sl], n * sizeof(float), w, tag_pull(it->it + 1), &s->send_req[sl][w]) !=
-                0)
-                return -1;
+            for (int j = 0; j < c; j++)
+                if (comm_isend(env->comm, s->send[sl] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), w,
+                               tag_pull(it->it + 1), &s->send_req[sl][w * c + j]) != 0)
+                    return -1;
     t->comm += tc + (dt_now() - t2);
     t->decode += td;
     t->update += t2 - t1;
@@ -339,14 +397,14 @@ static int ps_flush(void *state, dt_mode_env *env, float lr, dt_times *t)
         while (s->latest < s->posted)
             if (take_version(s, env, s->latest + 1, 1, &taken) != 0) return -1;
         for (int sl = 0; sl < s->slots; sl++)
-            for (int k = 0; k < s->n_servers; k++)
-                if (s->push_req[sl][k] >= 0 && comm_wait(env->comm, s->push_req[sl][k], NULL, NULL) != 0) return -1;
+            for (int j = 0; j < s->m_total; j++)
+                if (s->push_req[sl][j] >= 0 && comm_wait(env->comm, s->push_req[sl][j], NULL, NULL) != 0) return -1;
         for (int sl = 0; sl < s->slots; sl++)
-            for (int k = 0; k < s->n_servers; k++) s->push_req[sl][k] = -1;
+            for (int j = 0; j < s->m_total; j++) s->push_req[sl][j] = -1;
     } else {
         if (server_send_in_turn(s, env, t) != 0) return -1;
         for (int sl = 0; sl < s->slots; sl++)
-            for (int w = 0; w < s->n_workers; w++) {
+            for (int w = 0; w < s->n_workers * s->m_count[s->server]; w++) {
                 if (s->send_req[sl][w] >= 0 && comm_wait(env->comm, s->send_req[sl][w], NULL, NULL) != 0) return -1;
                 s->send_req[sl][w] = -1;
             }
@@ -366,10 +424,11 @@ static double ps_predict(void *state, const dt_mode_env *env, const dt_times *m)
     double pull = n * sizeof(float) * nm->beta_stream;
     double serve = w * n * nm->gamma + n * nm->gamma; /* decode-add each push, then the update */
     double comp = m->data + m->forward + m->backward;
+    double msgs = (double)s->m_total / s->n_servers; /* per server and direction: alpha each */
     if (s->in_turn) /* pulls one after the other; the last worker's compute and push close the iteration */
-        return w * pull + comp + push + serve + 2 * w * nm->alpha;
+        return w * pull + comp + push + serve + 2 * w * msgs * nm->alpha;
     /* all at once: every pull shares the link, then every push does (an upper bound under staleness) */
-    return w * pull + comp + w * push + serve + 2 * nm->alpha;
+    return w * pull + comp + w * push + serve + 2 * msgs * nm->alpha;
 }
 
 static void ps_finalize(void *state, dt_mode_env *env)
@@ -406,6 +465,12 @@ static void ps_finalize(void *state, dt_mode_env *env)
         free(s->send_req);
         dt_free(s->acc);
     }
+    for (int k = 0; k < s->n_servers; k++) {
+        if (s->m_off) free(s->m_off[k]);
+        if (s->m_n) free(s->m_n[k]);
+        if (s->m_enc) free(s->m_enc[k]);
+    }
+    free(s->m_count), free(s->m_base), free(s->m_off), free(s->m_n), free(s->m_enc), free(s->enc_total);
     placement_destroy(s->place);
     free(s);
 }
@@ -423,6 +488,11 @@ static const dt_optdef ps_flags[] = {
     {"Communication", "placement", OPT_CHOICE, "HOW", offsetof(dt_comm_opts, placement), 0, 0,
      "uniform|round-robin|greedy", "uniform", 0, 0, "ps: how layers are spread over servers: uniform, round-robin or greedy",
      NULL},
+    {"Communication", "ps-messages", OPT_CHOICE, "part|range", offsetof(dt_comm_opts, ps_messages), 0, 0, "part|range",
+     "part", 0, 0,
+     "ps: one message per server and direction (part), or one per placed range, as the thesis measures its uniform "
+     "placement (range)",
+     NULL},
     {"Communication", "staleness", OPT_INT, "S", offsetof(dt_comm_opts, staleness), 0, 1000, NULL, "0", 0, 0,
      "ps: a worker may run S iterations ahead of the slowest (0: bulk-synchronous)", NULL},
 };
@@ -431,7 +501,7 @@ const dt_mode_desc mode_ps = {
     .name = "ps",
     .help = "synchronous parameter server: the last --ps-servers ranks hold the weights, workers push gradients "
             "and pull weights",
-    .options = "ps-servers placement staleness compress compress-block",
+    .options = "ps-servers placement ps-messages staleness compress compress-block",
     .flags = ps_flags,
     .n_flags = (int)DT_ARRAY_LEN(ps_flags),
     .describe = ps_describe,

@@ -143,10 +143,12 @@ static double topk_predict(void *state, const dt_mode_env *env, const dt_times *
     double k = (double)k_at(s, s->sched.target, env->arena.n); /* the model takes the target density */
     /* gTop-k Table I: TopKAllReduce = log2(P) alpha + 2 (P-1) k beta (words), as a ring allgather; plus the
      * selection of k (timed as one selection over the arena, also for --topk-scope layer) and the
-     * rank-order fold of the P lists: merges of 2k, 3k, ..., Pk pairs */
-    double merge = k * s->t_merge_pair * ((double)p * (p + 1) / 2.0 - 1.0);
-    return m->data + m->forward + m->backward + m->sync + s->t_select + (p - 1) * env->model.alpha +
-           (p - 1) * k * sizeof(dt_pair) * env->model.beta + (p > 1 ? merge : 0.0) + m->update;
+     * rank-order fold of the P lists: merges of 2k, 3k, ..., Pk pairs; measured in the run like
+     * compute (t_encode, t_decode), or from the start-up timing before there is one */
+    double merge = m->decode > 0 ? m->decode : k * s->t_merge_pair * ((double)p * (p + 1) / 2.0 - 1.0);
+    return m->data + m->forward + m->backward + m->sync + (m->encode > 0 ? m->encode : s->t_select) +
+           (p - 1) * env->model.alpha + (p - 1) * k * sizeof(dt_pair) * env->model.beta + (p > 1 ? merge : 0.0) +
+           m->update;
 }
 
 static int topk_list_state(void *state, const dt_mode_env *env, dt_state_tensor *out, int max)

@@ -68,7 +68,7 @@ void comm_free(dt_comm *c);
 
 /* Point to point. Requests are small integers (a pool per dt_comm, DT_COMM_MAX_REQ of them). */
 #define DT_COMM_ANY (-1)
-#define DT_COMM_MAX_REQ 256
+#define DT_COMM_MAX_REQ 4096
 int comm_send(dt_comm *c, const void *buf, size_t bytes, int dst, int tag);
 /* Receives up to `bytes` from src (or DT_COMM_ANY); from and got may be NULL. */
 int comm_recv(dt_comm *c, void *buf, size_t bytes, int src, int tag, int *from, size_t *got);
