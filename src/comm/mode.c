@@ -55,9 +55,11 @@ int mode_comm_thread(dt_mode_env *env, dt_comm **cc, dt_worker **worker)
 {
     if (comm_dup(env->comm, cc) != 0) return -1;
     if (worker_create(worker) != 0) return -1;
-    /* auto: sleep while the compute thread computes; once it waits for this thread, spin */
-    comm_set_sleepy(*cc, strcmp(env->opts.comm_wait, "spin") != 0,
-                    strcmp(env->opts.comm_wait, "auto") == 0 ? worker_computing(*worker) : NULL);
+    /* auto: sleep while the compute thread computes; once it waits for this thread, spin, if the rank
+     * has a core per compute thread (then the waiting compute thread's); with fewer, the spinning
+     * would take other ranks' cores: sleep then too */
+    int spin_when_idle = strcmp(env->opts.comm_wait, "auto") == 0 && env->model.cores >= env->threads;
+    comm_set_sleepy(*cc, strcmp(env->opts.comm_wait, "spin") != 0, spin_when_idle ? worker_computing(*worker) : NULL);
     /* after the thread started: it keeps the priority it was born with */
     if (env->opts.compute_nice > 0) cpu_lower_priority((int)env->opts.compute_nice);
     return 0;
