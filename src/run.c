@@ -511,11 +511,12 @@ static void banner(dt_run *r)
              r->auto_why[0] ? ")" : "", backend_describe(r->be), comm_library());
     if (p > 1)
         log_text(r->log,
-                 "timing model (%s): alpha %.1f us, beta %.3g s/B (%.0f MB/s; %.0f MB/s streamed), gamma %.2f ns per "
-                 "value\n",
+                 "timing model (%s): alpha %.1f us, beta %.3g s/B (%.0f MB/s; %.0f MB/s streamed, %.0f MB/s back to "
+                 "back), gamma %.2f ns per value\n",
                  env->model.measured ? "measured at start-up" : "from flags", env->model.alpha * 1e6, env->model.beta,
                  env->model.beta > 0 ? 1e-6 / env->model.beta : 0.0,
-                 env->model.beta_stream > 0 ? 1e-6 / env->model.beta_stream : 0.0, env->model.gamma * 1e9);
+                 env->model.beta_stream > 0 ? 1e-6 / env->model.beta_stream : 0.0,
+                 env->model.beta_busy > 0 ? 1e-6 / env->model.beta_busy : 0.0, env->model.gamma * 1e9);
 }
 
 /* The run's record, in the log's start record and its summary: what ran (version, commit,

@@ -355,7 +355,7 @@ static void summary_fields(dt_run *r)
                 {"threads", r->threads},            {"batch", (double)r->opts->batch},
                 {"params", (double)r->net->n_params}, {"model_alpha", env->model.alpha},
                 {"model_beta", env->model.beta},    {"model_beta_stream", env->model.beta_stream},
-                {"model_gamma", env->model.gamma},  {"model_cpu_byte", env->model.cpu_byte},
+                {"model_gamma", env->model.gamma},  {"model_cpu_byte", env->model.cpu_byte}, {"model_beta_busy", env->model.beta_busy},
                 {"model_cores", env->model.cores}};
     for (size_t i = 0; i < DT_ARRAY_LEN(nums); i++) {
         snprintf(num, sizeof num, "%.6g", nums[i].v);

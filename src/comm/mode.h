@@ -67,6 +67,8 @@ typedef struct dt_netmodel {
     double alpha, beta, gamma;
     double beta_stream; /* seconds per byte of one long transfer (a PS push or pull), which runs
                            faster than the ring's chained steps; = beta when beta is given */
+    double beta_busy; /* seconds per byte of ring steps chained back to back (a link that never idles):
+                         >= beta; = beta when beta is given */
     double cpu_byte; /* CPU seconds a rank spends per byte it sends or receives (MPI and the kernel's
                         network stack), measured with sleeping waits: what communication takes from
                         compute when they share cores */

@@ -206,7 +206,8 @@ static int pipe_restored(void *state, dt_mode_env *env, long it0)
 static double pipe_predict(void *state, const dt_mode_env *env, const dt_times *m)
 {
     (void)state;
-    /* Pipe-SGD eq. 4/5: the slower of compute and communication, or the CPU both need where the
+    /* Pipe-SGD eq. 4/5: the slower of compute and communication (at the link's back-to-back rate when
+     * communication is the slower, since then the link never idles), or the CPU both need where the
      * communication thread shares the compute threads' cores. The compute phases measured beside
      * the communication thread include the time it took from them, so compute is its threads' CPU
      * time (the rank's less the communication thread's) where that is known. */
@@ -216,6 +217,11 @@ static double pipe_predict(void *state, const dt_mode_env *env, const dt_times *
     double lanes = env->model.cores > 0 && env->model.cores < env->threads ? env->model.cores : env->threads;
     if (m->cpu_comm > 0 && lanes > 0 && comp_cpu / lanes < comp) comp = comp_cpu / lanes;
     double comm = netmodel_ring(&env->model, p, env->arena.n, &env->codec);
+    if (comm > comp) { /* the allreduces follow each other back to back: the link never idles */
+        dt_netmodel busy = env->model;
+        busy.beta = busy.beta_busy;
+        comm = netmodel_ring(&busy, p, env->arena.n, &env->codec);
+    }
     return netmodel_overlap(&env->model, env->threads, comp, comp_cpu, comm,
                             netmodel_ring_cpu(&env->model, p, env->arena.n, &env->codec));
 }

@@ -11,6 +11,10 @@
  *        below beta (117 vs 90 MB/s), and the PS model needs it to stay within 20%.
  * gamma: seconds per value of what a reduce step costs this CPU with the codec: encode,
  *        decode-and-add, decode (measured on 2^20 values).
+ * beta_busy: seconds per byte of the same 1 MiB steps chained SUSTAINED_STEPS deep (at least 2(p-1)):
+ *        what a link that never idles delivers, as Pipe-SGD's back-to-back allreduces have it when
+ *        communication outlasts compute. On tools/netem's 1 Gbit/s links (TCP BBR over a token
+ *        bucket) back-to-back allreduces run at ~60 MB/s against ~104 MB/s with idle gaps between.
  * cpu_byte: CPU seconds per byte sent or received, from the thread's CPU time over one more chain
  *        of 1 MiB steps, waiting as a communication thread does (comm_set_sleepy): MPI's calls
  *        and the kernel's network stack (on emulated links, both ends' and the switch's, which
@@ -40,6 +44,7 @@ static double median(double *v, int n)
 }
 
 #define TAG_PROBE 201
+#define SUSTAINED_STEPS 16
 
 /* seconds per step of a chain of `steps` neighbour exchanges of `bytes` (median over reps) */
 static int chain_time(dt_comm *c, void *sbuf, void *rbuf, size_t bytes, int steps, int reps, double *out)
@@ -103,12 +108,12 @@ double netmodel_codec_gamma(const dt_codec *codec)
 int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_comm_opts *o)
 {
     const size_t small = 64u << 10, big = 1u << 20, stream = 4u << 20;
-    double v[6] = {0, 0, 0, 0, 0, 0};
+    double v[7] = {0, 0, 0, 0, 0, 0, 0};
     int p = comm_size(c), on_machine = 1;
     m->measured = o->model_alpha < 0 || o->model_beta < 0 || o->model_gamma < 0;
     if (p > 1 && (o->model_alpha < 0 || o->model_beta < 0)) {
         char *s = dt_alloc(stream), *r = dt_alloc(stream);
-        double ts, tb, tl;
+        double ts, tb, tl, tbusy;
         int rc = (!s || !r) ? -1 : 0, steps = 2 * (p - 1);
         if (rc == 0) {
             memset(s, 1, stream);
@@ -116,6 +121,7 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
         }
         if (rc == 0) rc = chain_time(c, s, r, big, steps, 3, &tb);
         if (rc == 0) rc = chain_time(c, s, r, stream, 1, 3, &tl);
+        if (rc == 0) rc = chain_time(c, s, r, big, DT_MAX(steps, SUSTAINED_STEPS), 1, &tbusy);
         if (rc == 0) rc = chain_cpu(c, s, r, big, steps, strcmp(o->comm_wait, "sleep") == 0, &v[4]);
         dt_free(s);
         dt_free(r);
@@ -123,14 +129,16 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
         v[1] = DT_MAX(tb - ts, 1e-12) / (double)(big - small);
         v[0] = DT_MAX(ts - (double)small * v[1], 1e-7);
         v[3] = DT_MAX(tl - v[0], 1e-12) / (double)stream;
+        v[6] = DT_MAX(tbusy - v[0], 1e-12) / (double)big;
     }
     v[2] = netmodel_codec_gamma(codec);
     if (comm_machine_ranks(c, &on_machine) != 0) return -1;
     v[5] = -(double)cpu_count() / on_machine;
-    if (comm_allreduce_max_f64(c, v, 6) != 0) return -1;
+    if (comm_allreduce_max_f64(c, v, 7) != 0) return -1;
     m->alpha = o->model_alpha >= 0 ? o->model_alpha : v[0];
     m->beta = o->model_beta >= 0 ? o->model_beta : v[1];
     m->beta_stream = o->model_beta >= 0 ? o->model_beta : v[3];
+    m->beta_busy = o->model_beta >= 0 ? o->model_beta : DT_MAX(v[6], m->beta);
     m->gamma = o->model_gamma >= 0 ? o->model_gamma : v[2];
     m->cpu_byte = v[4];
     m->cores = o->model_cores > 0 ? o->model_cores : -v[5];
