@@ -5,13 +5,7 @@
 
 #include "util.h"
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+static uint64_t splitmix64(uint64_t *x) { return rng_splitmix64(x); }
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
@@ -56,11 +50,6 @@ uint64_t rng_below(dt_rng *r, uint64_t n)
     return v % n;
 }
 
-uint64_t rng_hash(uint64_t key, uint64_t counter)
-{
-    uint64_t x = key ^ (counter * 0xd1b54a32d192ed03ULL);
-    uint64_t a = splitmix64(&x);
-    return a ^ splitmix64(&x);
-}
+uint64_t rng_hash(uint64_t key, uint64_t counter) { return rng_hash_inline(key, counter); }
 
 uint64_t rng_stream_id(const char *name) { return dt_hash64(name, strlen(name), DT_HASH_INIT); }

@@ -26,6 +26,16 @@ int close_f32_f64(const float *got, const double *ref, size_t n, double atol, do
     return ok;
 }
 
+int close_f32(const float *got, const float *ref, size_t n, double atol, double rtol, const char *what, char *msg,
+              size_t msg_n)
+{
+    double *r = malloc(sizeof *r * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) r[i] = ref[i];
+    int ok = close_f32_f64(got, r, n, atol, rtol, what, msg, msg_n);
+    free(r);
+    return ok;
+}
+
 int close_f64(const double *got, const double *ref, size_t n, double atol, double rtol, const char *what, char *msg,
               size_t msg_n)
 {

@@ -15,6 +15,8 @@
 /* 1 if all within tolerance; else 0 and a message "what[i]: got G, expected R (worst of n)" in msg. */
 int close_f32_f64(const float *got, const double *ref, size_t n, double atol, double rtol, const char *what,
                   char *msg, size_t msg_n);
+int close_f32(const float *got, const float *ref, size_t n, double atol, double rtol, const char *what, char *msg,
+              size_t msg_n);
 int close_f64(const double *got, const double *ref, size_t n, double atol, double rtol, const char *what, char *msg,
               size_t msg_n);
 

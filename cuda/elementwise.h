@@ -1,0 +1,239 @@
+/* elementwise — the arithmetic of the CUDA backend's own kernels, one function per element (or
+ * per row, pixel or channel where that is the kernel's unit of work).
+ *
+ * Each function is compiled twice: by nvcc for the device, where backend_cuda_kernels.cu and
+ * backend_cuda_bn.cu call it from their kernels, and by the C compiler for the host, where
+ * tests/check_cuda_twins.c runs it over whole tensors and compares with the CPU backend. So the
+ * arithmetic the GPU runs is checked by `make check` on a machine without a GPU; only the
+ * kernels' indexing and launch shapes need the GPU tests (tests/check_cuda.c).
+ *
+ * Conventions are the CPU backend's (src/engine/backend.h): row-major fp32, NCHW activations,
+ * beta 0 overwrites and any other beta adds.
+ */
+#ifndef DT_CUDA_ELEMENTWISE_H
+#define DT_CUDA_ELEMENTWISE_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rng.h"
+
+#ifdef __CUDACC__
+#define DT_HD __host__ __device__ static inline
+#else
+#define DT_HD static inline
+#endif
+
+/* beta 0: v; else acc + v (the backend's "overwrite or add") */
+DT_HD float ew_put(float acc, float v, float beta) { return beta == 0.0f ? v : acc + v; }
+
+DT_HD float ew_relu(float x) { return x > 0.0f ? x : 0.0f; }
+DT_HD float ew_relu_bwd(float dx, float dy, float y, float beta) { return ew_put(dx, y > 0.0f ? dy : 0.0f, beta); }
+
+/* Dropout: element idx (global: (row0 + r) * cols + c) is kept when 24 bits of the counter-based
+ * hash reach thresh = p * 2^24; kept values are scaled by s = 1 / (1 - p). Integer arithmetic, so
+ * the mask is bit-identical on every device. */
+DT_HD uint32_t ew_dropout_thresh(float p) { return (uint32_t)(p * 16777216.0f); }
+DT_HD float ew_dropout_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
+DT_HD int ew_dropout_keep(uint64_t key, uint64_t idx, uint32_t thresh)
+{
+    return (uint32_t)(rng_hash_inline(key, idx) >> 40) >= thresh;
+}
+DT_HD float ew_dropout(float x, uint64_t key, uint64_t idx, uint32_t thresh, float s)
+{
+    return ew_dropout_keep(key, idx, thresh) ? x * s : 0.0f;
+}
+
+/* SGD (PyTorch semantics) on element i: d = g + wd w; v = m v + d; d = nesterov ? d + m v : v;
+ * w -= lr d. v may be NULL when m == 0. */
+DT_HD void ew_sgd(float *w, const float *g, float *v, size_t i, float lr, float m, float wd, int nesterov)
+{
+    if (m == 0.0f || !v) {
+        w[i] -= lr * (g[i] + wd * w[i]);
+    } else if (!nesterov) {
+        float vi = m * v[i] + g[i] + wd * w[i];
+        v[i] = vi;
+        w[i] -= lr * vi;
+    } else {
+        float d = g[i] + wd * w[i];
+        float vi = m * v[i] + d;
+        v[i] = vi;
+        w[i] -= lr * (d + m * vi);
+    }
+}
+
+/* y = beta y + x (beta 0: y = x, whatever y held) */
+DT_HD float ew_add(float y, float x, float beta) { return beta == 0.0f ? x : beta * y + x; }
+
+/* The gradient of a bias: column c of dy summed over rows in row order, in float, as the CPU
+ * does (so the two agree bit for bit). */
+DT_HD float ew_bias_grad_col(const float *dy, int rows, int cols, int c, float old, float beta)
+{
+    float s = beta == 0.0f ? 0.0f : old;
+    for (int r = 0; r < rows; r++) s += dy[(size_t)r * cols + c];
+    return s;
+}
+
+/* Softmax and cross-entropy of one row: prob, the row's loss (log-sum-exp form, exact even when
+ * prob[label] underflows) and whether its argmax (the first maximum) is the label. */
+DT_HD void ew_softmax_xent_row(const float *z, float *p, int classes, int label, double *loss, int *correct)
+{
+    int arg = 0;
+    float mx = z[0];
+    for (int c = 1; c < classes; c++)
+        if (z[c] > mx) mx = z[c], arg = c;
+    float sum = 0.0f;
+    for (int c = 0; c < classes; c++) {
+        p[c] = expf(z[c] - mx);
+        sum += p[c];
+    }
+    float inv = 1.0f / sum;
+    for (int c = 0; c < classes; c++) p[c] *= inv;
+    *loss = (double)logf(sum) + (double)mx - (double)z[label];
+    *correct = arg == label;
+}
+
+DT_HD float ew_softmax_xent_bwd(float dx, float p, int is_label, float scale, float beta)
+{
+    return ew_put(dx, scale * (p - (is_label ? 1.0f : 0.0f)), beta);
+}
+
+/* ---- batch normalisation (per channel; sums in double, as backend_cpu_bn.c) --------------------- */
+
+/* From the sums of x - k and (x - k)^2 over n values (k the channel's first value): the mean and
+ * the biased variance. */
+DT_HD void ew_bn_stats(double s1, double s2, double k, double n, float *mean, float *var, double *dmean, double *dvar)
+{
+    double d = s1 / n, v = s2 / n - d * d;
+    *dmean = k + d;
+    *dvar = v > 0.0 ? v : 0.0;
+    *mean = (float)*dmean;
+    *var = (float)*dvar;
+}
+
+/* the per-channel affine map of forward: y = (x - m) a + b */
+DT_HD float ew_bn_scale(double var, float eps, float scale) { return (float)(1.0 / sqrt(var + (double)eps) * scale); }
+DT_HD float ew_bn_norm(float x, float m, float a, float b) { return (x - m) * a + b; }
+
+/* Backward's per-channel coefficients from the sums of dy (sdy), dy (x - saved mean) (sdx) and
+ * x - saved mean (sx) over n values: dx = (dy - u - (x - m) k) a. */
+DT_HD void ew_bn_bwd_coeffs(double sdy, double sdx, double sx, double n, float var, float eps, float scale,
+                            float *dscale, float *dshift, float *u, float *k, float *a)
+{
+    double dmean = sx / n, sdxm = sdx - dmean * sdy;
+    double inv = 1.0 / sqrt((double)var + (double)eps), kk = sdxm / n * inv * inv;
+    *dshift = (float)sdy;
+    *dscale = (float)(sdxm * inv);
+    *u = (float)(sdy / n - dmean * kk);
+    *k = (float)kk;
+    *a = (float)(inv * scale);
+}
+
+DT_HD float ew_bn_dx(float dx, float dy, float x, float m, float u, float k, float a, float beta)
+{
+    return beta == 0.0f ? (dy - u - (x - m) * k) * a : beta * dx + (dy - u - (x - m) * k) * a;
+}
+
+/* ---- local response normalisation across channels ----------------------------------------------
+ * At one pixel of one sample (channel c at x[c * hw]): the window of channel c is channels
+ * c - h ... c + h with h = (size-1)/2 (oneDNN's, so an even size spans size - 1 channels), s_c = k + alpha/size * sum of x^2 over it, y_c = x_c s_c^-beta. */
+DT_HD float ew_lrn_s(const float *x, size_t hw, int C, int c, int size, float alpha, float k)
+{
+    int lo = c - (size - 1) / 2, hi = c + (size - 1) / 2;
+    float sum = 0.0f;
+    for (int j = lo < 0 ? 0 : lo; j <= hi && j < C; j++) sum += x[(size_t)j * hw] * x[(size_t)j * hw];
+    return k + alpha / (float)size * sum;
+}
+
+DT_HD float ew_lrn_fwd(const float *x, size_t hw, int C, int c, int size, float alpha, float beta, float k)
+{
+    return x[(size_t)c * hw] * powf(ew_lrn_s(x, hw, C, c, size, alpha, k), -beta);
+}
+
+/* dx_c = dy_c s_c^-beta - 2 alpha beta / size x_c sum over j whose window holds c of dy_j x_j s_j^(-beta-1) */
+DT_HD float ew_lrn_bwd(const float *x, const float *dy, size_t hw, int C, int c, int size, float alpha, float beta,
+                       float k)
+{
+    int lo = c - (size - 1) / 2, hi = c + (size - 1) / 2;
+    float acc = 0.0f;
+    for (int j = lo < 0 ? 0 : lo; j <= hi && j < C; j++) {
+        float s = ew_lrn_s(x, hw, C, j, size, alpha, k);
+        acc += dy[(size_t)j * hw] * x[(size_t)j * hw] * powf(s, -beta - 1.0f);
+    }
+    float sc = ew_lrn_s(x, hw, C, c, size, alpha, k);
+    return dy[(size_t)c * hw] * powf(sc, -beta) - 2.0f * alpha * beta / (float)size * x[(size_t)c * hw] * acc;
+}
+
+/* ---- pooling: one output element (i, j) of one H x W plane -------------------------------------
+ * Max takes the first maximum among the window's values inside the input (padding never wins) and
+ * reports its index in the plane; average divides by the number of inside values. */
+DT_HD float ew_pool_fwd(const float *x, int h, int w, int i, int j, int kh, int kw, int sh, int sw, int pt, int pl,
+                        int max, int *argmax)
+{
+    int y0 = i * sh - pt, x0 = j * sw - pl, y1 = y0 + kh, x1 = x0 + kw;
+    if (y0 < 0) y0 = 0;
+    if (x0 < 0) x0 = 0;
+    if (y1 > h) y1 = h;
+    if (x1 > w) x1 = w;
+    float best = -INFINITY, sum = 0.0f;
+    int at = y0 * w + x0;
+    for (int y = y0; y < y1; y++)
+        for (int xx = x0; xx < x1; xx++) {
+            float v = x[y * w + xx];
+            if (v > best) best = v, at = y * w + xx;
+            sum += v;
+        }
+    if (max) {
+        *argmax = at;
+        return best;
+    }
+    int n = (y1 - y0) * (x1 - x0);
+    return n > 0 ? sum / (float)n : 0.0f;
+}
+
+/* The gradient of input element (y, x) of a plane: the sum over the windows that hold it of dy
+ * (max: where it was the window's argmax; average: dy divided by the window's count). */
+DT_HD float ew_pool_bwd(const float *dy, const int *argmax, int h, int w, int oh, int ow, int y, int x, int kh, int kw,
+                        int sh, int sw, int pt, int pl, int max)
+{
+    int i0 = y + pt - kh + 1, i1 = (y + pt) / sh, j0 = x + pl - kw + 1, j1 = (x + pl) / sw;
+    i0 = i0 <= 0 ? 0 : (i0 + sh - 1) / sh;
+    j0 = j0 <= 0 ? 0 : (j0 + sw - 1) / sw;
+    if (i1 >= oh) i1 = oh - 1;
+    if (j1 >= ow) j1 = ow - 1;
+    float acc = 0.0f;
+    for (int i = i0; i <= i1; i++)
+        for (int j = j0; j <= j1; j++) {
+            if (max) {
+                if (argmax[i * ow + j] == y * w + x) acc += dy[i * ow + j];
+                continue;
+            }
+            int a0 = i * sh - pt, b0 = j * sw - pl, a1 = a0 + kh, b1 = b0 + kw;
+            if (a0 < 0) a0 = 0;
+            if (b0 < 0) b0 = 0;
+            if (a1 > h) a1 = h;
+            if (b1 > w) b1 = w;
+            acc += dy[i * ow + j] / (float)((a1 - a0) * (b1 - b0));
+        }
+    return acc;
+}
+
+/* ---- the ResNet option-A shortcut: output channel front + c is input channel c subsampled ------ */
+
+/* the input index that output element (n, oc, i, j) copies, or -1 for a zero channel */
+DT_HD long long ew_shortcut_src(int n, int oc, int i, int j, int C, int H, int W, int front, int stride)
+{
+    int c = oc - front;
+    if (c < 0 || c >= C) return -1;
+    return (((long long)n * C + c) * H + (long long)i * stride) * W + (long long)j * stride;
+}
+
+/* the output index whose gradient input element (n, c, y, x) receives, or -1 */
+DT_HD long long ew_shortcut_dst(int n, int c, int y, int x, int O, int OH, int OW, int front, int stride)
+{
+    if (y % stride || x % stride || y / stride >= OH || x / stride >= OW) return -1;
+    return (((long long)n * O + c + front) * OH + y / stride) * OW + x / stride;
+}
+
+#endif

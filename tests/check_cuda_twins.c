@@ -1,0 +1,353 @@
+/* The CUDA kernels' arithmetic on the host: every element function of cuda/elementwise.h, run over
+ * whole tensors the way its kernel runs it, against the CPU backend's op on the same input.
+ * Runs everywhere (no GPU, no CUDA toolkit needed); the kernels themselves are checked against
+ * the CPU on a GPU by check_cuda.
+ *
+ * Tolerances: ReLU, dropout (mask and values), the bias gradient and the shortcut bit-identical;
+ * softmax 1e-6 relative (expf of two libraries); SGD, batch norm, LRN and pooling 1e-5 relative
+ * (oneDNN orders its sums its own way, or fuses multiply-adds). */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../cuda/elementwise.h"
+#include "engine/backend.h"
+#include "rng.h"
+#include "testutil.h"
+
+static dt_backend *cpu;
+static char msg[512];
+
+static void setup(void) { ck_assert_int_eq(backend_cpu_create(&cpu, 1), 0); }
+static void teardown(void) { backend_destroy(cpu); }
+
+static float *randv(size_t n, uint64_t seed, float lo, float hi)
+{
+    float *x = malloc(sizeof *x * (n ? n : 1));
+    dt_rng r;
+    rng_seed(&r, seed, 7);
+    for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * rng_uniform(&r);
+    return x;
+}
+
+static float *dup(const float *x, size_t n)
+{
+    float *y = malloc(sizeof *y * (n ? n : 1));
+    memcpy(y, x, sizeof *y * n);
+    return y;
+}
+
+#define SAME(got, ref, n, what) ck_assert_msg(memcmp(got, ref, sizeof(float) * (n)) == 0, "%s differs", what)
+#define CLOSE(got, ref, n, tol, what)                                                                                  \
+    ck_assert_msg(close_f32(got, ref, n, tol, tol, what, msg, sizeof msg), "%s", msg)
+
+START_TEST(relu_dropout)
+{
+    const int rows = 3, cols = 33;
+    size_t n = (size_t)rows * cols;
+    float *x = randv(n, 1, -1, 1), *dy = randv(n, 2, -1, 1);
+    float *y = malloc(n * 4), *t = malloc(n * 4);
+    for (int beta = 0; beta < 2; beta++) {
+        float *dx = randv(n, 3, -1, 1), *dt = dup(dx, n);
+        cpu->relu_fwd(cpu, y, x, n);
+        for (size_t i = 0; i < n; i++) t[i] = ew_relu(x[i]);
+        SAME(t, y, n, "relu");
+        cpu->relu_bwd(cpu, dx, dy, y, n, (float)beta);
+        for (size_t i = 0; i < n; i++) dt[i] = ew_relu_bwd(dt[i], dy[i], y[i], (float)beta);
+        SAME(dt, dx, n, "relu backward");
+        free(dx), free(dt);
+    }
+    const float ps[] = {0.0f, 0.3f, 0.5f, 0.99f};
+    for (size_t k = 0; k < sizeof ps / sizeof *ps; k++) {
+        float p = ps[k];
+        uint64_t key = 0x1234 + k;
+        int64_t row0 = 5;
+        uint32_t th = ew_dropout_thresh(p);
+        float s = ew_dropout_scale(p);
+        cpu->dropout_fwd(cpu, y, x, rows, cols, p, key, row0);
+        for (size_t i = 0; i < n; i++) t[i] = ew_dropout(x[i], key, (uint64_t)(row0 * cols) + i, th, s);
+        SAME(t, y, n, "dropout mask and values");
+        for (int beta = 0; beta < 2; beta++) {
+            float *dx = randv(n, 4, -1, 1), *dt = dup(dx, n);
+            cpu->dropout_bwd(cpu, dx, dy, rows, cols, p, key, row0, (float)beta);
+            for (size_t i = 0; i < n; i++)
+                dt[i] = ew_put(dt[i], ew_dropout(dy[i], key, (uint64_t)(row0 * cols) + i, th, s), (float)beta);
+            SAME(dt, dx, n, "dropout backward");
+            free(dx), free(dt);
+        }
+    }
+    free(x), free(dy), free(y), free(t);
+}
+END_TEST
+
+START_TEST(optimizer_and_vectors)
+{
+    const size_t n = 1037;
+    for (int variant = 0; variant < 3; variant++) {
+        float *w = randv(n, 5, -1, 1), *g = randv(n, 6, -1, 1), *v = randv(n, 7, -1, 1);
+        float *wt = dup(w, n), *vt = dup(v, n);
+        float m = variant == 0 ? 0.0f : 0.9f;
+        int nest = variant == 2;
+        cpu->sgd_step(cpu, w, g, variant ? v : NULL, n, 0.1f, m, 5e-4f, nest);
+        for (size_t i = 0; i < n; i++) ew_sgd(wt, g, variant ? vt : NULL, i, 0.1f, m, 5e-4f, nest);
+        CLOSE(wt, w, n, 1e-6, "sgd weights");
+        CLOSE(vt, v, n, 1e-6, "sgd momentum");
+        free(w), free(g), free(v), free(wt), free(vt);
+    }
+    float *x = randv(n, 8, -1, 1), *y = randv(n, 9, -1, 1), *yt = dup(y, n);
+    const float betas[] = {0.0f, 1.0f, 0.5f};
+    for (int b = 0; b < 3; b++) {
+        cpu->add(cpu, y, x, n, betas[b]);
+        for (size_t i = 0; i < n; i++) yt[i] = ew_add(yt[i], x[i], betas[b]);
+        CLOSE(yt, y, n, 1e-7, "add");
+    }
+    /* bias gradient: per column in row order, bit for bit */
+    const int rows = 7, cols = 33;
+    float *dy = randv((size_t)rows * cols, 10, -1, 1);
+    for (int beta = 0; beta < 2; beta++) {
+        float *db = randv(cols, 11, -1, 1), *dt = malloc(cols * 4);
+        for (int c = 0; c < cols; c++) dt[c] = ew_bias_grad_col(dy, rows, cols, c, db[c], (float)beta);
+        cpu->bias_grad(cpu, db, dy, rows, cols, (float)beta);
+        SAME(dt, db, cols, "bias gradient");
+        free(db), free(dt);
+    }
+    free(x), free(y), free(yt), free(dy);
+}
+END_TEST
+
+START_TEST(softmax_xent)
+{
+    const int rows = 7, classes = 10;
+    size_t n = (size_t)rows * classes;
+    float *z = randv(n, 12, -8, 8), *p = malloc(n * 4), *pt = malloc(n * 4);
+    int32_t labels[7] = {0, 9, 3, 3, 1, 5, 7};
+    double loss = 0.0, loss_t = 0.0;
+    int64_t correct = 0, correct_t = 0;
+    cpu->softmax_xent_fwd(cpu, p, z, labels, rows, classes, &loss, &correct);
+    for (int r = 0; r < rows; r++) {
+        double l;
+        int c;
+        ew_softmax_xent_row(z + (size_t)r * classes, pt + (size_t)r * classes, classes, labels[r], &l, &c);
+        loss_t += l, correct_t += c;
+    }
+    CLOSE(pt, p, n, 1e-6, "softmax");
+    ck_assert_msg(fabs(loss - loss_t) <= 1e-6 * fabs(loss), "loss %.9g != %.9g", loss_t, loss);
+    ck_assert_int_eq(correct, correct_t);
+    for (int beta = 0; beta < 2; beta++) {
+        float *dx = randv(n, 13, -1, 1), *dt = dup(dx, n);
+        cpu->softmax_xent_bwd(cpu, dx, p, labels, rows, classes, 0.25f, (float)beta);
+        for (size_t i = 0; i < n; i++)
+            dt[i] = ew_softmax_xent_bwd(dt[i], p[i], (int)(i % classes) == labels[i / classes], 0.25f, (float)beta);
+        CLOSE(dt, dx, n, 1e-7, "softmax cross-entropy backward");
+        free(dx), free(dt);
+    }
+    free(z), free(p), free(pt);
+}
+END_TEST
+
+/* batch norm as its kernels run it: per-channel double sums, then the element functions */
+static void bn_twin_fwd(int rows, int C, int hw, float eps, const float *x, const float *scale, const float *shift,
+                        float *mean, float *var, float *y)
+{
+    for (int c = 0; c < C; c++) {
+        double k = x[(size_t)c * hw], s1 = 0.0, s2 = 0.0, dm, dv;
+        for (int r = 0; r < rows; r++)
+            for (int i = 0; i < hw; i++) {
+                double d = (double)x[((size_t)r * C + c) * hw + i] - k;
+                s1 += d, s2 += d * d;
+            }
+        ew_bn_stats(s1, s2, k, (double)rows * hw, &mean[c], &var[c], &dm, &dv);
+        float a = ew_bn_scale(dv, eps, scale[c]), m = (float)dm;
+        for (int r = 0; r < rows; r++)
+            for (int i = 0; i < hw; i++) {
+                size_t o = ((size_t)r * C + c) * hw + i;
+                y[o] = ew_bn_norm(x[o], m, a, shift[c]);
+            }
+    }
+}
+
+static void bn_twin_bwd(int rows, int C, int hw, float eps, const float *x, const float *scale, const float *mean,
+                        const float *var, const float *dy, float *dx, float beta, float *dscale, float *dshift)
+{
+    for (int c = 0; c < C; c++) {
+        double sdy = 0, sdx = 0, sx = 0;
+        for (int r = 0; r < rows; r++)
+            for (int i = 0; i < hw; i++) {
+                size_t o = ((size_t)r * C + c) * hw + i;
+                double xm = (double)x[o] - mean[c];
+                sdy += dy[o], sdx += (double)dy[o] * xm, sx += xm;
+            }
+        float u, k, a;
+        ew_bn_bwd_coeffs(sdy, sdx, sx, (double)rows * hw, var[c], eps, scale[c], &dscale[c], &dshift[c], &u, &k, &a);
+        for (int r = 0; r < rows; r++)
+            for (int i = 0; i < hw; i++) {
+                size_t o = ((size_t)r * C + c) * hw + i;
+                dx[o] = ew_bn_dx(dx[o], dy[o], x[o], mean[c], u, k, a, beta);
+            }
+    }
+}
+
+START_TEST(batch_norm)
+{
+    const int rows = 3, C = 7, h = 5, w = 3, hw = h * w;
+    size_t n = (size_t)rows * C * hw;
+    dt_bn_cfg cfg = {.c = C, .h = h, .w = w, .eps = 1e-5f, .layout = DT_LAYOUT_PLAIN};
+    void *plan = cpu->bn_plan(cpu, &cfg);
+    ck_assert_ptr_nonnull(plan);
+    float *x = randv(n, 14, 2, 4), *sc = randv(C, 15, 0.5, 1.5), *sh = randv(C, 16, -1, 1), *dy = randv(n, 17, -1, 1);
+    float m[7], v[7], mt[7], vt[7], *y = malloc(n * 4), *yt = malloc(n * 4);
+    cpu->bn_fwd(cpu, plan, rows, 1, x, sc, sh, m, v, y);
+    bn_twin_fwd(rows, C, hw, cfg.eps, x, sc, sh, mt, vt, yt);
+    CLOSE(mt, m, C, 1e-6, "batch mean");
+    CLOSE(vt, v, C, 1e-6, "batch variance");
+    CLOSE(yt, y, n, 1e-5, "batch norm forward");
+    for (int beta = 0; beta < 2; beta++) {
+        float *dx = randv(n, 18, -1, 1), *dt = dup(dx, n), ds[7], db[7], dst[7], dbt[7];
+        cpu->bn_bwd(cpu, plan, rows, x, sc, m, v, dy, dx, (float)beta, ds, db);
+        bn_twin_bwd(rows, C, hw, cfg.eps, x, sc, m, v, dy, dt, (float)beta, dst, dbt);
+        CLOSE(dt, dx, n, 1e-5, "batch norm dx");
+        CLOSE(dst, ds, C, 1e-5, "batch norm dscale");
+        CLOSE(dbt, db, C, 1e-5, "batch norm dshift");
+        free(dx), free(dt);
+    }
+    cpu->plan_free(cpu, plan);
+    free(x), free(sc), free(sh), free(dy), free(y), free(yt);
+}
+END_TEST
+
+START_TEST(lrn)
+{
+    const int rows = 2, C = 7, h = 3, w = 5;
+    size_t hw = (size_t)h * w, n = rows * C * hw;
+    dt_lrn_cfg cfg = {.c = C, .h = h, .w = w, .size = 5, .alpha = 1e-2f, .beta = 0.75f, .k = 2.0f,
+                      .layout = DT_LAYOUT_PLAIN};
+    void *plan = cpu->lrn_plan(cpu, &cfg);
+    ck_assert_ptr_nonnull(plan);
+    float *x = randv(n, 19, -3, 3), *dy = randv(n, 20, -1, 1), *y = malloc(n * 4), *yt = malloc(n * 4);
+    cpu->lrn_fwd(cpu, plan, rows, 1, x, y);
+    for (int r = 0; r < rows; r++)
+        for (size_t p = 0; p < hw; p++)
+            for (int c = 0; c < C; c++) {
+                size_t base = (size_t)r * C * hw + p;
+                yt[base + c * hw] = ew_lrn_fwd(x + base, hw, C, c, cfg.size, cfg.alpha, cfg.beta, cfg.k);
+            }
+    CLOSE(yt, y, n, 1e-5, "LRN forward");
+    for (int beta = 0; beta < 2; beta++) {
+        float *dx = randv(n, 21, -1, 1), *dt = dup(dx, n);
+        cpu->lrn_bwd(cpu, plan, rows, x, dy, dx, (float)beta);
+        for (int r = 0; r < rows; r++)
+            for (size_t p = 0; p < hw; p++)
+                for (int c = 0; c < C; c++) {
+                    size_t base = (size_t)r * C * hw + p, o = base + c * hw;
+                    dt[o] = ew_put(dt[o], ew_lrn_bwd(x + base, dy + base, hw, C, c, cfg.size, cfg.alpha, cfg.beta, cfg.k),
+                                   (float)beta);
+                }
+        CLOSE(dt, dx, n, 1e-5, "LRN backward");
+        free(dx), free(dt);
+    }
+    cpu->plan_free(cpu, plan);
+    free(x), free(dy), free(y), free(yt);
+}
+END_TEST
+
+/* max and average, with Caffe's ceil mode (padding at the end only) and symmetric padding */
+START_TEST(pooling)
+{
+    const struct {
+        int max, k, s, pt, pb;
+    } cases[] = {{1, 3, 2, 0, 1}, {0, 3, 2, 0, 1}, {1, 2, 2, 0, 0}, {0, 3, 1, 1, 1}, {1, 3, 1, 1, 1}, {0, 2, 2, 0, 0}};
+    const int rows = 2, C = 3, h = 8, w = 8;
+    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+        dt_pool_cfg cfg = {.max = cases[t].max, .c = C, .h = h, .w = w, .kh = cases[t].k, .kw = cases[t].k,
+                           .sh = cases[t].s, .sw = cases[t].s, .pt = cases[t].pt, .pb = cases[t].pb,
+                           .pl = cases[t].pt, .pr = cases[t].pb, .layout = DT_LAYOUT_PLAIN};
+        cfg.oh = (h + cfg.pt + cfg.pb - cfg.kh) / cfg.sh + 1;
+        cfg.ow = (w + cfg.pl + cfg.pr - cfg.kw) / cfg.sw + 1;
+        int oh = cfg.oh, ow = cfg.ow, planes = rows * C;
+        size_t n = (size_t)planes * h * w, no = (size_t)planes * oh * ow;
+        void *plan = cpu->pool_plan(cpu, &cfg);
+        ck_assert_ptr_nonnull(plan);
+        float *x = randv(n, 22 + t, -1, 1), *y = malloc(no * 4), *yt = malloc(no * 4), *dy = randv(no, 30 + t, -1, 1);
+        int *arg = malloc(no * sizeof *arg);
+        cpu->pool_fwd(cpu, plan, rows, 1, x, y);
+        for (int p = 0; p < planes; p++)
+            for (int i = 0; i < oh; i++)
+                for (int j = 0; j < ow; j++)
+                    yt[((size_t)p * oh + i) * ow + j] =
+                        ew_pool_fwd(x + (size_t)p * h * w, h, w, i, j, cfg.kh, cfg.kw, cfg.sh, cfg.sw, cfg.pt, cfg.pl,
+                                    cfg.max, &arg[((size_t)p * oh + i) * ow + j]);
+        CLOSE(yt, y, no, 1e-6, cfg.max ? "max pooling" : "average pooling");
+        for (int beta = 0; beta < 2; beta++) {
+            float *dx = randv(n, 40, -1, 1), *dt = dup(dx, n);
+            cpu->pool_bwd(cpu, plan, rows, dy, dx, (float)beta);
+            for (int p = 0; p < planes; p++)
+                for (int yy = 0; yy < h; yy++)
+                    for (int xx = 0; xx < w; xx++) {
+                        size_t o = ((size_t)p * h + yy) * w + xx;
+                        float g = ew_pool_bwd(dy + (size_t)p * oh * ow, arg + (size_t)p * oh * ow, h, w, oh, ow, yy, xx,
+                                              cfg.kh, cfg.kw, cfg.sh, cfg.sw, cfg.pt, cfg.pl, cfg.max);
+                        dt[o] = ew_put(dt[o], g, (float)beta);
+                    }
+            CLOSE(dt, dx, n, 1e-5, cfg.max ? "max pooling backward" : "average pooling backward");
+            free(dx), free(dt);
+        }
+        cpu->plan_free(cpu, plan);
+        free(x), free(y), free(yt), free(dy), free(arg);
+    }
+}
+END_TEST
+
+START_TEST(shortcut)
+{
+    dt_shortcut_cfg s = {.c = 3, .h = 7, .w = 7, .o = 7, .oh = 4, .ow = 4, .stride = 2, .front = 2,
+                         .in_layout = DT_LAYOUT_PLAIN, .out_layout = DT_LAYOUT_PLAIN};
+    const int rows = 2;
+    size_t n = (size_t)rows * s.c * s.h * s.w, no = (size_t)rows * s.o * s.oh * s.ow;
+    float *x = randv(n, 50, -1, 1), *y = malloc(no * 4), *yt = malloc(no * 4), *dy = randv(no, 51, -1, 1);
+    cpu->shortcut_fwd(cpu, &s, rows, x, y);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < s.o; c++)
+            for (int i = 0; i < s.oh; i++)
+                for (int j = 0; j < s.ow; j++) {
+                    long long at = ew_shortcut_src(r, c, i, j, s.c, s.h, s.w, s.front, s.stride);
+                    yt[(((size_t)r * s.o + c) * s.oh + i) * s.ow + j] = at < 0 ? 0.0f : x[at];
+                }
+    SAME(yt, y, no, "shortcut");
+    for (int beta = 0; beta < 2; beta++) {
+        float *dx = randv(n, 52, -1, 1), *dt = dup(dx, n);
+        cpu->shortcut_bwd(cpu, &s, rows, dy, dx, (float)beta);
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < s.c; c++)
+                for (int yy = 0; yy < s.h; yy++)
+                    for (int xx = 0; xx < s.w; xx++) {
+                        size_t o = (((size_t)r * s.c + c) * s.h + yy) * s.w + xx;
+                        long long at = ew_shortcut_dst(r, c, yy, xx, s.o, s.oh, s.ow, s.front, s.stride);
+                        dt[o] = ew_put(dt[o], at < 0 ? 0.0f : dy[at], (float)beta);
+                    }
+        SAME(dt, dx, n, "shortcut backward");
+        free(dx), free(dt);
+    }
+    free(x), free(y), free(yt), free(dy);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cuda_twins");
+    TCase *tc = tcase_create("element functions against the CPU backend");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, relu_dropout);
+    tcase_add_test(tc, optimizer_and_vectors);
+    tcase_add_test(tc, softmax_xent);
+    tcase_add_test(tc, batch_norm);
+    tcase_add_test(tc, lrn);
+    tcase_add_test(tc, pooling);
+    tcase_add_test(tc, shortcut);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
