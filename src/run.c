@@ -384,7 +384,8 @@ static int start_loader(dt_run *r, long it0)
     const dt_opts *o = r->opts;
     if (!r->env.is_worker || it0 >= r->env.total_iters) return 0;
     return loader_create(&r->loader, r->ds, &r->aug, r->view_h, r->view_w, (int)o->batch, r->env.worker_rank,
-                         r->env.n_workers, (uint64_t)o->seed, !o->no_shuffle, (int)o->prefetch, it0, r->env.total_iters);
+                         r->env.n_workers, (uint64_t)o->seed, !o->no_shuffle, (int)o->prefetch, it0, r->env.total_iters,
+                         r->be->host_memory ? 1 : r->threads); /* beside a GPU the host's cores make batches */
 }
 
 /* What every rank must agree on: the options that change the computation, and what they led to. */

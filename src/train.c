@@ -87,7 +87,7 @@ static int evaluate(dt_run *r, double *test)
     for (size_t done = 0; done < count;) {
         int rows = (int)DT_MIN((size_t)r->local_batch, count - done);
         for (int i = 0; i < rows; i++) r->eval_idx[i] = (uint32_t)(first + done + (size_t)i);
-        dt_view view = {r->view_h, r->view_w, NULL, 0};
+        dt_view view = {r->view_h, r->view_w, NULL, 0, r->be->host_memory ? 1 : r->threads};
         if (dataset_fill_view(r->ds, s, &view, r->eval_idx, rows, r->x_host, r->y_host) != 0) return -1;
         if (net_set_input(r->net, r->x_host, rows) != 0 || net_set_labels(r->net, r->y_host, rows) != 0) return -1;
         dt_pass pass = {.rows = rows, .train = 0, .labels = r->net->labels, .grad_scale = 1.0f};

@@ -182,7 +182,7 @@ START_TEST(augmentation_properties)
     float *a = malloc(sizeof(float) * 300 * 4), *b = malloc(sizeof(float) * 300 * 4);
     int32_t y[4];
     uint32_t idx[4] = {3, 17, 3, 49};
-    dt_view v = {10, 10, &aug, 99};
+    dt_view v = {10, 10, &aug, 99, 1};
     dataset_fill_view(ds, &ds->train, &v, idx, 4, a, y);
     ck_assert_int_eq(memcmp(a, a + 600, 300 * sizeof(float)), 0); /* sample 3 twice: the same draw */
     ck_assert_int_eq(y[1], 7);
@@ -214,12 +214,12 @@ START_TEST(augmentation_properties)
     for (int i = 0; i < 25; i++) used += shifts[i / 5][i % 5] > 0;
     ck_assert_msg(used >= 12, "only %d of 25 offsets drawn", used);
     /* evaluation of a larger stored image: the centre window */
-    dt_view ev = {6, 4, NULL, 0};
+    dt_view ev = {6, 4, NULL, 0, 1};
     dataset_fill_view(ds, &ds->train, &ev, &one, 1, b, y);
     ck_assert(fabsf(b[0] - px(ds, 17, 0, 2, 3)) < 1e-6f && fabsf(b[6 * 4 + 5] - px(ds, 17, 1, 3, 4)) < 1e-6f);
     /* resized crops: finite, within the pixel range, different for different samples */
     ck_assert_int_eq(augment_parse("resized-crop", "x", &aug), 0);
-    dt_view rv = {6, 6, &aug, 5};
+    dt_view rv = {6, 6, &aug, 5, 2};
     dataset_fill_view(ds, &ds->train, &rv, idx, 2, b, y);
     for (int i = 0; i < 2 * 108; i++) ck_assert(b[i] >= 0.0f && b[i] <= 1.0f);
     ck_assert_int_ne(memcmp(b, b + 108, 108 * sizeof(float)), 0);
@@ -243,8 +243,8 @@ START_TEST(prefetch_changes_nothing)
     dt_augment aug = {.pad_crop = 2, .flip = 1};
     dt_loader *sync, *ahead;
     const long total = 3 * 5; /* batch 8 of 37: 5 per epoch, the last short */
-    ck_assert_int_eq(loader_create(&sync, ds, &aug, 8, 8, 8, 1, 3, 7, 1, 0, 2, total), 0);
-    ck_assert_int_eq(loader_create(&ahead, ds, &aug, 8, 8, 8, 1, 3, 7, 1, 3, 2, total), 0);
+    ck_assert_int_eq(loader_create(&sync, ds, &aug, 8, 8, 8, 1, 3, 7, 1, 0, 2, total, 1), 0);
+    ck_assert_int_eq(loader_create(&ahead, ds, &aug, 8, 8, 8, 1, 3, 7, 1, 3, 2, total, 3), 0);
     for (long it = 2; it < total; it++) {
         dt_batch a, b;
         ck_assert_int_eq(loader_next(sync, it, &a), 0);
@@ -279,8 +279,8 @@ START_TEST(synthetic_same_for_any_rank_count)
     ck_assert(ds->mean[0] == 0.4914f); /* cifar10's normalisation */
     dt_loader *one, *part[4];
     const long total = 2 * 125; /* two epochs of batch 8 */
-    ck_assert_int_eq(loader_create(&one, ds, &aug, 32, 32, 8, 0, 1, 9, 1, 0, 0, total), 0);
-    for (int r = 0; r < 4; r++) ck_assert_int_eq(loader_create(&part[r], again, &aug, 32, 32, 8, r, 4, 9, 1, 2, 0, total), 0);
+    ck_assert_int_eq(loader_create(&one, ds, &aug, 32, 32, 8, 0, 1, 9, 1, 0, 0, total, 1), 0);
+    for (int r = 0; r < 4; r++) ck_assert_int_eq(loader_create(&part[r], again, &aug, 32, 32, 8, r, 4, 9, 1, 2, 0, total, 2), 0);
     int seen[10] = {0};
     for (long it = 0; it < total; it++) {
         dt_batch a, b;

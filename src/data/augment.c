@@ -137,16 +137,23 @@ flip:
         }
 }
 
-/* a packed image is checked against its checksum the first time a run reads it */
-static int intact(const dt_split *s, uint32_t i, size_t d)
+/* a packed image is checked against its checksum the first time a run reads it: 1 if it matches
+ * (or was checked before), quietly */
+static int matches(const dt_split *s, uint32_t i, size_t d)
 {
     uint64_t want = 0;
-    if (!s->sums || s->checked[i]) return 0;
+    if (!s->sums || s->checked[i]) return 1;
     for (int b = 7; b >= 0; b--) want = want << 8 | s->sums[8 * (size_t)i + (size_t)b];
-    if (pack_image_sum(s->x + (size_t)i * d, d) != want)
+    if (pack_image_sum(s->x + (size_t)i * d, d) != want) return 0;
+    s->checked[i] = 1;
+    return 1;
+}
+
+static int intact(const dt_split *s, uint32_t i, size_t d)
+{
+    if (!matches(s, i, d))
         return dt_fail("%s: image %u is damaged (its pixels do not match their checksum; delete the pack to rebuild it)",
                        s->origin, i);
-    s->checked[i] = 1;
     return 0;
 }
 
@@ -154,22 +161,33 @@ int dataset_fill_view(const dt_dataset *ds, const dt_split *s, const dt_view *v,
                       float *x, int32_t *y)
 {
     size_t d = (size_t)ds->c * ds->h * ds->w, od = (size_t)ds->c * v->h * v->w;
+    /* samples are independent (each its own draws), so they may be made on several threads */
+    int nt = v->threads > 1 && rows > 1 ? DT_MIN(v->threads, rows) : 1, no_mem = 0, bad = rows;
     if (ds->synthetic) { /* made here, then as stored samples */
-        uint8_t *px = malloc(d);
-        if (!px) return dt_fail("out of memory");
-        for (int r = 0; r < rows; r++) {
-            uint16_t label;
-            synthetic_sample(ds, s, idx[r], px, &label);
-            fill_one(ds, v, idx[r], px, x + (size_t)r * od);
-            y[r] = label;
+#pragma omp parallel num_threads(nt) reduction(| : no_mem)
+        {
+            uint8_t *px = malloc(d);
+            no_mem = !px;
+#pragma omp for schedule(static)
+            for (int r = 0; r < rows; r++) {
+                uint16_t label;
+                if (!px) continue;
+                synthetic_sample(ds, s, idx[r], px, &label);
+                fill_one(ds, v, idx[r], px, x + (size_t)r * od);
+                y[r] = label;
+            }
+            free(px);
         }
-        free(px);
-        return 0;
+        return no_mem ? dt_fail("out of memory") : 0;
     }
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(min : bad)
     for (int r = 0; r < rows; r++) {
-        if (intact(s, idx[r], d) != 0) return -1;
+        if (!matches(s, idx[r], d)) { /* the message is made below, on one thread */
+            bad = DT_MIN(bad, r);
+            continue;
+        }
         fill_one(ds, v, idx[r], s->x + (size_t)idx[r] * d, x + (size_t)r * od);
         y[r] = s->y[idx[r]];
     }
-    return 0;
+    return bad < rows ? intact(s, idx[bad], d) : 0;
 }

@@ -121,6 +121,7 @@ typedef struct dt_view {
     int h, w;
     const dt_augment *aug;
     uint64_t key;
+    int threads; /* threads that make a batch's samples (0 or 1: the caller's alone) */
 } dt_view;
 
 int dataset_fill_view(const dt_dataset *ds, const dt_split *s, const dt_view *v, const uint32_t *idx, int rows,
@@ -140,9 +141,10 @@ typedef struct dt_loader dt_loader;
 
 /* A loader of the training batches of this rank: iterations it0.. of `iters_per_epoch` per epoch,
  * shuffled each epoch (or in file order), up to `depth` batches ahead on a thread of its own
- * (depth 0: in the caller, on demand). */
+ * (depth 0: in the caller, on demand), each batch's samples made by `threads` threads (where the
+ * host's cores are free: the compute runs on a GPU). */
 int loader_create(dt_loader **out, const dt_dataset *ds, const dt_augment *aug, int out_h, int out_w, int batch,
-                  int rank, int size, uint64_t seed, int shuffle, int depth, long it0, long total);
+                  int rank, int size, uint64_t seed, int shuffle, int depth, long it0, long total, int threads);
 /* The batch of iteration it (they come in order); valid until the next call. */
 int loader_next(dt_loader *l, long it, dt_batch *b);
 void loader_destroy(dt_loader *l);

@@ -296,6 +296,6 @@ void dataset_close(dt_dataset *ds)
 
 int dataset_fill(const dt_dataset *ds, const dt_split *s, const uint32_t *idx, int rows, float *x, int32_t *y)
 {
-    dt_view v = {ds->h, ds->w, NULL, 0};
+    dt_view v = {ds->h, ds->w, NULL, 0, 1};
     return dataset_fill_view(ds, s, &v, idx, rows, x, y);
 }

@@ -28,7 +28,7 @@ struct dt_loader {
     int out_h, out_w;
     uint64_t seed;
     long ipe, next_fill, total, taken; /* taken: iterations the trainer has finished with */
-    int depth, n_slots;
+    int depth, n_slots, threads;
     slot *slots;
     pthread_t thread;
     int started, stop;
@@ -43,7 +43,7 @@ static void fill(dt_loader *l, slot *s, long it)
     const uint32_t *idx;
     if (l->sampler->epoch != (int)e) sampler_epoch(l->sampler, (int)e);
     sampler_slice(l->sampler, i, &idx, &s->b.rows, &s->b.row0, &s->b.global_rows);
-    dt_view v = {l->out_h, l->out_w, &l->aug, rng_hash(l->seed ^ rng_stream_id("augment"), (uint64_t)e)};
+    dt_view v = {l->out_h, l->out_w, &l->aug, rng_hash(l->seed ^ rng_stream_id("augment"), (uint64_t)e), l->threads};
     s->failed = dataset_fill_view(l->ds, &l->ds->train, &v, idx, s->b.rows, s->b.x, s->b.y) != 0;
     if (s->failed) snprintf(s->err, sizeof s->err, "%s", dt_errmsg());
     s->it = it;
@@ -71,7 +71,7 @@ static void *run(void *arg)
 }
 
 int loader_create(dt_loader **out, const dt_dataset *ds, const dt_augment *aug, int out_h, int out_w, int batch,
-                  int rank, int size, uint64_t seed, int shuffle, int depth, long it0, long total)
+                  int rank, int size, uint64_t seed, int shuffle, int depth, long it0, long total, int threads)
 {
     dt_loader *l = calloc(1, sizeof *l);
     size_t rows = (size_t)(batch + size - 1) / (size_t)size, d = (size_t)ds->c * out_h * out_w;
@@ -84,6 +84,7 @@ int loader_create(dt_loader **out, const dt_dataset *ds, const dt_augment *aug, 
     l->out_h = out_h, l->out_w = out_w;
     l->seed = seed;
     l->depth = depth;
+    l->threads = threads;
     l->n_slots = depth + 1; /* the batch in use and depth ahead */
     l->next_fill = l->taken = it0;
     l->total = total;
