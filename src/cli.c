@@ -86,8 +86,19 @@ static const dt_optdef table[] = {
      "one seed for initialisation, shuffling and every random stream", NULL},
     {"Run", "threads", OPT_INT, "N", OFF(threads), 0, 1024, NULL, "0", OPT_LOCAL, 0,
      "compute threads per rank (0: the cores of this host divided by its ranks)", NULL},
-    {"Run", "device", OPT_STRING, DEVICE_CHOICES, OFF(device), 0, 0, NULL, "auto", 0, 0,
+    {"Run", "device", OPT_STRING, DEVICE_CHOICES, OFF(device), 0, 0, NULL, "auto", OPT_LOCAL, 0,
      "compute backend (--list-devices; auto: the best one that runs here)", check_device},
+#if DT_CUDA_BUILT
+    {"Run", "gpu", OPT_INT, "N", OFF(gpu), -1, 1023, NULL, "-1", OPT_LOCAL, 0,
+     "the GPU of this rank (-1: its local rank modulo the GPUs of its host)", NULL},
+    {"Run", "tf32", OPT_FLAG, NULL, OFF(tf32), 0, 0, NULL, NULL, OPT_LOCAL, 0,
+     "let GEMMs and convolutions on a GPU use TensorFloat-32 (faster, 10-bit mantissa products)", NULL},
+    {"Run", "gpu-exact", OPT_FLAG, NULL, OFF(gpu_exact), 0, 0, NULL, NULL, OPT_LOCAL, 0,
+     "GPU convolutions only with cuDNN's deterministic GEMM-like algorithms: runs repeat bit for bit and agree "
+     "with the CPU to 1e-6 (its FFT and Winograd ones are faster and 1e-5 to 1e-4 off)", NULL},
+    {"Run", "gpu-workspace", OPT_INT, "MB", OFF(gpu_workspace), 1, 1 << 20, NULL, "1024", OPT_LOCAL, 0,
+     "the most GPU memory a convolution algorithm may use as workspace", NULL},
+#endif
     {"Run", "no-shuffle", OPT_FLAG, NULL, OFF(no_shuffle), 0, 0, NULL, NULL, 0, 0,
      "take the training samples in file order every epoch (for debugging and cross-checks)", NULL},
     {"Run", "augment", OPT_STRING, "SPEC", OFF(augment), 0, 0, NULL, "default", 0, 0,
@@ -306,6 +317,9 @@ static int check_combinations(const dt_opts *o)
     if (o->resume && strcmp(o->mode, "auto") == 0)
         return dt_fail("--resume with --mode auto: give the mode and codec the run chose (its log's summary has them as "
                        "mode and compress)");
+    if (strcmp(o->device, "cpu") == 0)
+        for (const char *const *g = (const char *const[]){"gpu", "tf32", "gpu-exact", "gpu-workspace", NULL}; *g; g++)
+            if (cli_given(o, *g)) return dt_fail("--%s is for a GPU, and this run has --device cpu", *g);
     if (cli_given(o, "checkpoint-every") && !o->checkpoint)
         return dt_fail("--checkpoint-every needs --checkpoint FILE (where to write them)");
     if (o->resume && o->load)

@@ -24,6 +24,8 @@ typedef struct dt_opts {
     char *net, *dataset, *data_dir, *device, *config, *augment, *on_bad_image, *rerun;
     long epochs, iters, batch, seed, threads, image_size, prefetch, synthetic_samples, ranks, classes;
     int no_shuffle, dry_run, pack_only;
+    long gpu, gpu_workspace; /* --gpu (-1: by local rank), --gpu-workspace MB */
+    int tf32, gpu_exact;
     /* optimizer */
     double lr, momentum, wd, lr_warmup_epochs;
     int nesterov;

@@ -125,6 +125,9 @@ static int open_net(dt_run *r)
     const dt_opts *o = r->opts;
     r->threads = choose_threads(r);
     dt_backend_opts bo = {.n_threads = r->threads, .device = -1};
+#if DT_CUDA_BUILT
+    bo.device = (int)o->gpu, bo.tf32 = o->tf32, bo.exact = o->gpu_exact, bo.workspace_mb = o->gpu_workspace;
+#endif
     const char *device = o->device;
     if (check_ranks(r) != 0) return -1;
     if (strcmp(device, "auto") == 0) device = backend_auto(r->auto_why, sizeof r->auto_why);

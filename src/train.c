@@ -361,6 +361,11 @@ static void summary_fields(dt_run *r)
         snprintf(num, sizeof num, "%.6g", nums[i].v);
         log_summary_field(r->log, nums[i].key, num, 1);
     }
+    size_t peak = backend_peak_memory(r->be);
+    if (peak) {
+        snprintf(num, sizeof num, "%.1f", (double)peak / 1e6);
+        log_summary_field(r->log, "device_peak_mb", num, 1);
+    }
 }
 
 static int save_weights(dt_run *r)

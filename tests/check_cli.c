@@ -55,7 +55,11 @@ static const struct {
     {{"--momentum", "1"}, "--momentum: expected a number in [0, 0.9999], found 1"},
     {{"--mode", "allreduce"}, "--mode: unknown mode 'allreduce' (expected one of dsync"},
     {{"--dataset", "svhn"}, "--dataset: unknown dataset 'svhn' (expected one of fashion-mnist, mnist"},
+#if DT_CUDA_BUILT
+    {{"--device", "tpu"}, "--device: expected one of cpu|cuda|auto, found 'tpu'"},
+#else
     {{"--device", "tpu"}, "--device: expected one of cpu|auto, found 'tpu'"},
+#endif
     {{"--progress", "sometimes"}, "--progress: expected one of auto|bar|lines|none, found 'sometimes'"},
     {{"--lr-schedule", "exp"}, "--lr-schedule: unknown schedule 'exp'"},
     {{"--net", ""}, "--net: expected NAME|FILE, found an empty value"},

@@ -6,7 +6,7 @@ top_builddir=${top_builddir:-$top_srcdir}
 DTRAIN=$top_builddir/dtrain
 STDIFF=$top_builddir/tests/stdiff
 MPIRUN=${MPIRUN:-$(command -v mpirun || true)}
-PYTHON=/usr/bin/python3   # Debian's, where python3-numpy lives (a pyenv python may come first on PATH)
+PYTHON=${DT_PYTHON:-/usr/bin/python3}   # Debian's, where python3-numpy lives (a pyenv python may come first on PATH)
 SKIP=77
 T=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-test.XXXXXX")
 trap 'rm -rf "$T"' EXIT

@@ -179,4 +179,5 @@ def main():
     print(json.dumps({"samples_per_s": iters * batch / t, "fwd_flop": fwd, "train_flop": train,
                       "torch": torch.__version__}, separators=(",", ":")))
 
-main()
+if __name__ == "__main__":
+    main()

@@ -205,6 +205,12 @@ const char *backend_describe(const dt_backend *be)
     return d ? d->describe() : "";
 }
 
+size_t backend_peak_memory(const dt_backend *be)
+{
+    const dt_backend_desc *d = be->host_memory ? NULL : backend_find(be->name);
+    return d && d->peak_memory ? d->peak_memory(be) : 0;
+}
+
 void backend_destroy(dt_backend *be)
 {
     if (be) be->destroy(be);

@@ -159,7 +159,10 @@ struct dt_backend {
 /* What creating a backend may need beyond its name. */
 typedef struct dt_backend_opts {
     int n_threads; /* host threads for its kernels (the CPU backend's compute threads) */
-    int device;    /* which device of its kind (a GPU index); -1: the backend's default */
+    int device;    /* which device of its kind (a GPU index, --gpu); -1: the backend's default */
+    int tf32;      /* --tf32: a GPU may use TensorFloat-32 in GEMMs and convolutions */
+    int exact;     /* --gpu-exact: only convolution algorithms whose sums are as exact as the CPU's */
+    long workspace_mb; /* --gpu-workspace: the most a convolution algorithm may use (0: the default) */
 } dt_backend_opts;
 
 /* A backend kind: built in, or a module loaded on first use (dtrain-NAME.so, as Open MPI loads its
@@ -175,11 +178,13 @@ typedef struct dt_backend_desc {
     const char *(*describe)(void);
     /* --list-devices: one line per device of this kind (may be NULL) */
     void (*list_devices)(FILE *f);
+    /* the most device memory a backend of this kind has held at once, in bytes (may be NULL) */
+    size_t (*peak_memory)(const dt_backend *be);
 } dt_backend_desc;
 
 /* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
  * which returns NULL when it was built for another ABI. */
-#define DT_BACKEND_ABI 1
+#define DT_BACKEND_ABI 2
 typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
 
 /* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise
@@ -196,6 +201,8 @@ int backend_create(const char *name, const dt_backend_opts *o, dt_backend **out)
 /* --device auto: the name of the best backend that runs here (cuda where it loads and sees a
  * GPU, else cpu), and in why one line saying why not cuda ("" when cuda). */
 const char *backend_auto(char *why, size_t n);
+/* The most device memory be has held at once (bytes; 0 for host-memory backends). */
+size_t backend_peak_memory(const dt_backend *be);
 /* The describe line of a backend's kind. */
 const char *backend_describe(const dt_backend *be);
 /* Adds a kind (tests register the guarded backend this way); at most a few. */

@@ -1,0 +1,444 @@
+/* backend_cuda — the CUDA backend: the module dtrain-cuda.so that `--device cuda` loads.
+ *
+ * The table of src/engine/backend.h on one GPU: memory (cudaMalloc), copies, the elementwise
+ * ops and the loss on our kernels (backend_cuda_kernels.cu, batch norm in backend_cuda_bn.cu),
+ * GEMM on cuBLAS (backend_cuda_blas.c), convolution on cuDNN (backend_cuda_dnn.c). Every op is
+ * queued on the backend's one stream, so the order ops were issued in is the order they run in,
+ * whichever host thread issued them; copies to the host wait for the stream, so a host view
+ * (hostbuf) is current when to_host returns.
+ *
+ * Which GPU: --gpu N, or the rank's local rank (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK, Slurm's
+ * SLURM_LOCALID) modulo the GPUs visible, so ranks on one host spread over its GPUs and several
+ * ranks may share one (each with its own context and stream).
+ *
+ * The module links cuBLAS and cuDNN dynamically and the CUDA runtime statically; dtrain loads it
+ * only for --device cuda or auto, so a dtrain built with CUDA runs on machines without it.
+ */
+#include "backend_cuda.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+int cuda_fail(const char *lib, const char *call, const char *what, const char *err)
+{
+    return dt_fail("%s: %s%s%s: %s", lib, what, *what ? ": " : "", call, err);
+}
+
+int cuda_enter(dt_backend *be)
+{
+    int cur = -1;
+    if (cudaGetDevice(&cur) == cudaSuccess && cur == cuda_of(be)->dev) return 0;
+    CU(cudaSetDevice(cuda_of(be)->dev), "selecting the GPU");
+    return 0;
+}
+
+int cuda_launched(const char *kernel, const char *what)
+{
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? 0 : cuda_fail("CUDA", kernel, what, cudaGetErrorString(e));
+}
+
+/* a launcher's result (a cudaError_t as int) as the op's */
+static int launched(int rc, const char *kernel, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int launched(int rc, const char *kernel, const char *fmt, ...)
+{
+    if (rc == 0) return 0;
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return cuda_fail("CUDA", kernel, what, cudaGetErrorString((cudaError_t)rc));
+}
+
+#define ENTER(be)                                                                                                      \
+    do {                                                                                                               \
+        if (cuda_enter(be) != 0) return -1;                                                                            \
+    } while (0)
+#define S(be) (cuda_of(be)->stream)
+
+/* ---- memory ------------------------------------------------------------------------------------ */
+
+/* the header before each allocation: its size, for the live/peak count (256 bytes keep alignment) */
+#define HDR 256
+
+static void *cu_alloc(dt_backend *be, size_t bytes)
+{
+    cuda_impl *c = cuda_of(be);
+    char *p = NULL;
+    if (cuda_enter(be) != 0) return NULL;
+    cudaError_t e = cudaMalloc((void **)&p, bytes + HDR);
+    if (e != cudaSuccess) {
+        size_t fr = 0, tot = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&fr, &tot);
+        dt_fail("out of GPU memory on GPU %d: asked for %.1f MB, %.1f MB free of %.1f MB (dtrain holds %.1f MB); try a "
+                "smaller --batch, fewer ranks per GPU or another --gpu",
+                c->dev, (double)bytes / 1e6, (double)fr / 1e6, (double)tot / 1e6, (double)c->allocated / 1e6);
+        return NULL;
+    }
+    if (cudaMemsetAsync(p, 0, bytes + HDR, c->stream) != cudaSuccess ||
+        cudaMemcpyAsync(p, &bytes, sizeof bytes, cudaMemcpyHostToDevice, c->stream) != cudaSuccess ||
+        cudaStreamSynchronize(c->stream) != cudaSuccess) {
+        cudaFree(p);
+        dt_fail("CUDA: clearing %zu bytes of GPU memory: %s", bytes, cudaGetErrorString(cudaGetLastError()));
+        return NULL;
+    }
+    c->allocated += bytes;
+    if (c->allocated > c->peak) c->peak = c->allocated;
+    return p + HDR;
+}
+
+static void cu_free(dt_backend *be, void *p)
+{
+    cuda_impl *c = cuda_of(be);
+    size_t bytes = 0;
+    if (!p || cuda_enter(be) != 0) return;
+    char *base = (char *)p - HDR;
+    if (cudaMemcpy(&bytes, base, sizeof bytes, cudaMemcpyDeviceToHost) == cudaSuccess) c->allocated -= bytes;
+    cudaFree(base);
+}
+
+static int cu_to_device(dt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    ENTER(be);
+    if (!bytes) return 0;
+    CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, S(be)), "copy to the GPU");
+    CU(cudaStreamSynchronize(S(be)), "copy to the GPU");
+    return 0;
+}
+
+static int cu_to_host(dt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    ENTER(be);
+    if (!bytes) return 0;
+    CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, S(be)), "copy from the GPU");
+    CU(cudaStreamSynchronize(S(be)), "copy from the GPU");
+    return 0;
+}
+
+static int cu_copy(dt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    ENTER(be);
+    if (!bytes || dst == src) return 0;
+    CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, S(be)), "copy on the GPU");
+    return 0;
+}
+
+static int cu_sync(dt_backend *be)
+{
+    ENTER(be);
+    CU(cudaStreamSynchronize(S(be)), "waiting for the GPU");
+    return 0;
+}
+
+static int cu_memory(dt_backend *be, size_t *free_bytes, size_t *total_bytes)
+{
+    ENTER(be);
+    CU(cudaMemGetInfo(free_bytes, total_bytes), "GPU memory");
+    return 0;
+}
+
+int cuda_scratch(dt_backend *be, size_t bytes)
+{
+    cuda_impl *c = cuda_of(be);
+    if (bytes <= c->scratch_bytes) return 0;
+    CU(cudaStreamSynchronize(c->stream), "scratch");
+    cudaFree(c->scratch);
+    cudaFreeHost(c->host_scratch);
+    c->scratch = c->host_scratch = NULL;
+    c->scratch_bytes = 0;
+    CU(cudaMalloc(&c->scratch, bytes), "scratch");
+    CU(cudaMallocHost(&c->host_scratch, bytes), "pinned scratch");
+    c->scratch_bytes = bytes;
+    return 0;
+}
+
+/* ---- elementwise ops and the loss: our kernels ---------------------------------------------- */
+
+static int cu_bias_add(dt_backend *be, float *y, const float *b, int rows, int cols)
+{
+    ENTER(be);
+    return launched(cuk_bias_add(S(be), y, b, rows, cols, 1), "bias add", "%d x %d", rows, cols);
+}
+
+static int cu_bias_grad(dt_backend *be, float *db, const float *dy, int rows, int cols, float beta)
+{
+    ENTER(be);
+    return launched(cuk_bias_grad(S(be), db, dy, rows, cols, beta), "bias gradient", "%d x %d", rows, cols);
+}
+
+static int cu_relu_fwd(dt_backend *be, float *y, const float *x, size_t n)
+{
+    ENTER(be);
+    return launched(cuk_relu_fwd(S(be), y, x, n), "ReLU", "%zu elements", n);
+}
+
+static int cu_relu_bwd(dt_backend *be, float *dx, const float *dy, const float *y, size_t n, float beta)
+{
+    ENTER(be);
+    return launched(cuk_relu_bwd(S(be), dx, dy, y, n, beta), "ReLU backward", "%zu elements", n);
+}
+
+static int cu_dropout_fwd(dt_backend *be, float *y, const float *x, int rows, int cols, float p, uint64_t key,
+                          int64_t row0)
+{
+    ENTER(be);
+    return launched(cuk_dropout(S(be), y, x, (size_t)rows * cols, (uint64_t)row0 * (uint64_t)cols, p, key, 0.0f),
+                    "dropout", "%d x %d", rows, cols);
+}
+
+static int cu_dropout_bwd(dt_backend *be, float *dx, const float *dy, int rows, int cols, float p, uint64_t key,
+                          int64_t row0, float beta)
+{
+    ENTER(be);
+    return launched(cuk_dropout(S(be), dx, dy, (size_t)rows * cols, (uint64_t)row0 * (uint64_t)cols, p, key, beta),
+                    "dropout backward", "%d x %d", rows, cols);
+}
+
+/* The kernel leaves each row's loss and hit on the GPU; they come back in one copy and are added
+ * here in row order, in double, as the CPU adds them. */
+static int cu_softmax_xent_fwd(dt_backend *be, float *prob, const float *logits, const int32_t *labels, int rows,
+                               int classes, double *loss_sum, int64_t *n_correct)
+{
+    cuda_impl *c = cuda_of(be);
+    ENTER(be);
+    if (rows <= 0) return 0;
+    size_t need = (size_t)rows * (sizeof(double) + sizeof(int));
+    if (cuda_scratch(be, need) != 0) return -1;
+    double *loss = c->scratch;
+    int *hit = (int *)(loss + rows);
+    if (launched(cuk_softmax_xent_fwd(c->stream, prob, logits, labels, rows, classes, loss, hit), "softmax",
+                 "%d rows x %d classes", rows, classes) != 0)
+        return -1;
+    CU(cudaMemcpyAsync(c->host_scratch, c->scratch, need, cudaMemcpyDeviceToHost, c->stream), "softmax");
+    CU(cudaStreamSynchronize(c->stream), "softmax");
+    const double *hl = c->host_scratch;
+    const int *hh = (const int *)(hl + rows);
+    double s = 0.0;
+    int64_t k = 0;
+    for (int r = 0; r < rows; r++) s += hl[r], k += hh[r];
+    *loss_sum += s;
+    *n_correct += k;
+    return 0;
+}
+
+static int cu_softmax_xent_bwd(dt_backend *be, float *dx, const float *prob, const int32_t *labels, int rows,
+                               int classes, float scale, float beta)
+{
+    ENTER(be);
+    return launched(cuk_softmax_xent_bwd(S(be), dx, prob, labels, rows, classes, scale, beta),
+                    "softmax cross-entropy backward", "%d rows x %d classes", rows, classes);
+}
+
+static int cu_sgd_step(dt_backend *be, float *w, const float *g, float *v, size_t n, float lr, float m, float wd,
+                       int nesterov)
+{
+    ENTER(be);
+    return launched(cuk_sgd(S(be), w, g, v, n, lr, m, wd, nesterov), "SGD step", "%zu parameters", n);
+}
+
+static int cu_scale(dt_backend *be, float *x, float a, size_t n)
+{
+    ENTER(be);
+    return launched(cuk_scale(S(be), x, a, n), "scale", "%zu elements", n);
+}
+
+static int cu_add(dt_backend *be, float *y, const float *x, size_t n, float beta)
+{
+    ENTER(be);
+    if (beta == 0.0f) return y == x ? 0 : cu_copy(be, y, x, n * sizeof(float));
+    return launched(cuk_add(S(be), y, x, n, beta), "add", "%zu elements", n);
+}
+
+/* ---- the backend's life -------------------------------------------------------------------------- */
+
+static void cu_destroy(dt_backend *be)
+{
+    if (!be) return;
+    cuda_impl *c = be->impl;
+    if (c) {
+        cudaSetDevice(c->dev);
+        if (c->stream) cudaStreamSynchronize(c->stream);
+        if (c->blas) cublasDestroy(c->blas);
+        if (c->dnn) cudnnDestroy(c->dnn);
+        cudaFree(c->workspace);
+        cudaFree(c->scratch);
+        cudaFreeHost(c->host_scratch);
+        if (c->stream) cudaStreamDestroy(c->stream);
+        free(c);
+    }
+    free(be);
+}
+
+/* the GPU this rank takes: --gpu, else its local rank modulo the GPUs */
+static int choose_gpu(int asked, int count, int *dev)
+{
+    if (asked >= 0) {
+        if (asked >= count) {
+            if (count == 1) return dt_fail("--gpu %d: this machine has one GPU, GPU 0", asked);
+            return dt_fail("--gpu %d: this machine has %d GPUs, 0 to %d", asked, count, count - 1);
+        }
+        *dev = asked;
+        return 0;
+    }
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (!lr) lr = getenv("SLURM_LOCALID");
+    *dev = lr ? atoi(lr) % count : 0;
+    return 0;
+}
+
+static int n_gpus(char *why, size_t n)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        if (why)
+            snprintf(why, n, "%s (%s)",
+                     e == cudaErrorInsufficientDriver ? "the NVIDIA driver is missing or older than this CUDA runtime"
+                     : e == cudaErrorNoDevice         ? "no GPU"
+                                                      : "the CUDA runtime cannot start",
+                     cudaGetErrorString(e));
+        return 0;
+    }
+    if (count == 0 && why) snprintf(why, n, "no GPU");
+    return count;
+}
+
+static int g_dev = -1; /* the GPU of the backend made last, for describe() */
+
+static int cuda_create(dt_backend **out, const dt_backend_opts *o)
+{
+    char why[256];
+    int count = n_gpus(why, sizeof why), dev = 0;
+    if (count == 0) return dt_fail("%s", why);
+    if (choose_gpu(o->device, count, &dev) != 0) return -1;
+    dt_backend *be = calloc(1, sizeof *be);
+    cuda_impl *c = calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be), free(c);
+        return dt_fail("out of memory");
+    }
+    be->impl = c;
+    be->name = "cuda";
+    be->n_threads = 1;
+    be->host_memory = 0;
+    c->dev = dev;
+    c->tf32 = o->tf32;
+    c->exact = o->exact;
+    c->workspace_limit = (size_t)(o->workspace_mb > 0 ? o->workspace_mb : 1024) << 20;
+    c->verbose = getenv("DTRAIN_CUDA_VERBOSE") != NULL;
+    int rc = -1;
+    cudaError_t e;
+    if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        dt_fail("CUDA: cannot start on GPU %d: %s", dev, cudaGetErrorString(e));
+        goto out;
+    }
+    cublasStatus_t bs = cublasCreate(&c->blas);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        dt_fail("cuBLAS: cublasCreate on GPU %d: %s", dev, cublasGetStatusString(bs));
+        goto out;
+    }
+    cudnnStatus_t ds = cudnnCreate(&c->dnn);
+    if (ds != CUDNN_STATUS_SUCCESS) {
+        dt_fail("cuDNN: cudnnCreate on GPU %d: %s", dev, cudnnGetErrorString(ds));
+        goto out;
+    }
+    cublasSetStream(c->blas, c->stream);
+    cudnnSetStream(c->dnn, c->stream);
+    /* fp32 unless --tf32: results within fp32 tolerances of the CPU's */
+    cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
+    be->destroy = cu_destroy;
+    be->alloc = cu_alloc;
+    be->free = cu_free;
+    be->to_device = cu_to_device;
+    be->to_host = cu_to_host;
+    be->copy = cu_copy;
+    be->sync = cu_sync;
+    be->memory = cu_memory;
+    be->bias_add = cu_bias_add;
+    be->bias_grad = cu_bias_grad;
+    be->relu_fwd = cu_relu_fwd;
+    be->relu_bwd = cu_relu_bwd;
+    be->dropout_fwd = cu_dropout_fwd;
+    be->dropout_bwd = cu_dropout_bwd;
+    be->softmax_xent_fwd = cu_softmax_xent_fwd;
+    be->softmax_xent_bwd = cu_softmax_xent_bwd;
+    be->sgd_step = cu_sgd_step;
+    be->scale = cu_scale;
+    be->add = cu_add;
+    cuda_blas_init(be);
+    cuda_dnn_init(be);
+    g_dev = dev;
+    *out = be;
+    rc = 0;
+out:
+    if (rc != 0) cu_destroy(be);
+    return rc;
+}
+
+/* ---- the module's descriptor ------------------------------------------------------------------- */
+
+static int cuda_available(char *why, size_t n) { return n_gpus(why, n) > 0; }
+
+static void version3(int v, int *a, int *b) { *a = v / 1000, *b = v % 1000 / 10; }
+
+static const char *cuda_describe(void)
+{
+    static char buf[512];
+    int drv = 0, rt = 0, da, db, ra, rb;
+    cudaDriverGetVersion(&drv);
+    cudaRuntimeGetVersion(&rt);
+    version3(drv, &da, &db);
+    version3(rt, &ra, &rb);
+    size_t dnn = cudnnGetVersion();
+    int blas = 0;
+    cublasGetProperty(MAJOR_VERSION, &blas);
+    int bmin = 0, bpatch = 0;
+    cublasGetProperty(MINOR_VERSION, &bmin);
+    cublasGetProperty(PATCH_LEVEL, &bpatch);
+    int off = snprintf(buf, sizeof buf, "CUDA runtime %d.%d, driver %d.%d, cuBLAS %d.%d.%d, cuDNN %zu.%zu.%zu", ra, rb,
+                       da, db, blas, bmin, bpatch, dnn / 10000, dnn % 10000 / 100, dnn % 100);
+    if (g_dev >= 0) {
+        struct cudaDeviceProp p;
+        if (cudaGetDeviceProperties(&p, g_dev) == cudaSuccess)
+            snprintf(buf + off, sizeof buf - (size_t)off, "; GPU %d: %s (sm_%d%d, %.0f GiB)", g_dev, p.name, p.major,
+                     p.minor, (double)p.totalGlobalMem / (1 << 30));
+    }
+    return buf;
+}
+
+static void cuda_list_devices(FILE *f)
+{
+    int count = n_gpus(NULL, 0);
+    for (int i = 0; i < count; i++) {
+        struct cudaDeviceProp p;
+        size_t fr = 0, tot = 0;
+        if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+        if (cudaSetDevice(i) == cudaSuccess) cudaMemGetInfo(&fr, &tot);
+        fprintf(f, "  GPU %d: %s, compute capability %d.%d, %.1f GiB (%.1f GiB free), %d SMs\n", i, p.name, p.major,
+                p.minor, (double)p.totalGlobalMem / (1 << 30), (double)fr / (1 << 30), p.multiProcessorCount);
+    }
+    fprintf(f, "  run on a GPU (an H200, 2026-11-26): every op against the CPU, training, every mode with 2 ranks on one\n"
+               "  GPU, checkpoints across devices; not yet: NCCL and device codecs (not built); README.md, \"On a GPU\"\n");
+}
+
+static size_t cuda_peak(const dt_backend *be) { return cuda_of((dt_backend *)be)->peak + cuda_of((dt_backend *)be)->workspace_bytes; }
+
+static const dt_backend_desc cuda_desc = {
+    .name = "cuda",
+    .help = "an NVIDIA GPU: cuBLAS, cuDNN and dtrain's kernels",
+    .available = cuda_available,
+    .create = cuda_create,
+    .describe = cuda_describe,
+    .list_devices = cuda_list_devices,
+    .peak_memory = cuda_peak,
+};
+
+const dt_backend_desc *dtrain_backend_module(int abi);
+const dt_backend_desc *dtrain_backend_module(int abi) { return abi == DT_BACKEND_ABI ? &cuda_desc : NULL; }

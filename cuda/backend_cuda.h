@@ -1,0 +1,109 @@
+/* backend_cuda — the CUDA backend's insides, shared by its files (never included from src/).
+ *
+ * One backend per rank: one GPU, one stream every op runs on (so ops and copies stay in the
+ * order they were issued, from any thread), a cuBLAS and a cuDNN handle bound to it, and a
+ * scratch area for the kernels that return values to the host.
+ *
+ * Errors: every CUDA, cuBLAS and cuDNN call goes through CU/CB/DN, which on failure set the
+ * message (dt_fail) naming the call, the op and its shapes, and make the op return -1.
+ */
+#ifndef DT_BACKEND_CUDA_H
+#define DT_BACKEND_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "engine/backend.h"
+
+typedef struct cuda_impl {
+    int dev;             /* the GPU */
+    cudaStream_t stream; /* every op's */
+    cublasHandle_t blas;
+    cudnnHandle_t dnn;
+    int tf32;                 /* --tf32: TensorFloat-32 in cuBLAS and cuDNN */
+    int exact;                /* --gpu-exact: GEMM-like convolution algorithms only */
+    size_t workspace_limit;   /* --gpu-workspace, bytes: the most a convolution algorithm may use */
+    void *workspace;          /* the convolution workspace, grown to the largest chosen algorithm's need */
+    size_t workspace_bytes;
+    void *scratch;            /* device scratch of the softmax (per-row loss and correct count) */
+    size_t scratch_bytes;
+    void *host_scratch;       /* its pinned host twin */
+    size_t allocated, peak;   /* bytes of alloc() live now, and the most at once */
+    int verbose;              /* log the convolution algorithms chosen (DTRAIN_CUDA_VERBOSE) */
+} cuda_impl;
+
+static inline cuda_impl *cuda_of(dt_backend *be) { return (cuda_impl *)be->impl; }
+
+/* Fails with "OP: CALL: the library's message" (and the shapes the caller adds in what). */
+int cuda_fail(const char *lib, const char *call, const char *what, const char *err);
+
+#define CU(call, what)                                                                                                 \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) return cuda_fail("CUDA", #call, what, cudaGetErrorString(e_));                         \
+    } while (0)
+#define CB(call, what)                                                                                                 \
+    do {                                                                                                               \
+        cublasStatus_t e_ = (call);                                                                                    \
+        if (e_ != CUBLAS_STATUS_SUCCESS) return cuda_fail("cuBLAS", #call, what, cublasGetStatusString(e_));          \
+    } while (0)
+#define DN(call, what)                                                                                                 \
+    do {                                                                                                               \
+        cudnnStatus_t e_ = (call);                                                                                     \
+        if (e_ != CUDNN_STATUS_SUCCESS) return cuda_fail("cuDNN", #call, what, cudnnGetErrorString(e_));              \
+    } while (0)
+
+/* Makes the backend's GPU the calling thread's (a comm thread's first op may come from a thread
+ * that never set it). */
+int cuda_enter(dt_backend *be);
+/* The error of the last kernel launch, as a failure naming the kernel and shapes. */
+int cuda_launched(const char *kernel, const char *what);
+/* Device scratch of at least bytes (grown, never shrunk), and its pinned host twin. */
+int cuda_scratch(dt_backend *be, size_t bytes);
+
+/* backend_cuda_blas.c */
+void cuda_blas_init(dt_backend *be);
+
+/* backend_cuda_dnn.c: convolution on cuDNN; pooling, LRN, shortcut and layouts on our kernels */
+void cuda_dnn_init(dt_backend *be);
+
+/* backend_cuda_kernels.cu: launchers of our kernels on a stream; 0, or a CUDA error code. The
+ * per-element arithmetic of each is in elementwise.h. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+int cuk_relu_fwd(cudaStream_t s, float *y, const float *x, size_t n);
+int cuk_relu_bwd(cudaStream_t s, float *dx, const float *dy, const float *y, size_t n, float beta);
+int cuk_dropout(cudaStream_t s, float *y, const float *x, size_t n, uint64_t base, float p, uint64_t key, float beta);
+int cuk_bias_add(cudaStream_t s, float *y, const float *b, int rows, int cols, int hw);
+int cuk_bias_grad(cudaStream_t s, float *db, const float *dy, int rows, int cols, float beta);
+int cuk_softmax_xent_fwd(cudaStream_t s, float *prob, const float *logits, const int32_t *labels, int rows,
+                         int classes, double *loss, int *correct);
+int cuk_softmax_xent_bwd(cudaStream_t s, float *dx, const float *prob, const int32_t *labels, int rows, int classes,
+                         float scale, float beta);
+int cuk_sgd(cudaStream_t s, float *w, const float *g, float *v, size_t n, float lr, float m, float wd, int nesterov);
+int cuk_scale(cudaStream_t s, float *x, float a, size_t n);
+int cuk_add(cudaStream_t s, float *y, const float *x, size_t n, float beta);
+int cuk_pool_fwd(cudaStream_t s, const dt_pool_cfg *c, int rows, const float *x, float *y, int *argmax);
+int cuk_pool_bwd(cudaStream_t s, const dt_pool_cfg *c, int rows, const float *dy, const int *argmax, float *dx,
+                 float beta);
+int cuk_lrn_fwd(cudaStream_t s, const dt_lrn_cfg *c, int rows, const float *x, float *y);
+int cuk_lrn_bwd(cudaStream_t s, const dt_lrn_cfg *c, int rows, const float *x, const float *dy, float *dx, float beta);
+int cuk_shortcut_fwd(cudaStream_t s, const dt_shortcut_cfg *c, int rows, const float *x, float *y);
+int cuk_shortcut_bwd(cudaStream_t s, const dt_shortcut_cfg *c, int rows, const float *dy, float *dx, float beta);
+/* backend_cuda_bn.cu: batch norm with per-channel sums in double (as backend_cpu_bn.c); tmp is
+ * device scratch of CUDA_BN_TMP(C) doubles */
+#define CUDA_BN_TMP(c) ((size_t)(c) * (3 + 64 * 3))
+int cuk_bn_fwd(cudaStream_t s, const dt_bn_cfg *c, int rows, int train, const float *x, const float *scale,
+               const float *shift, float *mean, float *var, float *y, double *tmp);
+int cuk_bn_bwd(cudaStream_t s, const dt_bn_cfg *c, int rows, const float *x, const float *scale, const float *mean,
+               const float *var, const float *dy, float *dx, float beta, float *dscale, float *dshift, double *tmp);
+#ifdef __cplusplus
+}
+#endif
+
+#endif

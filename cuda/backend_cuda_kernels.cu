@@ -1,0 +1,235 @@
+// backend_cuda_kernels — the CUDA backend's own kernels (the twin of backend_cpu.c's loops and of
+// the oneDNN primitives that backend_cpu_dnnl.c calls for pooling, LRN and the shortcut).
+//
+// Each kernel is a grid-stride loop over its unit of work (an element, a row, an output or input
+// pixel) that calls one function of elementwise.h, the same function tests/check_cuda_twins.c
+// runs on the host against the CPU backend. Gathers, not scatters: a backward kernel computes
+// each input element's gradient from the outputs that read it, so nothing races and the sums
+// come out in one order on every run.
+#include "backend_cuda.h"
+#include "elementwise.h"
+
+#define THREADS 256
+
+static unsigned blocks_for(size_t n)
+{
+    size_t b = (n + THREADS - 1) / THREADS;
+    if (b > 65536) b = 65536;
+    return b ? (unsigned)b : 1u;
+}
+
+#define FOR_EACH(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+#define LAUNCH(kernel, n, s, ...)                                                                                      \
+    do {                                                                                                               \
+        if ((n) == 0) return 0;                                                                                        \
+        kernel<<<blocks_for(n), THREADS, 0, s>>>(__VA_ARGS__);                                                         \
+        return (int)cudaGetLastError();                                                                                \
+    } while (0)
+
+__global__ void k_relu_fwd(float *y, const float *x, size_t n)
+{
+    FOR_EACH(i, n) y[i] = ew_relu(x[i]);
+}
+
+__global__ void k_relu_bwd(float *dx, const float *dy, const float *y, size_t n, float beta)
+{
+    FOR_EACH(i, n) dx[i] = ew_relu_bwd(dx[i], dy[i], y[i], beta);
+}
+
+__global__ void k_dropout(float *y, const float *x, size_t n, uint64_t base, uint32_t th, float sc, uint64_t key, float beta)
+{
+    FOR_EACH(i, n) y[i] = ew_put(y[i], ew_dropout(x[i], key, base + i, th, sc), beta);
+}
+
+__global__ void k_bias_add(float *y, const float *b, size_t n, int cols, int hw)
+{
+    FOR_EACH(i, n) y[i] += b[(i / (size_t)hw) % (size_t)cols];
+}
+
+__global__ void k_bias_grad(float *db, const float *dy, int rows, int cols, float beta)
+{
+    FOR_EACH(c, (size_t)cols) db[c] = ew_bias_grad_col(dy, rows, cols, (int)c, db[c], beta);
+}
+
+__global__ void k_softmax_xent_fwd(float *prob, const float *logits, const int32_t *labels, int rows, int classes,
+                                   double *loss, int *correct)
+{
+    FOR_EACH(r, (size_t)rows)
+    ew_softmax_xent_row(logits + r * classes, prob + r * classes, classes, labels[r], &loss[r], &correct[r]);
+}
+
+__global__ void k_softmax_xent_bwd(float *dx, const float *prob, const int32_t *labels, size_t n, int classes,
+                                   float scale, float beta)
+{
+    FOR_EACH(i, n) dx[i] = ew_softmax_xent_bwd(dx[i], prob[i], (int)(i % classes) == labels[i / classes], scale, beta);
+}
+
+__global__ void k_sgd(float *w, const float *g, float *v, size_t n, float lr, float m, float wd, int nesterov)
+{
+    FOR_EACH(i, n) ew_sgd(w, g, v, i, lr, m, wd, nesterov);
+}
+
+__global__ void k_scale(float *x, float a, size_t n)
+{
+    FOR_EACH(i, n) x[i] *= a;
+}
+
+__global__ void k_add(float *y, const float *x, size_t n, float beta)
+{
+    FOR_EACH(i, n) y[i] = ew_add(y[i], x[i], beta);
+}
+
+__global__ void k_pool_fwd(dt_pool_cfg c, size_t n, const float *x, float *y, int *argmax)
+{
+    size_t plane_out = (size_t)c.oh * c.ow;
+    FOR_EACH(o, n)
+    {
+        size_t p = o / plane_out;
+        int ij = (int)(o % plane_out), at;
+        y[o] = ew_pool_fwd(x + p * c.h * c.w, c.h, c.w, ij / c.ow, ij % c.ow, c.kh, c.kw, c.sh, c.sw, c.pt, c.pl, c.max,
+                           &at);
+        if (argmax) argmax[o] = at;
+    }
+}
+
+__global__ void k_pool_bwd(dt_pool_cfg c, size_t n, const float *dy, const int *argmax, float *dx, float beta)
+{
+    size_t plane_in = (size_t)c.h * c.w, plane_out = (size_t)c.oh * c.ow;
+    FOR_EACH(e, n)
+    {
+        size_t p = e / plane_in;
+        int yx = (int)(e % plane_in);
+        float g = ew_pool_bwd(dy + p * plane_out, argmax ? argmax + p * plane_out : NULL, c.h, c.w, c.oh, c.ow,
+                              yx / c.w, yx % c.w, c.kh, c.kw, c.sh, c.sw, c.pt, c.pl, c.max);
+        dx[e] = ew_put(dx[e], g, beta);
+    }
+}
+
+__global__ void k_lrn_fwd(dt_lrn_cfg c, size_t n, const float *x, float *y)
+{
+    size_t hw = (size_t)c.h * c.w;
+    FOR_EACH(e, n)
+    {
+        size_t base = e / (hw * c.c) * hw * c.c + e % hw;
+        y[e] = ew_lrn_fwd(x + base, hw, c.c, (int)(e / hw % c.c), c.size, c.alpha, c.beta, c.k);
+    }
+}
+
+__global__ void k_lrn_bwd(dt_lrn_cfg c, size_t n, const float *x, const float *dy, float *dx, float beta)
+{
+    size_t hw = (size_t)c.h * c.w;
+    FOR_EACH(e, n)
+    {
+        size_t base = e / (hw * c.c) * hw * c.c + e % hw;
+        dx[e] = ew_put(dx[e], ew_lrn_bwd(x + base, dy + base, hw, c.c, (int)(e / hw % c.c), c.size, c.alpha, c.beta, c.k),
+                       beta);
+    }
+}
+
+__global__ void k_shortcut_fwd(dt_shortcut_cfg c, size_t n, const float *x, float *y)
+{
+    FOR_EACH(o, n)
+    {
+        int j = (int)(o % c.ow), i = (int)(o / c.ow % c.oh), oc = (int)(o / ((size_t)c.ow * c.oh) % c.o);
+        int r = (int)(o / ((size_t)c.ow * c.oh * c.o));
+        long long at = ew_shortcut_src(r, oc, i, j, c.c, c.h, c.w, c.front, c.stride);
+        y[o] = at < 0 ? 0.0f : x[at];
+    }
+}
+
+__global__ void k_shortcut_bwd(dt_shortcut_cfg c, size_t n, const float *dy, float *dx, float beta)
+{
+    FOR_EACH(e, n)
+    {
+        int xx = (int)(e % c.w), yy = (int)(e / c.w % c.h), ch = (int)(e / ((size_t)c.w * c.h) % c.c);
+        int r = (int)(e / ((size_t)c.w * c.h * c.c));
+        long long at = ew_shortcut_dst(r, ch, yy, xx, c.o, c.oh, c.ow, c.front, c.stride);
+        dx[e] = ew_put(dx[e], at < 0 ? 0.0f : dy[at], beta);
+    }
+}
+
+extern "C" {
+
+int cuk_relu_fwd(cudaStream_t s, float *y, const float *x, size_t n) { LAUNCH(k_relu_fwd, n, s, y, x, n); }
+
+int cuk_relu_bwd(cudaStream_t s, float *dx, const float *dy, const float *y, size_t n, float beta)
+{
+    LAUNCH(k_relu_bwd, n, s, dx, dy, y, n, beta);
+}
+
+int cuk_dropout(cudaStream_t s, float *y, const float *x, size_t n, uint64_t base, float p, uint64_t key, float beta)
+{
+    LAUNCH(k_dropout, n, s, y, x, n, base, ew_dropout_thresh(p), ew_dropout_scale(p), key, beta);
+}
+
+int cuk_bias_add(cudaStream_t s, float *y, const float *b, int rows, int cols, int hw)
+{
+    size_t n = (size_t)rows * cols * hw;
+    LAUNCH(k_bias_add, n, s, y, b, n, cols, hw);
+}
+
+int cuk_bias_grad(cudaStream_t s, float *db, const float *dy, int rows, int cols, float beta)
+{
+    LAUNCH(k_bias_grad, (size_t)cols, s, db, dy, rows, cols, beta);
+}
+
+int cuk_softmax_xent_fwd(cudaStream_t s, float *prob, const float *logits, const int32_t *labels, int rows,
+                         int classes, double *loss, int *correct)
+{
+    LAUNCH(k_softmax_xent_fwd, (size_t)rows, s, prob, logits, labels, rows, classes, loss, correct);
+}
+
+int cuk_softmax_xent_bwd(cudaStream_t s, float *dx, const float *prob, const int32_t *labels, int rows, int classes,
+                         float scale, float beta)
+{
+    size_t n = (size_t)rows * classes;
+    LAUNCH(k_softmax_xent_bwd, n, s, dx, prob, labels, n, classes, scale, beta);
+}
+
+int cuk_sgd(cudaStream_t s, float *w, const float *g, float *v, size_t n, float lr, float m, float wd, int nesterov)
+{
+    LAUNCH(k_sgd, n, s, w, g, v, n, lr, m, wd, nesterov);
+}
+
+int cuk_scale(cudaStream_t s, float *x, float a, size_t n) { LAUNCH(k_scale, n, s, x, a, n); }
+
+int cuk_add(cudaStream_t s, float *y, const float *x, size_t n, float beta) { LAUNCH(k_add, n, s, y, x, n, beta); }
+
+int cuk_pool_fwd(cudaStream_t s, const dt_pool_cfg *c, int rows, const float *x, float *y, int *argmax)
+{
+    size_t n = (size_t)rows * c->c * c->oh * c->ow;
+    LAUNCH(k_pool_fwd, n, s, *c, n, x, y, argmax);
+}
+
+int cuk_pool_bwd(cudaStream_t s, const dt_pool_cfg *c, int rows, const float *dy, const int *argmax, float *dx,
+                 float beta)
+{
+    size_t n = (size_t)rows * c->c * c->h * c->w;
+    LAUNCH(k_pool_bwd, n, s, *c, n, dy, argmax, dx, beta);
+}
+
+int cuk_lrn_fwd(cudaStream_t s, const dt_lrn_cfg *c, int rows, const float *x, float *y)
+{
+    size_t n = (size_t)rows * c->c * c->h * c->w;
+    LAUNCH(k_lrn_fwd, n, s, *c, n, x, y);
+}
+
+int cuk_lrn_bwd(cudaStream_t s, const dt_lrn_cfg *c, int rows, const float *x, const float *dy, float *dx, float beta)
+{
+    size_t n = (size_t)rows * c->c * c->h * c->w;
+    LAUNCH(k_lrn_bwd, n, s, *c, n, x, dy, dx, beta);
+}
+
+int cuk_shortcut_fwd(cudaStream_t s, const dt_shortcut_cfg *c, int rows, const float *x, float *y)
+{
+    size_t n = (size_t)rows * c->o * c->oh * c->ow;
+    LAUNCH(k_shortcut_fwd, n, s, *c, n, x, y);
+}
+
+int cuk_shortcut_bwd(cudaStream_t s, const dt_shortcut_cfg *c, int rows, const float *dy, float *dx, float beta)
+{
+    size_t n = (size_t)rows * c->c * c->h * c->w;
+    LAUNCH(k_shortcut_bwd, n, s, *c, n, dy, dx, beta);
+}
+
+} // extern "C"

@@ -1,0 +1,392 @@
+/* The CUDA backend against the CPU backend, op by op, on a GPU.
+ *
+ * Every op of src/engine/backend.h on random data of odd shapes (1, 3, 7, 33; channel counts that
+ * are not a multiple of 16), with beta 0 and 1 where the op has one, on both backends; results
+ * compared with a tolerance per op: bit-identical for ReLU, dropout (the mask is the same
+ * counter-based function on both), the shortcut and the bias gradient; 1e-6 relative for the
+ * elementwise arithmetic and the softmax; 1e-4 for GEMM and convolution (fp32 sums in another
+ * order: cuBLAS and cuDNN against oneDNN, TF32 off); 1e-5 for pooling, LRN and batch norm.
+ *
+ * Exit 77 (skipped), saying why, where the CUDA backend cannot run: not built, no driver, no GPU.
+ * Check runs without fork here: a CUDA context does not survive one.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "rng.h"
+#include "testutil.h"
+#include "util.h"
+
+static dt_backend *cpu, *gpu;
+static char msg[512];
+
+static float *randv(size_t n, uint64_t seed, float lo, float hi)
+{
+    float *x = malloc(sizeof *x * (n ? n : 1));
+    dt_rng r;
+    rng_seed(&r, seed, 11);
+    for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * rng_uniform(&r);
+    return x;
+}
+
+/* device copy of host memory */
+static void *up(const void *h, size_t bytes)
+{
+    void *d = gpu->alloc(gpu, bytes ? bytes : 4);
+    ck_assert_msg(d != NULL, "alloc: %s", dt_errmsg());
+    ck_assert_int_eq(gpu->to_device(gpu, d, h, bytes), 0);
+    return d;
+}
+
+static float *down(const float *d, size_t n)
+{
+    float *h = malloc(sizeof *h * (n ? n : 1));
+    ck_assert_msg(gpu->to_host(gpu, h, d, n * sizeof *h) == 0, "%s", dt_errmsg());
+    return h;
+}
+
+#define OK(call) ck_assert_msg((call) == 0, "%s: %s", #call, dt_errmsg())
+
+/* compares GPU memory d with host ref; frees nothing */
+static void expect(const float *d, const float *ref, size_t n, double tol, const char *what)
+{
+    float *h = down(d, n);
+    if (tol == 0.0) {
+        for (size_t i = 0; i < n; i++)
+            ck_assert_msg(memcmp(&h[i], &ref[i], 4) == 0, "%s[%zu]: %.9g on the GPU, %.9g on the CPU", what, i, h[i],
+                          ref[i]);
+    } else {
+        ck_assert_msg(close_f32(h, ref, n, tol, tol, what, msg, sizeof msg), "%s", msg);
+    }
+    free(h);
+}
+
+START_TEST(gemm)
+{
+    const int shapes[][3] = {{1, 1, 1}, {3, 7, 33}, {33, 17, 5}, {64, 100, 129}, {7, 3, 0}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int beta = 0; beta < 2; beta++) {
+                    int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+                    int lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
+                    size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+                    float *a = randv(na, 1, -1, 1), *b = randv(nb, 2, -1, 1), *c = randv(nc, 3, -1, 1);
+                    float *da = up(a, na * 4), *db = up(b, nb * 4), *dc = up(c, nc * 4);
+                    OK(cpu->gemm(cpu, ta, tb, m, n, k, 0.5f, a, lda, b, ldb, (float)beta, c, ldc));
+                    OK(gpu->gemm(gpu, ta, tb, m, n, k, 0.5f, da, lda, db, ldb, (float)beta, dc, ldc));
+                    char what[64];
+                    snprintf(what, sizeof what, "gemm %c%c %dx%dx%d beta %d", ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k,
+                             beta);
+                    expect(dc, c, nc, 1e-4, what);
+                    gpu->free(gpu, da), gpu->free(gpu, db), gpu->free(gpu, dc);
+                    free(a), free(b), free(c);
+                }
+}
+END_TEST
+
+START_TEST(elementwise)
+{
+    const int rows = 7, cols = 33;
+    const size_t n = (size_t)rows * cols;
+    float *x = randv(n, 4, -1, 1), *dy = randv(n, 5, -1, 1), *b = randv(cols, 6, -1, 1);
+    float *dx_ = up(x, n * 4), *ddy = up(dy, n * 4), *dbias = up(b, cols * 4);
+    float *y = malloc(n * 4), *dy_y = up(y, n * 4);
+    /* ReLU */
+    OK(cpu->relu_fwd(cpu, y, x, n));
+    OK(gpu->relu_fwd(gpu, dy_y, dx_, n));
+    expect(dy_y, y, n, 0, "relu");
+    for (int beta = 0; beta < 2; beta++) {
+        float *g = randv(n, 7, -1, 1), *dg = up(g, n * 4);
+        OK(cpu->relu_bwd(cpu, g, dy, y, n, (float)beta));
+        OK(gpu->relu_bwd(gpu, dg, ddy, dy_y, n, (float)beta));
+        expect(dg, g, n, 0, "relu backward");
+        gpu->free(gpu, dg), free(g);
+    }
+    /* dropout: the same mask, bit for bit */
+    OK(cpu->dropout_fwd(cpu, y, x, rows, cols, 0.3f, 99, 12345));
+    OK(gpu->dropout_fwd(gpu, dy_y, dx_, rows, cols, 0.3f, 99, 12345));
+    expect(dy_y, y, n, 0, "dropout");
+    for (int beta = 0; beta < 2; beta++) {
+        float *g = randv(n, 8, -1, 1), *dg = up(g, n * 4);
+        OK(cpu->dropout_bwd(cpu, g, dy, rows, cols, 0.3f, 99, 12345, (float)beta));
+        OK(gpu->dropout_bwd(gpu, dg, ddy, rows, cols, 0.3f, 99, 12345, (float)beta));
+        expect(dg, g, n, 0, "dropout backward");
+        gpu->free(gpu, dg), free(g);
+    }
+    /* bias */
+    float *yy = randv(n, 9, -1, 1), *dyy = up(yy, n * 4);
+    OK(cpu->bias_add(cpu, yy, b, rows, cols));
+    OK(gpu->bias_add(gpu, dyy, dbias, rows, cols));
+    expect(dyy, yy, n, 1e-7, "bias add");
+    for (int beta = 0; beta < 2; beta++) {
+        float *g = randv(cols, 10, -1, 1), *dg = up(g, cols * 4);
+        OK(cpu->bias_grad(cpu, g, dy, rows, cols, (float)beta));
+        OK(gpu->bias_grad(gpu, dg, ddy, rows, cols, (float)beta));
+        expect(dg, g, cols, 0, "bias gradient");
+        gpu->free(gpu, dg), free(g);
+    }
+    /* scale, add */
+    OK(cpu->scale(cpu, yy, 0.37f, n));
+    OK(gpu->scale(gpu, dyy, 0.37f, n));
+    expect(dyy, yy, n, 1e-7, "scale");
+    const float betas[] = {0.0f, 1.0f, 0.5f};
+    for (int i = 0; i < 3; i++) {
+        OK(cpu->add(cpu, yy, x, n, betas[i]));
+        OK(gpu->add(gpu, dyy, dx_, n, betas[i]));
+        expect(dyy, yy, n, 1e-6, "add");
+    }
+    /* SGD: plain, momentum, Nesterov */
+    for (int v = 0; v < 3; v++) {
+        size_t np = 1037;
+        float *w = randv(np, 11, -1, 1), *g = randv(np, 12, -1, 1), *m = randv(np, 13, -1, 1);
+        float *dw = up(w, np * 4), *dg = up(g, np * 4), *dm = up(m, np * 4);
+        OK(cpu->sgd_step(cpu, w, g, v ? m : NULL, np, 0.1f, v ? 0.9f : 0.0f, 1e-4f, v == 2));
+        OK(gpu->sgd_step(gpu, dw, dg, v ? dm : NULL, np, 0.1f, v ? 0.9f : 0.0f, 1e-4f, v == 2));
+        expect(dw, w, np, 1e-6, "sgd weights");
+        expect(dm, m, np, 1e-6, "sgd momentum");
+        gpu->free(gpu, dw), gpu->free(gpu, dg), gpu->free(gpu, dm);
+        free(w), free(g), free(m);
+    }
+    gpu->free(gpu, dx_), gpu->free(gpu, ddy), gpu->free(gpu, dbias), gpu->free(gpu, dy_y), gpu->free(gpu, dyy);
+    free(x), free(dy), free(b), free(y), free(yy);
+}
+END_TEST
+
+START_TEST(softmax_xent)
+{
+    const int shapes[][2] = {{1, 10}, {7, 10}, {33, 1000}};
+    for (size_t s = 0; s < 3; s++) {
+        int rows = shapes[s][0], classes = shapes[s][1];
+        size_t n = (size_t)rows * classes;
+        float *z = randv(n, 14, -10, 10), *p = malloc(n * 4);
+        int32_t *lab = malloc(sizeof *lab * rows);
+        for (int r = 0; r < rows; r++) lab[r] = (r * 7 + 3) % classes;
+        float *dz = up(z, n * 4), *dp = up(p, n * 4);
+        int32_t *dl = up(lab, sizeof *lab * rows);
+        double lc = 0.0, lg = 0.0;
+        int64_t cc = 0, cg = 0;
+        OK(cpu->softmax_xent_fwd(cpu, p, z, lab, rows, classes, &lc, &cc));
+        OK(gpu->softmax_xent_fwd(gpu, dp, dz, dl, rows, classes, &lg, &cg));
+        expect(dp, p, n, 1e-6, "softmax");
+        ck_assert_msg(fabs(lg - lc) <= 1e-6 * fabs(lc) + 1e-9, "loss %.12g on the GPU, %.12g on the CPU", lg, lc);
+        ck_assert_int_eq(cg, cc);
+        for (int beta = 0; beta < 2; beta++) {
+            float *g = randv(n, 15, -1, 1), *dg = up(g, n * 4);
+            OK(cpu->softmax_xent_bwd(cpu, g, p, lab, rows, classes, 0.1f, (float)beta));
+            OK(gpu->softmax_xent_bwd(gpu, dg, dp, dl, rows, classes, 0.1f, (float)beta));
+            expect(dg, g, n, 1e-6, "softmax cross-entropy backward");
+            gpu->free(gpu, dg), free(g);
+        }
+        gpu->free(gpu, dz), gpu->free(gpu, dp), gpu->free(gpu, dl);
+        free(z), free(p), free(lab);
+    }
+}
+END_TEST
+
+START_TEST(convolution)
+{
+    /* c h w o kh kw sh sw pad groups bias */
+    const int cases[][11] = {{3, 7, 7, 5, 3, 3, 1, 1, 1, 1, 1},    {1, 28, 28, 20, 5, 5, 1, 1, 0, 1, 1},
+                             {16, 9, 9, 33, 3, 3, 2, 2, 1, 1, 0},  {4, 8, 8, 6, 3, 3, 1, 1, 1, 2, 1},
+                             {3, 33, 33, 7, 11, 11, 4, 4, 2, 1, 1}, {7, 5, 5, 3, 1, 1, 1, 1, 0, 1, 1}};
+    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+        const int *k = cases[t];
+        dt_conv_cfg c = {.c = k[0], .h = k[1], .w = k[2], .o = k[3], .kh = k[4], .kw = k[5], .sh = k[6], .sw = k[7],
+                         .pt = k[8], .pb = k[8], .pl = k[8], .pr = k[8], .groups = k[9], .bias = k[10]};
+        c.oh = (c.h + 2 * c.pt - c.kh) / c.sh + 1;
+        c.ow = (c.w + 2 * c.pl - c.kw) / c.sw + 1;
+        void *pc = cpu->conv_plan(cpu, &c), *pg = gpu->conv_plan(gpu, &c);
+        ck_assert_msg(pc && pg, "conv plan: %s", dt_errmsg());
+        for (int rows = 1; rows <= 3; rows += 2) {
+            size_t nx = (size_t)rows * c.c * c.h * c.w, ny = (size_t)rows * c.o * c.oh * c.ow;
+            size_t nw = (size_t)c.o * (c.c / c.groups) * c.kh * c.kw;
+            float *x = randv(nx, 16 + t, -1, 1), *w = randv(nw, 17, -0.5, 0.5), *b = randv(c.o, 18, -1, 1);
+            float *y = malloc(ny * 4), *dy = randv(ny, 19, -1, 1);
+            float *gx = up(x, nx * 4), *gw = up(w, nw * 4), *gb = up(b, c.o * 4), *gy = up(y, ny * 4),
+                  *gdy = up(dy, ny * 4);
+            OK(cpu->conv_fwd(cpu, pc, rows, x, w, c.bias ? b : NULL, y));
+            OK(gpu->conv_fwd(gpu, pg, rows, gx, gw, c.bias ? gb : NULL, gy));
+            expect(gy, y, ny, 1e-4, "convolution forward");
+            for (int beta = 0; beta < 2; beta++) {
+                float *dx = randv(nx, 20, -1, 1), *dw = malloc(nw * 4), *db = malloc(c.o * 4);
+                float *gdx = up(dx, nx * 4), *gdw = up(dw, nw * 4), *gdb = up(db, c.o * 4);
+                OK(cpu->conv_bwd(cpu, pc, rows, x, w, dy, dx, (float)beta, dw, c.bias ? db : NULL));
+                OK(gpu->conv_bwd(gpu, pg, rows, gx, gw, gdy, gdx, (float)beta, gdw, c.bias ? gdb : NULL));
+                expect(gdx, dx, nx, 1e-4, "convolution backward data");
+                expect(gdw, dw, nw, 1e-4, "convolution backward filter");
+                if (c.bias) expect(gdb, db, c.o, 1e-4, "convolution bias gradient");
+                gpu->free(gpu, gdx), gpu->free(gpu, gdw), gpu->free(gpu, gdb);
+                free(dx), free(dw), free(db);
+            }
+            gpu->free(gpu, gx), gpu->free(gpu, gw), gpu->free(gpu, gb), gpu->free(gpu, gy), gpu->free(gpu, gdy);
+            free(x), free(w), free(b), free(y), free(dy);
+        }
+        cpu->plan_free(cpu, pc), gpu->plan_free(gpu, pg);
+    }
+}
+END_TEST
+
+START_TEST(pool_lrn_shortcut)
+{
+    const int pools[][5] = {{1, 3, 2, 0, 1}, {0, 3, 2, 0, 1}, {1, 2, 2, 0, 0}, {0, 3, 1, 1, 1}, {1, 3, 1, 1, 1}};
+    const int rows = 3, C = 7, h = 8, w = 8;
+    for (size_t t = 0; t < sizeof pools / sizeof *pools; t++) {
+        dt_pool_cfg c = {.max = pools[t][0], .c = C, .h = h, .w = w, .kh = pools[t][1], .kw = pools[t][1],
+                         .sh = pools[t][2], .sw = pools[t][2], .pt = pools[t][3], .pl = pools[t][3],
+                         .pb = pools[t][4], .pr = pools[t][4]};
+        c.oh = (h + c.pt + c.pb - c.kh) / c.sh + 1;
+        c.ow = (w + c.pl + c.pr - c.kw) / c.sw + 1;
+        size_t nx = (size_t)rows * C * h * w, ny = (size_t)rows * C * c.oh * c.ow;
+        void *pc = cpu->pool_plan(cpu, &c), *pg = gpu->pool_plan(gpu, &c);
+        float *x = randv(nx, 30 + t, -1, 1), *y = malloc(ny * 4), *dy = randv(ny, 40, -1, 1);
+        float *gx = up(x, nx * 4), *gy = up(y, ny * 4), *gdy = up(dy, ny * 4);
+        OK(cpu->pool_fwd(cpu, pc, rows, 1, x, y));
+        OK(gpu->pool_fwd(gpu, pg, rows, 1, gx, gy));
+        expect(gy, y, ny, 1e-6, c.max ? "max pooling" : "average pooling");
+        for (int beta = 0; beta < 2; beta++) {
+            float *dx = randv(nx, 41, -1, 1), *gdx = up(dx, nx * 4);
+            OK(cpu->pool_bwd(cpu, pc, rows, dy, dx, (float)beta));
+            OK(gpu->pool_bwd(gpu, pg, rows, gdy, gdx, (float)beta));
+            expect(gdx, dx, nx, 1e-5, c.max ? "max pooling backward" : "average pooling backward");
+            gpu->free(gpu, gdx), free(dx);
+        }
+        cpu->plan_free(cpu, pc), gpu->plan_free(gpu, pg);
+        gpu->free(gpu, gx), gpu->free(gpu, gy), gpu->free(gpu, gdy);
+        free(x), free(y), free(dy);
+    }
+    /* LRN across 5 channels (AlexNet's) */
+    dt_lrn_cfg l = {.c = C, .h = 5, .w = 3, .size = 5, .alpha = 1e-2f, .beta = 0.75f, .k = 2.0f};
+    size_t n = (size_t)rows * C * 15;
+    void *lc = cpu->lrn_plan(cpu, &l), *lg = gpu->lrn_plan(gpu, &l);
+    float *x = randv(n, 50, -3, 3), *y = malloc(n * 4), *dy = randv(n, 51, -1, 1);
+    float *gx = up(x, n * 4), *gy = up(y, n * 4), *gdy = up(dy, n * 4);
+    OK(cpu->lrn_fwd(cpu, lc, rows, 1, x, y));
+    OK(gpu->lrn_fwd(gpu, lg, rows, 1, gx, gy));
+    expect(gy, y, n, 1e-5, "LRN");
+    for (int beta = 0; beta < 2; beta++) {
+        float *dx = randv(n, 52, -1, 1), *gdx = up(dx, n * 4);
+        OK(cpu->lrn_bwd(cpu, lc, rows, x, dy, dx, (float)beta));
+        OK(gpu->lrn_bwd(gpu, lg, rows, gx, gdy, gdx, (float)beta));
+        expect(gdx, dx, n, 1e-5, "LRN backward");
+        gpu->free(gpu, gdx), free(dx);
+    }
+    cpu->plan_free(cpu, lc), gpu->plan_free(gpu, lg);
+    gpu->free(gpu, gx), gpu->free(gpu, gy), gpu->free(gpu, gdy);
+    free(x), free(y), free(dy);
+    /* the option-A shortcut */
+    dt_shortcut_cfg s = {.c = 3, .h = 7, .w = 7, .o = 7, .oh = 4, .ow = 4, .stride = 2, .front = 2};
+    size_t ni = (size_t)rows * 3 * 49, no = (size_t)rows * 7 * 16;
+    float *sx = randv(ni, 53, -1, 1), *sy = malloc(no * 4), *sdy = randv(no, 54, -1, 1);
+    float *gsx = up(sx, ni * 4), *gsy = up(sy, no * 4), *gsdy = up(sdy, no * 4);
+    OK(cpu->shortcut_fwd(cpu, &s, rows, sx, sy));
+    OK(gpu->shortcut_fwd(gpu, &s, rows, gsx, gsy));
+    expect(gsy, sy, no, 0, "shortcut");
+    for (int beta = 0; beta < 2; beta++) {
+        float *dx = randv(ni, 55, -1, 1), *gdx = up(dx, ni * 4);
+        OK(cpu->shortcut_bwd(cpu, &s, rows, sdy, dx, (float)beta));
+        OK(gpu->shortcut_bwd(gpu, &s, rows, gsdy, gdx, (float)beta));
+        expect(gdx, dx, ni, 0, "shortcut backward");
+        gpu->free(gpu, gdx), free(dx);
+    }
+    gpu->free(gpu, gsx), gpu->free(gpu, gsy), gpu->free(gpu, gsdy);
+    free(sx), free(sy), free(sdy);
+}
+END_TEST
+
+START_TEST(batch_norm)
+{
+    /* the last two are summed by several blocks per channel */
+    const int shapes[][4] = {{3, 7, 5, 3}, {1, 33, 1, 1}, {8, 16, 8, 8}, {16, 16, 32, 32}, {2, 3, 100, 100}};
+    for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++) {
+        int rows = shapes[t][0];
+        dt_bn_cfg c = {.c = shapes[t][1], .h = shapes[t][2], .w = shapes[t][3], .eps = 1e-5f};
+        int C = c.c;
+        size_t n = (size_t)rows * C * c.h * c.w;
+        void *pc = cpu->bn_plan(cpu, &c), *pg = gpu->bn_plan(gpu, &c);
+        ck_assert_msg(pc && pg, "bn plan: %s", dt_errmsg());
+        float *x = randv(n, 60, 1, 3), *sc = randv(C, 61, 0.5, 1.5), *sh = randv(C, 62, -1, 1);
+        float *m = malloc(C * 4), *v = malloc(C * 4), *y = malloc(n * 4), *dy = randv(n, 63, -1, 1);
+        float *gx = up(x, n * 4), *gsc = up(sc, C * 4), *gsh = up(sh, C * 4), *gm = up(m, C * 4), *gv = up(v, C * 4),
+              *gy = up(y, n * 4), *gdy = up(dy, n * 4);
+        for (int train = 1; train >= 0; train--) {
+            OK(cpu->bn_fwd(cpu, pc, rows, train, x, sc, sh, m, v, y));
+            OK(gpu->bn_fwd(gpu, pg, rows, train, gx, gsc, gsh, gm, gv, gy));
+            expect(gy, y, n, 1e-5, train ? "batch norm (training)" : "batch norm (evaluation)");
+            if (train) expect(gm, m, C, 1e-6, "batch mean"), expect(gv, v, C, 1e-5, "batch variance");
+        }
+        for (int beta = 0; beta < 2; beta++) {
+            float *dx = randv(n, 64, -1, 1), *ds = malloc(C * 4), *db = malloc(C * 4);
+            float *gdx = up(dx, n * 4), *gds = up(ds, C * 4), *gdb = up(db, C * 4);
+            OK(cpu->bn_bwd(cpu, pc, rows, x, sc, m, v, dy, dx, (float)beta, ds, db));
+            OK(gpu->bn_bwd(gpu, pg, rows, gx, gsc, gm, gv, gdy, gdx, (float)beta, gds, gdb));
+            expect(gdx, dx, n, 1e-5, "batch norm dx");
+            expect(gds, ds, C, 1e-5, "batch norm dscale");
+            expect(gdb, db, C, 1e-5, "batch norm dshift");
+            gpu->free(gpu, gdx), gpu->free(gpu, gds), gpu->free(gpu, gdb);
+            free(dx), free(ds), free(db);
+        }
+        cpu->plan_free(cpu, pc), gpu->plan_free(gpu, pg);
+        float *ptrs[] = {gx, gsc, gsh, gm, gv, gy, gdy};
+        for (int i = 0; i < 7; i++) gpu->free(gpu, ptrs[i]);
+        free(x), free(sc), free(sh), free(m), free(v), free(y), free(dy);
+    }
+}
+END_TEST
+
+START_TEST(memory)
+{
+    size_t fr = 0, tot = 0;
+    OK(gpu->memory(gpu, &fr, &tot));
+    ck_assert(fr > 0 && tot >= fr);
+    /* more than the GPU has: NULL and a message that says how much was asked and is free */
+    void *p = gpu->alloc(gpu, tot * 2);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(dt_errmsg(), "out of GPU memory") && strstr(dt_errmsg(), "MB free"), "%s", dt_errmsg());
+    dt_err_clear();
+    ck_assert(backend_peak_memory(gpu) > 0);
+}
+END_TEST
+
+int main(void)
+{
+    char why[512] = "";
+    const dt_backend_desc *d = backend_find("cuda");
+    if (!d) {
+        printf("SKIP: the CUDA backend cannot be loaded: %s\n", dt_errmsg());
+        return 77;
+    }
+    if (!d->available(why, sizeof why)) {
+        printf("SKIP: %s\n", why);
+        return 77;
+    }
+    dt_backend_opts o = {.n_threads = 1, .device = -1};
+    if (backend_cpu_create(&cpu, 2) != 0 || backend_create("cuda", &o, &gpu) != 0) {
+        printf("cannot create the backends: %s\n", dt_errmsg());
+        return 1;
+    }
+    printf("GPU: %s\n", d->describe());
+    Suite *s = suite_create("cuda");
+    TCase *tc = tcase_create("ops against the CPU");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, gemm);
+    tcase_add_test(tc, elementwise);
+    tcase_add_test(tc, softmax_xent);
+    tcase_add_test(tc, convolution);
+    tcase_add_test(tc, pool_lrn_shortcut);
+    tcase_add_test(tc, batch_norm);
+    tcase_add_test(tc, memory);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    backend_destroy(gpu);
+    backend_destroy(cpu);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
