@@ -9,8 +9,9 @@
 #    CIFAR-shaped data) from the same seed on CPU and GPU (--gpu-exact): every logged loss within
 #    1e-4 relative (or, for resnet20, the spread rounding alone makes: below), final weights
 #    within 1e-3 absolute + relative;
-#  - every mode, 2 ranks sharing the GPU, one epoch of Fashion-MNIST mlp: test accuracy within
-#    0.5 point of the same run on the CPU (CSC: within its seed-to-seed spread on the CPU);
+#  - every mode, 2 ranks sharing the GPU (and D-Sync and Pipe-SGD with 4), one epoch of
+#    Fashion-MNIST mlp: test accuracy within 0.5 point of the same run on the CPU (CSC: within its
+#    seed-to-seed spread on the CPU);
 #  - a checkpoint written on the GPU resumes on the CPU, and the reverse; --gpu-exact runs repeat
 #    bit for bit;
 #  - --gpu 7 on a machine with fewer GPUs, and a batch that cannot fit: clear errors, exit 1.
@@ -93,6 +94,17 @@ for m in ps dsync pipesgd topk gtopk csc terngrad; do
     fi
     note "mode $m: test accuracy cpu $a, cuda $b (tolerance $tol)"
     $PYTHON -c "import sys; sys.exit(abs($a - $b) > $tol)" || bad "--mode $m: accuracy $b on the GPU, $a on the CPU"
+done
+
+# four ranks on one GPU: D-Sync and Pipe-SGD
+for m in dsync pipesgd; do
+    for dev in cpu cuda; do
+        mpi -np 4 "$DTRAIN" --net mlp --dataset fashion-mnist --epochs 1 --seed 3 --threads 1 --progress none \
+            --mode $m --device $dev --log "$T/$m-$dev-4.jsonl" > "$T/out" 2>&1 || { cat "$T/out"; bad "4 ranks --mode $m --device $dev failed"; }
+    done
+    a=$(acc "$T/$m-cpu-4.jsonl") b=$(acc "$T/$m-cuda-4.jsonl")
+    note "mode $m, 4 ranks: test accuracy cpu $a, cuda $b"
+    $PYTHON -c "import sys; sys.exit(abs($a - $b) > 0.005)" || bad "4 ranks --mode $m: accuracy $b on the GPU, $a on the CPU"
 done
 
 # ---- checkpoints across devices ----------------------------------------------------------------
