@@ -23,9 +23,11 @@
 
 #include "util.h"
 
-int cuda_fail(const char *lib, const char *call, const char *what, const char *err)
+int cuda_fail_at(const char *lib, const char *call, const char *what, const char *err, const char *file, int line)
 {
-    return dt_fail("%s: %s%s%s: %s", lib, what, *what ? ": " : "", call, err);
+    const char *base = strrchr(file, '/');
+    int n = (int)strcspn(call, "(");
+    return dt_fail("%s: %s%s%.*s (%s:%d): %s", lib, what, *what ? ": " : "", n, call, base ? base + 1 : file, line, err);
 }
 
 int cuda_enter(dt_backend *be)
@@ -36,15 +38,7 @@ int cuda_enter(dt_backend *be)
     return 0;
 }
 
-int cuda_launched(const char *kernel, const char *what)
-{
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? 0 : cuda_fail("CUDA", kernel, what, cudaGetErrorString(e));
-}
-
-/* a launcher's result (a cudaError_t as int) as the op's */
-static int launched(int rc, const char *kernel, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int launched(int rc, const char *kernel, const char *fmt, ...)
+int cuda_launched(int rc, const char *kernel, const char *fmt, ...)
 {
     if (rc == 0) return 0;
     char what[256];
@@ -163,32 +157,32 @@ int cuda_scratch(dt_backend *be, size_t bytes)
 static int cu_bias_add(dt_backend *be, float *y, const float *b, int rows, int cols)
 {
     ENTER(be);
-    return launched(cuk_bias_add(S(be), y, b, rows, cols, 1), "bias add", "%d x %d", rows, cols);
+    return cuda_launched(cuk_bias_add(S(be), y, b, rows, cols, 1), "bias add", "%d x %d", rows, cols);
 }
 
 static int cu_bias_grad(dt_backend *be, float *db, const float *dy, int rows, int cols, float beta)
 {
     ENTER(be);
-    return launched(cuk_bias_grad(S(be), db, dy, rows, cols, beta), "bias gradient", "%d x %d", rows, cols);
+    return cuda_launched(cuk_bias_grad(S(be), db, dy, rows, cols, beta), "bias gradient", "%d x %d", rows, cols);
 }
 
 static int cu_relu_fwd(dt_backend *be, float *y, const float *x, size_t n)
 {
     ENTER(be);
-    return launched(cuk_relu_fwd(S(be), y, x, n), "ReLU", "%zu elements", n);
+    return cuda_launched(cuk_relu_fwd(S(be), y, x, n), "ReLU", "%zu elements", n);
 }
 
 static int cu_relu_bwd(dt_backend *be, float *dx, const float *dy, const float *y, size_t n, float beta)
 {
     ENTER(be);
-    return launched(cuk_relu_bwd(S(be), dx, dy, y, n, beta), "ReLU backward", "%zu elements", n);
+    return cuda_launched(cuk_relu_bwd(S(be), dx, dy, y, n, beta), "ReLU backward", "%zu elements", n);
 }
 
 static int cu_dropout_fwd(dt_backend *be, float *y, const float *x, int rows, int cols, float p, uint64_t key,
                           int64_t row0)
 {
     ENTER(be);
-    return launched(cuk_dropout(S(be), y, x, (size_t)rows * cols, (uint64_t)row0 * (uint64_t)cols, p, key, 0.0f),
+    return cuda_launched(cuk_dropout(S(be), y, x, (size_t)rows * cols, (uint64_t)row0 * (uint64_t)cols, p, key, 0.0f),
                     "dropout", "%d x %d", rows, cols);
 }
 
@@ -196,7 +190,7 @@ static int cu_dropout_bwd(dt_backend *be, float *dx, const float *dy, int rows, 
                           int64_t row0, float beta)
 {
     ENTER(be);
-    return launched(cuk_dropout(S(be), dx, dy, (size_t)rows * cols, (uint64_t)row0 * (uint64_t)cols, p, key, beta),
+    return cuda_launched(cuk_dropout(S(be), dx, dy, (size_t)rows * cols, (uint64_t)row0 * (uint64_t)cols, p, key, beta),
                     "dropout backward", "%d x %d", rows, cols);
 }
 
@@ -212,7 +206,7 @@ static int cu_softmax_xent_fwd(dt_backend *be, float *prob, const float *logits,
     if (cuda_scratch(be, need) != 0) return -1;
     double *loss = c->scratch;
     int *hit = (int *)(loss + rows);
-    if (launched(cuk_softmax_xent_fwd(c->stream, prob, logits, labels, rows, classes, loss, hit), "softmax",
+    if (cuda_launched(cuk_softmax_xent_fwd(c->stream, prob, logits, labels, rows, classes, loss, hit), "softmax",
                  "%d rows x %d classes", rows, classes) != 0)
         return -1;
     CU(cudaMemcpyAsync(c->host_scratch, c->scratch, need, cudaMemcpyDeviceToHost, c->stream), "softmax");
@@ -231,7 +225,7 @@ static int cu_softmax_xent_bwd(dt_backend *be, float *dx, const float *prob, con
                                int classes, float scale, float beta)
 {
     ENTER(be);
-    return launched(cuk_softmax_xent_bwd(S(be), dx, prob, labels, rows, classes, scale, beta),
+    return cuda_launched(cuk_softmax_xent_bwd(S(be), dx, prob, labels, rows, classes, scale, beta),
                     "softmax cross-entropy backward", "%d rows x %d classes", rows, classes);
 }
 
@@ -239,20 +233,20 @@ static int cu_sgd_step(dt_backend *be, float *w, const float *g, float *v, size_
                        int nesterov)
 {
     ENTER(be);
-    return launched(cuk_sgd(S(be), w, g, v, n, lr, m, wd, nesterov), "SGD step", "%zu parameters", n);
+    return cuda_launched(cuk_sgd(S(be), w, g, v, n, lr, m, wd, nesterov), "SGD step", "%zu parameters", n);
 }
 
 static int cu_scale(dt_backend *be, float *x, float a, size_t n)
 {
     ENTER(be);
-    return launched(cuk_scale(S(be), x, a, n), "scale", "%zu elements", n);
+    return cuda_launched(cuk_scale(S(be), x, a, n), "scale", "%zu elements", n);
 }
 
 static int cu_add(dt_backend *be, float *y, const float *x, size_t n, float beta)
 {
     ENTER(be);
     if (beta == 0.0f) return y == x ? 0 : cu_copy(be, y, x, n * sizeof(float));
-    return launched(cuk_add(S(be), y, x, n, beta), "add", "%zu elements", n);
+    return cuda_launched(cuk_add(S(be), y, x, n, beta), "add", "%zu elements", n);
 }
 
 /* ---- the backend's life -------------------------------------------------------------------------- */

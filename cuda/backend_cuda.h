@@ -38,8 +38,10 @@ typedef struct cuda_impl {
 
 static inline cuda_impl *cuda_of(dt_backend *be) { return (cuda_impl *)be->impl; }
 
-/* Fails with "OP: CALL: the library's message" (and the shapes the caller adds in what). */
-int cuda_fail(const char *lib, const char *call, const char *what, const char *err);
+/* Fails with "LIB: WHAT: FUNCTION (file:line): the library's message"; WHAT names the op and its
+ * shapes, FUNCTION is the call's name (the text of call up to its parenthesis). */
+int cuda_fail_at(const char *lib, const char *call, const char *what, const char *err, const char *file, int line);
+#define cuda_fail(lib, call, what, err) cuda_fail_at(lib, call, what, err, __FILE__, __LINE__)
 
 #define CU(call, what)                                                                                                 \
     do {                                                                                                               \
@@ -60,8 +62,9 @@ int cuda_fail(const char *lib, const char *call, const char *what, const char *e
 /* Makes the backend's GPU the calling thread's (a comm thread's first op may come from a thread
  * that never set it). */
 int cuda_enter(dt_backend *be);
-/* The error of the last kernel launch, as a failure naming the kernel and shapes. */
-int cuda_launched(const char *kernel, const char *what);
+/* A launcher's result (0, or a cudaError_t as int) as the op's: a failure names the kernel and, from
+ * fmt, the shapes. */
+int cuda_launched(int rc, const char *kernel, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Device scratch of at least bytes (grown, never shrunk), and its pinned host twin. */
 int cuda_scratch(dt_backend *be, size_t bytes);
 

@@ -307,7 +307,8 @@ static int cu_pool_fwd(dt_backend *be, void *pv, int rows, int train, const floa
         p->argmax_n = n;
     }
     int rc = cuk_pool_fwd(cuda_of(be)->stream, c, rows, x, y, keep ? p->argmax : NULL);
-    return rc ? cuda_fail("CUDA", "pooling", "", cudaGetErrorString((cudaError_t)rc)) : 0;
+    return cuda_launched(rc, "pooling", "%s %dx%dx%d, window %dx%d, %d rows", c->max ? "max" : "average", c->c, c->h, c->w, c->kh,
+                         c->kw, rows);
 }
 
 static int cu_pool_bwd(dt_backend *be, void *pv, int rows, const float *dy, float *dx, float dx_beta)
@@ -319,7 +320,8 @@ static int cu_pool_bwd(dt_backend *be, void *pv, int rows, const float *dy, floa
     if (c->max && (size_t)rows * c->c * c->oh * c->ow > p->argmax_n)
         return dt_fail("max pooling backward of %d rows without a training forward of as many", rows);
     int rc = cuk_pool_bwd(cuda_of(be)->stream, c, rows, dy, p->argmax, dx, dx_beta);
-    return rc ? cuda_fail("CUDA", "pooling backward", "", cudaGetErrorString((cudaError_t)rc)) : 0;
+    return cuda_launched(rc, "pooling backward", "%s %dx%dx%d, window %dx%d, %d rows", c->max ? "max" : "average", c->c,
+                         c->h, c->w, c->kh, c->kw, rows);
 }
 
 static void *cu_lrn_plan(dt_backend *be, const dt_lrn_cfg *cfg)
@@ -335,7 +337,7 @@ static int cu_lrn_fwd(dt_backend *be, void *pv, int rows, int train, const float
     if (rows <= 0) return 0;
     if (cuda_enter(be) != 0) return -1;
     int rc = cuk_lrn_fwd(cuda_of(be)->stream, &p->cfg.lrn, rows, x, y);
-    return rc ? cuda_fail("CUDA", "LRN", "", cudaGetErrorString((cudaError_t)rc)) : 0;
+    return cuda_launched(rc, "LRN", "%dx%dx%d, size %d, %d rows", p->cfg.lrn.c, p->cfg.lrn.h, p->cfg.lrn.w, p->cfg.lrn.size, rows);
 }
 
 static int cu_lrn_bwd(dt_backend *be, void *pv, int rows, const float *x, const float *dy, float *dx, float dx_beta)
@@ -344,7 +346,8 @@ static int cu_lrn_bwd(dt_backend *be, void *pv, int rows, const float *x, const 
     if (rows <= 0) return 0;
     if (cuda_enter(be) != 0) return -1;
     int rc = cuk_lrn_bwd(cuda_of(be)->stream, &p->cfg.lrn, rows, x, dy, dx, dx_beta);
-    return rc ? cuda_fail("CUDA", "LRN backward", "", cudaGetErrorString((cudaError_t)rc)) : 0;
+    return cuda_launched(rc, "LRN backward", "%dx%dx%d, size %d, %d rows", p->cfg.lrn.c, p->cfg.lrn.h, p->cfg.lrn.w,
+                         p->cfg.lrn.size, rows);
 }
 
 static void *cu_bn_plan(dt_backend *be, const dt_bn_cfg *cfg)
@@ -368,7 +371,7 @@ static int cu_bn_fwd(dt_backend *be, void *pv, int rows, int train, const float 
     if (rows <= 0) return 0;
     if (cuda_enter(be) != 0) return -1;
     int rc = cuk_bn_fwd(cuda_of(be)->stream, &p->cfg.bn, rows, train, x, scale, shift, mean, var, y, p->tmp);
-    return rc ? cuda_fail("CUDA", "batch norm", "", cudaGetErrorString((cudaError_t)rc)) : 0;
+    return cuda_launched(rc, "batch norm", "%dx%dx%d, %d rows", p->cfg.bn.c, p->cfg.bn.h, p->cfg.bn.w, rows);
 }
 
 static int cu_bn_bwd(dt_backend *be, void *pv, int rows, const float *x, const float *scale, const float *mean,
@@ -379,7 +382,7 @@ static int cu_bn_bwd(dt_backend *be, void *pv, int rows, const float *x, const f
     if (cuda_enter(be) != 0) return -1;
     int rc = cuk_bn_bwd(cuda_of(be)->stream, &p->cfg.bn, rows, x, scale, mean, var, dy, dx, dx_beta, dscale, dshift,
                         p->tmp);
-    return rc ? cuda_fail("CUDA", "batch norm backward", "", cudaGetErrorString((cudaError_t)rc)) : 0;
+    return cuda_launched(rc, "batch norm backward", "%dx%dx%d, %d rows", p->cfg.bn.c, p->cfg.bn.h, p->cfg.bn.w, rows);
 }
 
 static int cu_shortcut_fwd(dt_backend *be, const dt_shortcut_cfg *s, int rows, const float *x, float *y)
@@ -387,7 +390,7 @@ static int cu_shortcut_fwd(dt_backend *be, const dt_shortcut_cfg *s, int rows, c
     if (rows <= 0) return 0;
     if (cuda_enter(be) != 0) return -1;
     int rc = cuk_shortcut_fwd(cuda_of(be)->stream, s, rows, x, y);
-    return rc ? cuda_fail("CUDA", "shortcut", "", cudaGetErrorString((cudaError_t)rc)) : 0;
+    return cuda_launched(rc, "shortcut", "%dx%dx%d -> %dx%dx%d, %d rows", s->c, s->h, s->w, s->o, s->oh, s->ow, rows);
 }
 
 static int cu_shortcut_bwd(dt_backend *be, const dt_shortcut_cfg *s, int rows, const float *dy, float *dx,
@@ -396,7 +399,8 @@ static int cu_shortcut_bwd(dt_backend *be, const dt_shortcut_cfg *s, int rows, c
     if (rows <= 0) return 0;
     if (cuda_enter(be) != 0) return -1;
     int rc = cuk_shortcut_bwd(cuda_of(be)->stream, s, rows, dy, dx, dx_beta);
-    return rc ? cuda_fail("CUDA", "shortcut backward", "", cudaGetErrorString((cudaError_t)rc)) : 0;
+    return cuda_launched(rc, "shortcut backward", "%dx%dx%d -> %dx%dx%d, %d rows", s->c, s->h, s->w, s->o, s->oh, s->ow,
+                         rows);
 }
 
 /* ---- layouts: plain NCHW only ------------------------------------------------------------------- */
