@@ -26,6 +26,7 @@ static unsigned blocks_for(size_t n)
         return (int)cudaGetLastError();                                                                                \
     } while (0)
 
+// x, y: n floats, any shape
 __global__ void k_relu_fwd(float *y, const float *x, size_t n)
 {
     FOR_EACH(i, n) y[i] = ew_relu(x[i]);
@@ -36,21 +37,26 @@ __global__ void k_relu_bwd(float *dx, const float *dy, const float *y, size_t n,
     FOR_EACH(i, n) dx[i] = ew_relu_bwd(dx[i], dy[i], y[i], beta);
 }
 
+// x, y: n floats, element i the global element base + i of [rows][cols] (base = row0 * cols);
+// forward with beta 0, backward (x = dy, y = dx) with the layer's beta
 __global__ void k_dropout(float *y, const float *x, size_t n, uint64_t base, uint32_t th, float sc, uint64_t key, float beta)
 {
     FOR_EACH(i, n) y[i] = ew_put(y[i], ew_dropout(x[i], key, base + i, th, sc), beta);
 }
 
+// y: [rows][cols][hw] (hw 1: a dense layer's [rows][cols]); b: [cols]
 __global__ void k_bias_add(float *y, const float *b, size_t n, int cols, int hw)
 {
     FOR_EACH(i, n) y[i] += b[(i / (size_t)hw) % (size_t)cols];
 }
 
+// dy: [rows][cols]; db: [cols], one thread per column, rows added in order
 __global__ void k_bias_grad(float *db, const float *dy, int rows, int cols, float beta)
 {
     FOR_EACH(c, (size_t)cols) db[c] = ew_bias_grad_col(dy, rows, cols, (int)c, db[c], beta);
 }
 
+// logits, prob: [rows][classes]; labels: [rows]; loss (double), correct: [rows]; one thread per row
 __global__ void k_softmax_xent_fwd(float *prob, const float *logits, const int32_t *labels, int rows, int classes,
                                    double *loss, int *correct)
 {
@@ -64,6 +70,7 @@ __global__ void k_softmax_xent_bwd(float *dx, const float *prob, const int32_t *
     FOR_EACH(i, n) dx[i] = ew_softmax_xent_bwd(dx[i], prob[i], (int)(i % classes) == labels[i / classes], scale, beta);
 }
 
+// w, g, v: n floats of the parameter arena (v NULL without momentum)
 __global__ void k_sgd(float *w, const float *g, float *v, size_t n, float lr, float m, float wd, int nesterov)
 {
     FOR_EACH(i, n) ew_sgd(w, g, v, i, lr, m, wd, nesterov);
@@ -79,6 +86,7 @@ __global__ void k_add(float *y, const float *x, size_t n, float beta)
     FOR_EACH(i, n) y[i] = ew_add(y[i], x[i], beta);
 }
 
+// x: [rows][C][H][W], y and argmax: [rows][C][OH][OW] (NCHW); one thread per output
 __global__ void k_pool_fwd(dt_pool_cfg c, size_t n, const float *x, float *y, int *argmax)
 {
     size_t plane_out = (size_t)c.oh * c.ow;
@@ -92,6 +100,7 @@ __global__ void k_pool_fwd(dt_pool_cfg c, size_t n, const float *x, float *y, in
     }
 }
 
+// dy, argmax: [rows][C][OH][OW]; dx: [rows][C][H][W]; one thread per input element
 __global__ void k_pool_bwd(dt_pool_cfg c, size_t n, const float *dy, const int *argmax, float *dx, float beta)
 {
     size_t plane_in = (size_t)c.h * c.w, plane_out = (size_t)c.oh * c.ow;
@@ -105,6 +114,7 @@ __global__ void k_pool_bwd(dt_pool_cfg c, size_t n, const float *dy, const int *
     }
 }
 
+// x, y: [rows][C][H][W]; one thread per element, reading its channel window at its pixel
 __global__ void k_lrn_fwd(dt_lrn_cfg c, size_t n, const float *x, float *y)
 {
     size_t hw = (size_t)c.h * c.w;
@@ -126,6 +136,7 @@ __global__ void k_lrn_bwd(dt_lrn_cfg c, size_t n, const float *x, const float *d
     }
 }
 
+// x: [rows][C][H][W]; y: [rows][O][OH][OW]; one thread per output
 __global__ void k_shortcut_fwd(dt_shortcut_cfg c, size_t n, const float *x, float *y)
 {
     FOR_EACH(o, n)
