@@ -24,14 +24,8 @@
 static dt_backend *cpu, *gpu;
 static char msg[512];
 
-static float *randv(size_t n, uint64_t seed, float lo, float hi)
-{
-    float *x = malloc(sizeof *x * (n ? n : 1));
-    dt_rng r;
-    rng_seed(&r, seed, 11);
-    for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * rng_uniform(&r);
-    return x;
-}
+/* the test's random tensors: stream 11 of seed */
+static float *randv(size_t n, uint64_t seed, float lo, float hi) { return rand_floats(n, seed, 11, lo, hi); }
 
 /* device copy of host memory */
 static void *up(const void *h, size_t bytes)

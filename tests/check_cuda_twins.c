@@ -22,14 +22,8 @@ static char msg[512];
 static void setup(void) { ck_assert_int_eq(backend_cpu_create(&cpu, 1), 0); }
 static void teardown(void) { backend_destroy(cpu); }
 
-static float *randv(size_t n, uint64_t seed, float lo, float hi)
-{
-    float *x = malloc(sizeof *x * (n ? n : 1));
-    dt_rng r;
-    rng_seed(&r, seed, 7);
-    for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * rng_uniform(&r);
-    return x;
-}
+/* the test's random tensors: stream 7 of seed */
+static float *randv(size_t n, uint64_t seed, float lo, float hi) { return rand_floats(n, seed, 7, lo, hi); }
 
 static float *dup(const float *x, size_t n)
 {

@@ -90,6 +90,15 @@ const char *write_bytes(const char *name, const void *data, size_t n)
 
 const char *write_text(const char *name, const char *text) { return write_bytes(name, text, strlen(text)); }
 
+float *rand_floats(size_t n, uint64_t seed, uint64_t stream, float lo, float hi)
+{
+    float *x = malloc(sizeof *x * (n ? n : 1));
+    dt_rng r;
+    rng_seed(&r, seed, stream);
+    for (size_t i = 0; x && i < n; i++) x[i] = lo + (hi - lo) * rng_uniform(&r);
+    return x;
+}
+
 void fill_uniform_d(double *x, size_t n, double lo, double hi, uint64_t seed)
 {
     dt_rng r;

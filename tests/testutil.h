@@ -28,6 +28,8 @@ const char *write_bytes(const char *name, const void *data, size_t n);
 const char *write_text(const char *name, const char *text);
 
 /* uniform in [lo, hi) from a fixed-seed stream */
+/* n floats uniform in [lo, hi) from stream `stream` of seed (malloc'd; at least one) */
+float *rand_floats(size_t n, uint64_t seed, uint64_t stream, float lo, float hi);
 void fill_uniform_d(double *x, size_t n, double lo, double hi, uint64_t seed);
 
 #endif
