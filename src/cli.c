@@ -64,6 +64,16 @@ static int check_device(const char *v, const char *origin)
     return dt_fail("%s: expected one of %s, found '%s'", origin, DEVICE_CHOICES, v);
 }
 
+static int check_precision(const char *v, const char *origin)
+{
+    if (strcmp(v, "fp32") == 0 || strcmp(v, "bf16") == 0) return 0;
+    if (strcmp(v, "fp16") == 0)
+        return dt_fail("%s: fp16 is not built yet (it needs loss scaling and a GPU or a CPU with AVX512-FP16); bf16 "
+                       "is, on CPUs with AVX512_BF16 or AMX",
+                       origin);
+    return dt_fail("%s: expected one of fp32|bf16, found '%s'", origin, v);
+}
+
 static const dt_optdef table[] = {
     {"Run", "net", OPT_STRING, "NAME|FILE", OFF(net), 0, 0, NULL, "mlp", 0, 0,
      "network: a built-in name (--list-nets) or a .net file", NULL},
@@ -88,6 +98,9 @@ static const dt_optdef table[] = {
      "compute threads per rank (0: the cores of this host divided by its ranks)", NULL},
     {"Run", "device", OPT_STRING, DEVICE_CHOICES, OFF(device), 0, 0, NULL, "auto", OPT_LOCAL, 0,
      "compute backend (--list-devices; auto: the best one that runs here)", check_device},
+    {"Run", "precision", OPT_STRING, "fp32|bf16", OFF(precision), 0, 0, NULL, "fp32", 0, 0,
+     "what GEMMs and convolutions multiply in: bf16 rounds their inputs to bfloat16 and sums in fp32 (CPUs with "
+     "AVX512_BF16 or AMX; weights, optimizer, batch norm and loss stay fp32)", check_precision},
 #if DT_CUDA_BUILT
     {"Run", "gpu", OPT_INT, "N", OFF(gpu), -1, 1023, NULL, "-1", OPT_LOCAL, 0,
      "the GPU of this rank (-1: its local rank modulo the GPUs of its host)", NULL},

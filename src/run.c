@@ -125,6 +125,7 @@ static int open_net(dt_run *r)
     const dt_opts *o = r->opts;
     r->threads = choose_threads(r);
     dt_backend_opts bo = {.n_threads = r->threads, .device = -1};
+    bo.precision = strcmp(o->precision, "bf16") == 0 ? DT_PRECISION_BF16 : DT_PRECISION_FP32;
 #if DT_CUDA_BUILT
     bo.device = (int)o->gpu, bo.tf32 = o->tf32, bo.exact = o->gpu_exact, bo.workspace_mb = o->gpu_workspace;
 #endif
@@ -511,8 +512,9 @@ static void banner(dt_run *r)
              o->lr_schedule, o->momentum, o->nesterov ? " (Nesterov)" : "", o->wd);
     log_text(r->log, "augmentation: %s; %ld batch%s prefetched\n", aug, o->prefetch, o->prefetch == 1 ? "" : "es");
     if (env->note[0]) log_text(r->log, "%s: %s\n", r->mode->name, env->note);
-    log_text(r->log, "backend %s%s%s%s: %s; %s\n", r->be->name, r->auto_why[0] ? " (auto; " : "", r->auto_why,
-             r->auto_why[0] ? ")" : "", backend_describe(r->be), comm_library());
+    log_text(r->log, "backend %s%s%s%s%s: %s; %s\n", r->be->name, r->auto_why[0] ? " (auto; " : "", r->auto_why,
+             r->auto_why[0] ? ")" : "", strcmp(o->precision, "bf16") == 0 ? ", bf16 GEMMs and convolutions" : "",
+             backend_describe(r->be), comm_library());
     if (p > 1)
         log_text(r->log,
                  "timing model (%s): alpha %.1f us, beta %.3g s/B (%.0f MB/s; %.0f MB/s streamed, %.0f MB/s back to "
@@ -538,6 +540,7 @@ static int record_run(dt_run *r)
     log_summary_field(l, "version", PACKAGE_VERSION, 0);
     log_summary_field(l, "git", DT_GIT_VERSION, 0);
     log_summary_field(l, "backend", r->be->name, 0);
+    log_summary_field(l, "precision", r->opts->precision, 0);
     log_summary_field(l, "libraries", libs, 0);
     log_summary_field(l, "hosts", hosts, 0);
     if (r->opts->data_dir) /* absolute: a rerun may start elsewhere */

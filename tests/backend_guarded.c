@@ -272,7 +272,7 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
         free(g);
         return dt_fail("out of memory");
     }
-    if (backend_cpu_create(&g->in, o->n_threads) != 0) {
+    if (backend_cpu_create_with(&g->in, o) != 0) {
         free(be);
         free(g);
         return -1;

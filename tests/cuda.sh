@@ -14,7 +14,8 @@
 #    seed-to-seed spread on the CPU);
 #  - a checkpoint written on the GPU resumes on the CPU, and the reverse; --gpu-exact runs repeat
 #    bit for bit;
-#  - --gpu 7 on a machine with fewer GPUs, and a batch that cannot fit: clear errors, exit 1.
+#  - --gpu 7 on a machine with fewer GPUs, a batch that cannot fit, --precision bf16 (not built for
+#    GPUs): clear errors, exit 1.
 . "$(dirname "$0")/lib.sh"
 need_mpirun
 export DTRAIN_MODULE_PATH=${DTRAIN_MODULE_PATH:-$top_builddir}
@@ -142,5 +143,8 @@ rc=$?
 rc=$?
 [ $rc = 1 ] && grep -q "are free" "$T/out" && grep -q -- "--batch" "$T/out" || { cat "$T/out"; bad "a batch that cannot fit: exit $rc"; }
 note "too large a batch: $(grep "are free" "$T/out" | head -n 1)"
+"$DTRAIN" --device cuda --precision bf16 --iters 1 > "$T/out" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "runs on the CPU only" "$T/out" || { cat "$T/out"; bad "--device cuda --precision bf16: exit $rc"; }
 [ $failed = 0 ] || fail "$failed of the checks above failed"
 echo "PASS: CPU and GPU agree: training, $(echo ps dsync pipesgd topk gtopk csc terngrad | wc -w) modes, checkpoints both ways, bad cases"

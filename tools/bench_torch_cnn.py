@@ -14,7 +14,11 @@ ceiling.
 
 With WEIGHTS (a safetensors file dtrain wrote), it instead loads them by name and prints the
 test loss and accuracy in evaluation mode: tools/bench compares them with dtrain's on the same
-file, which shows the two nets compute the same function."""
+file, which shows the two nets compute the same function.
+
+lenet (dtrain's nets/lenet.net, 1x28x28, 10 classes) takes only "synthetic". BENCH_PRECISION=bf16
+in the environment runs forward and loss under torch.autocast("cpu", dtype=torch.bfloat16), the
+counterpart of dtrain's --precision bf16 (tools/bench_bf16)."""
 import json, os, struct, sys, time
 import numpy as np
 import torch
@@ -101,7 +105,22 @@ class AlexNet(nn.Module):
         x = F.dropout(F.relu(self.fc7(x)), 0.5, self.training)
         return self.fc8(x)
 
-SIDE = {"cifar-quick": 32, "resnet20": 32, "alexnet": 227}
+class LeNet(nn.Module):
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 20, 5, padding=2)
+        self.conv2 = nn.Conv2d(20, 50, 5, padding=2)
+        self.fc1 = nn.Linear(50 * 7 * 7, 500)
+        self.fc2 = nn.Linear(500, classes)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
+
+SIDE = {"lenet": 28, "cifar-quick": 32, "resnet20": 32, "alexnet": 227}
+CHANNELS = {"lenet": 1}
+CLASSES = {"alexnet": 1000}
 
 def train_flops(model, side):
     """multiply-add FLOPs of one training sample: 2 MACs forward, and backward weights and data"""
@@ -115,7 +134,7 @@ def train_flops(model, side):
     hs = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
     model.eval()
     with torch.no_grad():
-        model(torch.zeros(1, 3, side, side))
+        model(torch.zeros(1, CHANNELS.get(type(model).__name__.lower(), 3), side, side))
     for h in hs:
         h.remove()
     fwd = 2 * sum(layers)
@@ -141,7 +160,8 @@ def main():
     net, d, batch, threads, iters = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
     torch.set_num_threads(threads)
     torch.manual_seed(1)
-    model = {"cifar-quick": CifarQuick, "resnet20": ResNet20, "alexnet": AlexNet}[net]()
+    model = {"lenet": LeNet, "cifar-quick": CifarQuick, "resnet20": ResNet20, "alexnet": AlexNet}[net]()
+    low = os.environ.get("BENCH_PRECISION", "fp32") == "bf16"
     if len(sys.argv) > 6:
         load_weights(model, sys.argv[6])
         if d == "synthetic":
@@ -157,8 +177,8 @@ def main():
         return
     fwd, train = train_flops(model, SIDE[net])
     if d == "synthetic":
-        x = torch.rand(4 * batch, 3, SIDE[net], SIDE[net]) * 4 - 2
-        y = torch.randint(0, 1000, (4 * batch,))
+        x = torch.rand(4 * batch, CHANNELS.get(net, 3), SIDE[net], SIDE[net]) * 4 - 2
+        y = torch.randint(0, CLASSES.get(net, 10), (4 * batch,))
     else:
         x, y = cifar(d, ["data_batch_%d.bin" % i for i in range(1, 6)])
     model.train()
@@ -168,7 +188,9 @@ def main():
     def step(i):
         idx = perm[(i * batch) % (n - batch):(i * batch) % (n - batch) + batch]
         opt.zero_grad(set_to_none=True)
-        F.cross_entropy(model(x[idx]), y[idx]).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=low):
+            loss = F.cross_entropy(model(x[idx]), y[idx])
+        loss.backward()
         opt.step()
     for i in range(5):
         step(i)
@@ -177,7 +199,8 @@ def main():
         step(5 + i)
     t = time.perf_counter() - t0
     print(json.dumps({"samples_per_s": iters * batch / t, "fwd_flop": fwd, "train_flop": train,
-                      "torch": torch.__version__}, separators=(",", ":")))
+                      "torch": torch.__version__,
+                      "precision": "bf16" if low else "fp32"}, separators=(",", ":")))
 
 if __name__ == "__main__":
     main()

@@ -31,7 +31,7 @@ static int cpu_available(char *why, size_t n)
     return 1;
 }
 
-static int cpu_create(dt_backend **out, const dt_backend_opts *o) { return backend_cpu_create(out, o->n_threads); }
+static int cpu_create(dt_backend **out, const dt_backend_opts *o) { return backend_cpu_create_with(out, o); }
 
 static const dt_backend_desc cpu_desc = {
     .name = "cpu",

@@ -163,7 +163,13 @@ typedef struct dt_backend_opts {
     int tf32;      /* --tf32: a GPU may use TensorFloat-32 in GEMMs and convolutions */
     int exact;     /* --gpu-exact: only convolution algorithms whose sums are as exact as the CPU's */
     long workspace_mb; /* --gpu-workspace: the most a convolution algorithm may use (0: the default) */
+    int precision;     /* --precision: DT_PRECISION_FP32, or a backend's GEMMs and convolutions take bf16 inputs */
 } dt_backend_opts;
+
+/* --precision: what GEMMs and convolutions multiply in. bf16: inputs rounded to bfloat16 (to
+ * nearest even), products summed in fp32, results fp32; weights, optimizer state, activations
+ * between layers, batch norm, softmax and the loss stay fp32 (mixed precision, as autocast). */
+enum { DT_PRECISION_FP32 = 0, DT_PRECISION_BF16 = 1 };
 
 /* A backend kind: built in, or a module loaded on first use (dtrain-NAME.so, as Open MPI loads its
  * components), so that a build with CUDA still runs where there is no CUDA. */
@@ -184,7 +190,7 @@ typedef struct dt_backend_desc {
 
 /* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
  * which returns NULL when it was built for another ABI. */
-#define DT_BACKEND_ABI 2
+#define DT_BACKEND_ABI 3
 typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
 
 /* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise
@@ -212,6 +218,8 @@ void backend_destroy(dt_backend *be);
 /* The CPU backend (oneDNN for GEMM and the CNN ops, plain vectorised loops for the rest): the
  * registry's "cpu"; exported for the guarded test backend, which wraps its kernels. */
 int backend_cpu_create(dt_backend **out, int n_threads);
+/* ... with every option of o (n_threads, precision; a CPU without bf16 instructions refuses bf16) */
+int backend_cpu_create_with(dt_backend **out, const dt_backend_opts *o);
 const char *backend_cpu_describe(void);
 
 #endif

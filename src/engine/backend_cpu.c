@@ -86,8 +86,8 @@ static int cpu_memory(dt_backend *be, size_t *free_bytes, size_t *total_bytes)
 static int cpu_gemm(dt_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                      const float *b, int ldb, float beta, float *c, int ldc)
 {
-    (void)be;
     if (m <= 0 || n <= 0) return 0;
+    if (k > 0 && ((cpu_impl *)be->impl)->bf16) return cpu_gemm_bf16(be, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     if (k <= 0) { /* C = beta*C, which a GEMM with k = 0 means but not every library accepts */
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) c[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[(size_t)i * ldc + j];
@@ -98,6 +98,41 @@ static int cpu_gemm(dt_backend *be, int ta, int tb, int m, int n, int k, float a
         return dt_fail("oneDNN sgemm %c%c m=%d n=%d k=%d lda=%d ldb=%d ldc=%d: status %d", ta ? 'T' : 'N',
                        tb ? 'T' : 'N', m, n, k, lda, ldb, ldc, (int)s);
     return 0;
+}
+
+/* round to nearest even; a NaN stays a (quiet) NaN */
+static inline uint16_t bf16_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+DT_CLONES static void round_rows(uint16_t *restrict dst, const float *restrict src, size_t r0, size_t r1, size_t cols,
+                                 size_t ld)
+{
+    for (size_t r = r0; r < r1; r++) {
+#pragma omp simd
+        for (size_t c = 0; c < cols; c++) dst[r * cols + c] = bf16_of(src[r * ld + c]);
+    }
+}
+
+void cpu_round_bf16(int n_threads, uint16_t *dst, const float *src, size_t rows, size_t cols, size_t ld)
+{
+    int nt = rows * cols >= PAR_MIN && rows > 1 ? n_threads : 1;
+    if (nt <= 1) {
+        round_rows(dst, src, 0, rows, cols, ld);
+        return;
+    }
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int t = 0; t < nt; t++) round_rows(dst, src, rows * t / nt, rows * (t + 1) / nt, cols, ld);
+}
+
+int cpu_has_bf16(void)
+{
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), want = (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+    return (isa & want) == want;
 }
 
 DT_CLONES static int cpu_bias_add(dt_backend *be, float *y, const float *b, int rows, int cols)
@@ -307,6 +342,17 @@ static void cpu_destroy(dt_backend *be)
 
 int backend_cpu_create(dt_backend **out, int n_threads)
 {
+    dt_backend_opts o = {.n_threads = n_threads, .device = -1};
+    return backend_cpu_create_with(out, &o);
+}
+
+int backend_cpu_create_with(dt_backend **out, const dt_backend_opts *o)
+{
+    int n_threads = o->n_threads;
+    if (o->precision == DT_PRECISION_BF16 && !cpu_has_bf16())
+        return dt_fail("--precision bf16: this CPU (%s) has neither AVX512_BF16 nor AMX, and emulated bf16 "
+                       "would run slower than fp32; use --precision fp32",
+                       backend_cpu_describe());
     dt_backend *be = calloc(1, sizeof *be);
     cpu_impl *impl = calloc(1, sizeof *impl);
     if (!be || !impl) {
@@ -315,6 +361,7 @@ int backend_cpu_create(dt_backend **out, int n_threads)
         return dt_fail("out of memory");
     }
     be->impl = impl;
+    impl->bf16 = o->precision == DT_PRECISION_BF16;
     be->name = "cpu";
     be->host_memory = 1;
     be->n_threads = n_threads < 1 ? 1 : n_threads;

@@ -11,6 +11,10 @@
 typedef struct cpu_impl {
     dnnl_engine_t eng;
     dnnl_stream_t stream;
+    int bf16;                 /* --precision bf16: GEMMs and convolutions on bf16 inputs */
+    struct gemm_bf16 *gemm;   /* bf16 GEMMs' primitives by shape (backend_cpu_dnnl.c) */
+    uint16_t *ab16;           /* the operands of the last bf16 GEMM, rounded */
+    size_t ab16_n;
 } cpu_impl;
 
 int backend_cpu_dnnl_init(dt_backend *be);
@@ -22,5 +26,13 @@ int cpu_bn_backward(const dt_bn_cfg *cfg, int n_threads, int rows, const float *
                     const float *mean, const float *var, const float *dy, float *dx, float dx_beta, float *dscale,
                     float *dshift);
 void backend_cpu_dnnl_fini(dt_backend *be);
+/* C = alpha * op(A) op(B) + beta * C as backend.h's gemm, with A and B rounded to bf16 and the
+ * products summed in fp32 (oneDNN's matmul) */
+int cpu_gemm_bf16(dt_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                  const float *b, int ldb, float beta, float *c, int ldc);
+/* dst[r][c] = src[r * ld + c] rounded to bfloat16 (to nearest even, as the CPU's vcvtneps2bf16) */
+void cpu_round_bf16(int n_threads, uint16_t *dst, const float *src, size_t rows, size_t cols, size_t ld);
+/* 1 when oneDNN runs bf16 on this CPU's own instructions (AVX512_BF16 or AMX) */
+int cpu_has_bf16(void);
 
 #endif

@@ -51,11 +51,16 @@ static void destroy_all(dnnl_primitive_t *ps, size_t n_ps, dnnl_memory_t *ms, si
 
 static dnnl_format_tag_t tag_of(dt_layout l) { return l == DT_LAYOUT_BLOCK16 ? dnnl_nChw16c : dnnl_nchw; }
 
-static void md4(dnnl_memory_desc_t *md, int n, int c, int h, int w, dt_layout l)
+static void md4t(dnnl_memory_desc_t *md, int n, int c, int h, int w, dt_layout l, dnnl_data_type_t t)
 {
     dnnl_dims_t d = {n, c, h, w};
-    dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, tag_of(l));
+    dnnl_memory_desc_init_by_tag(md, 4, d, t, tag_of(l));
 }
+
+static void md4(dnnl_memory_desc_t *md, int n, int c, int h, int w, dt_layout l) { md4t(md, n, c, h, w, l, dnnl_f32); }
+
+/* what a convolution multiplies in: bf16 under --precision bf16 */
+static dnnl_data_type_t lo_type(dt_backend *be) { return ((cpu_impl *)be->impl)->bf16 ? dnnl_bf16 : dnnl_f32; }
 
 /* a memory object for an md; its data handle is set before each use */
 static int mem(dt_backend *be, dnnl_memory_t *m, const dnnl_memory_desc_t *md)
@@ -126,6 +131,13 @@ static dnnl_primitive_t prim_of(dnnl_primitive_desc_t pd)
 
 enum { PLAN_CONV, PLAN_POOL, PLAN_BN, PLAN_LRN, PLAN_REORDER };
 
+/* Under --precision bf16 the primitives take bf16 sources, weights and output gradients and write
+ * fp32 outputs and gradients: x and dy are rounded into the entry's own buffers by reorders
+ * (x_lo, x_w, dy_lo, dy_w), the weights by theirs. Where a layer's activations are plain (channels
+ * not a multiple of 16) and it has 16 channels or more, the bf16 primitives choose their own
+ * formats (oneDNN's blocked bf16 kernels, 1.7x its GEMM-based bf16 convolution on lenet's conv2
+ * here) and y and dx are reordered back (y_out, dx_out). In fp32 every one of these reorders is
+ * empty and passes the pointers through. */
 typedef struct conv_entry {
     int rows;
     dnnl_primitive_t fwd, bwd_data, bwd_w;
@@ -133,7 +145,10 @@ typedef struct conv_entry {
     dnnl_memory_t d_src, d_wei_w, d_dst;             /* bwd data: weights in its format */
     dnnl_memory_t b_src, d_wei, d_bias, b_d_dst;     /* bwd weights */
     reorder w_fwd, w_bwd, dw_out;                    /* user weights -> fwd / bwd-data formats; dw -> user */
+    reorder x_lo, x_w, dy_lo, dy_w;                  /* x -> fwd's, bwd weights' src; dy -> bwd data's, weights' */
+    reorder y_out, dx_out;                           /* fwd's dst, bwd data's diff_src -> the layer's layout */
     float *dw_buf;                                   /* the weight gradient in the primitive's format */
+    float *y_buf, *dx_buf;                           /* y and dx in the primitives' formats (with y_out, dx_out) */
     float *tmp;                                      /* dx when adding */
 } conv_entry;
 
@@ -191,60 +206,88 @@ static int keep(plan *p, void *e)
 
 /* ---- convolution ------------------------------------------------------------------------------- */
 
-static void wei_md(const dt_conv_cfg *c, dnnl_memory_desc_t *md, int any)
+static void wei_md(const dt_conv_cfg *c, dnnl_memory_desc_t *md, int any, dnnl_data_type_t t)
 {
     if (c->groups == 1) {
         dnnl_dims_t d = {c->o, c->c, c->kh, c->kw};
-        dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, any ? dnnl_format_tag_any : dnnl_oihw);
+        dnnl_memory_desc_init_by_tag(md, 4, d, t, any ? dnnl_format_tag_any : dnnl_oihw);
     } else {
         dnnl_dims_t d = {c->groups, c->o / c->groups, c->c / c->groups, c->kh, c->kw};
-        dnnl_memory_desc_init_by_tag(md, 5, d, dnnl_f32, any ? dnnl_format_tag_any : dnnl_goihw);
+        dnnl_memory_desc_init_by_tag(md, 5, d, t, any ? dnnl_format_tag_any : dnnl_goihw);
     }
 }
 
 static int conv_entry_make(dt_backend *be, const dt_conv_cfg *c, int rows, conv_entry *e)
 {
-    dnnl_memory_desc_t src, dst, wany, wuser, bias;
+    dnnl_memory_desc_t src, dst, src_p, dst_p, dsrc_p, ddst_p, wany, wany_lo, wuser, bias;
     dnnl_convolution_desc_t fd, bd, wd;
     dnnl_primitive_desc_t fpd = NULL, bpd = NULL, wpd = NULL;
     dnnl_dims_t st = {c->sh, c->sw}, pl = {c->pt, c->pl}, pr = {c->pb, c->pr}, bdims = {c->o};
+    dnnl_data_type_t lo = lo_type(be);
+    int own = lo != dnnl_f32 && c->c >= 16 && (c->in_layout == DT_LAYOUT_PLAIN || c->out_layout == DT_LAYOUT_PLAIN);
     int rc = -1;
     e->rows = rows;
     md4(&src, rows, c->c, c->h, c->w, c->in_layout);
     md4(&dst, rows, c->o, c->oh, c->ow, c->out_layout);
-    wei_md(c, &wany, 1);
-    wei_md(c, &wuser, 0);
+    if (own) { /* the primitives' own formats */
+        dnnl_dims_t sd = {rows, c->c, c->h, c->w}, dd = {rows, c->o, c->oh, c->ow};
+        dnnl_memory_desc_init_by_tag(&src_p, 4, sd, lo, dnnl_format_tag_any);
+        dnnl_memory_desc_init_by_tag(&dsrc_p, 4, sd, dnnl_f32, dnnl_format_tag_any);
+        dnnl_memory_desc_init_by_tag(&dst_p, 4, dd, dnnl_f32, dnnl_format_tag_any);
+        dnnl_memory_desc_init_by_tag(&ddst_p, 4, dd, lo, dnnl_format_tag_any);
+    } else { /* the layer's layouts; the inputs in the type the primitives multiply in */
+        md4t(&src_p, rows, c->c, c->h, c->w, c->in_layout, lo);
+        md4t(&ddst_p, rows, c->o, c->oh, c->ow, c->out_layout, lo);
+        dsrc_p = src, dst_p = dst;
+    }
+    wei_md(c, &wany, 1, dnnl_f32);
+    wei_md(c, &wany_lo, 1, lo);
+    wei_md(c, &wuser, 0, dnnl_f32);
     dnnl_memory_desc_init_by_tag(&bias, 1, bdims, dnnl_f32, dnnl_a);
-    DN(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &src, &wany,
-                                          c->bias ? &bias : NULL, &dst, st, pl, pr),
+    /* forward: lo x, lo w -> fp32 y; backward data: lo dy, lo w -> fp32 dx; weights: lo x, lo dy -> fp32 dw */
+    DN(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &src_p, &wany_lo,
+                                          c->bias ? &bias : NULL, &dst_p, st, pl, pr),
        "convolution forward");
     DN(dnnl_primitive_desc_create(&fpd, &fd, NULL, eng(be), NULL), "convolution forward");
-    DN(dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &src, &wany, &dst, st, pl, pr),
+    DN(dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &dsrc_p, &wany_lo, &ddst_p, st, pl, pr),
        "convolution backward data");
     if (dnnl_primitive_desc_create(&bpd, &bd, NULL, eng(be), fpd) != dnnl_success) {
         dt_fail("oneDNN: no backward-data convolution for this layer");
         goto out;
     }
-    if (dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &src, &wany, c->bias ? &bias : NULL,
-                                                     &dst, st, pl, pr) != dnnl_success ||
+    if (dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &src_p, &wany,
+                                                     c->bias ? &bias : NULL, &ddst_p, st, pl, pr) != dnnl_success ||
         dnnl_primitive_desc_create(&wpd, &wd, NULL, eng(be), fpd) != dnnl_success) {
         dt_fail("oneDNN: no backward-weights convolution for this layer");
         goto out;
     }
-    const dnnl_memory_desc_t *fw = dnnl_primitive_desc_query_md(fpd, dnnl_query_weights_md, 0);
-    const dnnl_memory_desc_t *bw = dnnl_primitive_desc_query_md(bpd, dnnl_query_weights_md, 0);
-    const dnnl_memory_desc_t *dw = dnnl_primitive_desc_query_md(wpd, dnnl_query_diff_weights_md, 0);
+#define Q(pd, what) dnnl_primitive_desc_query_md(pd, what, 0)
+    const dnnl_memory_desc_t *fw = Q(fpd, dnnl_query_weights_md), *bw = Q(bpd, dnnl_query_weights_md),
+                             *dw = Q(wpd, dnnl_query_diff_weights_md), *fs = Q(fpd, dnnl_query_src_md),
+                             *fdst = Q(fpd, dnnl_query_dst_md), *bs = Q(bpd, dnnl_query_diff_src_md),
+                             *bdd = Q(bpd, dnnl_query_diff_dst_md), *ws = Q(wpd, dnnl_query_src_md),
+                             *wdd = Q(wpd, dnnl_query_diff_dst_md);
+#undef Q
     if (!(e->fwd = prim_of(fpd)) || !(e->bwd_data = prim_of(bpd)) || !(e->bwd_w = prim_of(wpd))) {
         dt_fail("oneDNN: cannot create the convolution primitives");
         goto out;
     }
-    if (mem(be, &e->src, &src) || mem(be, &e->wei, fw) || mem(be, &e->bias, &bias) || mem(be, &e->dst, &dst) ||
-        mem(be, &e->d_src, &src) || mem(be, &e->d_wei_w, bw) || mem(be, &e->d_dst, &dst) || mem(be, &e->b_src, &src) ||
-        mem(be, &e->d_wei, dw) || mem(be, &e->d_bias, &bias) || mem(be, &e->b_d_dst, &dst) ||
+    if (mem(be, &e->src, fs) || mem(be, &e->wei, fw) || mem(be, &e->bias, &bias) || mem(be, &e->dst, fdst) ||
+        mem(be, &e->d_src, bs) || mem(be, &e->d_wei_w, bw) || mem(be, &e->d_dst, bdd) || mem(be, &e->b_src, ws) ||
+        mem(be, &e->d_wei, dw) || mem(be, &e->d_bias, &bias) || mem(be, &e->b_d_dst, wdd) ||
         reorder_make(be, &e->w_fwd, &wuser, fw, 1) || reorder_make(be, &e->w_bwd, &wuser, bw, 1) ||
-        reorder_make(be, &e->dw_out, dw, &wuser, 0))
+        reorder_make(be, &e->dw_out, dw, &wuser, 0) || reorder_make(be, &e->x_lo, &src, fs, 1) ||
+        reorder_make(be, &e->dy_lo, &dst, bdd, 1) || reorder_make(be, &e->y_out, fdst, &dst, 0) ||
+        reorder_make(be, &e->dx_out, bs, &src, 0))
         goto out;
-    if (e->dw_out.prim && !(e->dw_buf = dt_alloc(dnnl_memory_desc_get_size(dw)))) goto out;
+    /* the weights' pass takes x and dy as the others do (then it reuses their reorders), or its own */
+    if ((!dnnl_memory_desc_equal(ws, fs) && reorder_make(be, &e->x_w, &src, ws, 1)) ||
+        (!dnnl_memory_desc_equal(wdd, bdd) && reorder_make(be, &e->dy_w, &dst, wdd, 1)))
+        goto out;
+    if ((e->dw_out.prim && !(e->dw_buf = dt_alloc(dnnl_memory_desc_get_size(dw)))) ||
+        (e->y_out.prim && !(e->y_buf = dt_alloc(dnnl_memory_desc_get_size(fdst)))) ||
+        (e->dx_out.prim && !(e->dx_buf = dt_alloc(dnnl_memory_desc_get_size(bs)))))
+        goto out;
     rc = 0;
 out:
     if (fpd) dnnl_primitive_desc_destroy(fpd);
@@ -279,13 +322,14 @@ static int cpu_conv_fwd(dt_backend *be, void *pv, int rows, const float *x, cons
     if (rows <= 0) return 0;
     conv_entry *e = conv_get(be, pv, rows);
     if (!e) return -1;
-    const float *wf = reorder_run(be, &e->w_fwd, w, NULL);
-    if (!wf) return -1;
-    set(e->src, x), set(e->wei, wf), set(e->dst, y);
+    const float *wf = reorder_run(be, &e->w_fwd, w, NULL), *xl = reorder_run(be, &e->x_lo, x, NULL);
+    if (!wf || !xl) return -1;
+    set(e->src, xl), set(e->wei, wf), set(e->dst, e->y_out.prim ? e->y_buf : y);
     if (b) set(e->bias, b);
     dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_WEIGHTS, e->wei}, {DNNL_ARG_DST, e->dst},
                            {DNNL_ARG_BIAS, e->bias}};
-    return run(be, e->fwd, b ? 4 : 3, a, "convolution forward");
+    if (run(be, e->fwd, b ? 4 : 3, a, "convolution forward") != 0) return -1;
+    return e->y_out.prim && !reorder_run(be, &e->y_out, e->y_buf, y) ? -1 : 0;
 }
 
 static int cpu_conv_bwd(dt_backend *be, void *pv, int rows, const float *x, const float *w, const float *dy, float *dx,
@@ -296,20 +340,26 @@ static int cpu_conv_bwd(dt_backend *be, void *pv, int rows, const float *x, cons
     if (rows <= 0) return 0;
     conv_entry *e = conv_get(be, pv, rows);
     if (!e) return -1;
+    const float *dyl = reorder_run(be, &e->dy_lo, dy, NULL);
+    if (!dyl) return -1;
     if (dx) {
         size_t n = be->act_size(be, c->in_layout, rows, c->c, c->h, c->w);
         float *out = dx_target(dx, dx_beta, &e->tmp, n);
         if (!out) return -1;
         const float *wb = reorder_run(be, &e->w_bwd, w, NULL);
         if (!wb) return -1;
-        set(e->d_dst, dy), set(e->d_wei_w, wb), set(e->d_src, out);
+        set(e->d_dst, dyl), set(e->d_wei_w, wb), set(e->d_src, e->dx_out.prim ? e->dx_buf : out);
         dnnl_exec_arg_t a[] = {{DNNL_ARG_DIFF_DST, e->d_dst}, {DNNL_ARG_WEIGHTS, e->d_wei_w}, {DNNL_ARG_DIFF_SRC, e->d_src}};
         if (run(be, e->bwd_data, 3, a, "convolution backward data") != 0) return -1;
+        if (e->dx_out.prim && !reorder_run(be, &e->dx_out, e->dx_buf, out)) return -1;
         if (dx_beta != 0.0f && be->add(be, dx, e->tmp, n, 1.0f) != 0) return -1;
     }
     if (dw) {
         float *out = e->dw_out.prim ? e->dw_buf : dw;
-        set(e->b_src, x), set(e->b_d_dst, dy), set(e->d_wei, out);
+        const float *xw = reorder_run(be, e->x_w.prim ? &e->x_w : &e->x_lo, x, NULL),
+                    *dyw = e->dy_w.prim ? reorder_run(be, &e->dy_w, dy, NULL) : dyl;
+        if (!xw || !dyw) return -1;
+        set(e->b_src, xw), set(e->b_d_dst, dyw), set(e->d_wei, out);
         if (db) set(e->d_bias, db);
         dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, e->b_src}, {DNNL_ARG_DIFF_DST, e->b_d_dst},
                                {DNNL_ARG_DIFF_WEIGHTS, e->d_wei}, {DNNL_ARG_DIFF_BIAS, e->d_bias}};
@@ -327,7 +377,15 @@ static void conv_entry_free(conv_entry *e)
     reorder_free(&e->w_fwd);
     reorder_free(&e->w_bwd);
     reorder_free(&e->dw_out);
+    reorder_free(&e->x_lo);
+    reorder_free(&e->x_w);
+    reorder_free(&e->dy_lo);
+    reorder_free(&e->dy_w);
+    reorder_free(&e->y_out);
+    reorder_free(&e->dx_out);
     dt_free(e->dw_buf);
+    dt_free(e->y_buf);
+    dt_free(e->dx_buf);
     dt_free(e->tmp);
     free(e);
 }
@@ -628,6 +686,114 @@ static void cpu_plan_free(dt_backend *be, void *pv)
     free(p);
 }
 
+/* ---- GEMM in bf16 (--precision bf16) ------------------------------------------------------------ */
+
+/* oneDNN's matmul on bf16 operands with an fp32 result: alpha as its output scale, beta as a sum
+ * post-op. A primitive per shape, kept (a net has a few dozen GEMM shapes); the operands are
+ * rounded into one buffer of the backend, op(A) and op(B) expressed as strides. */
+#define GEMM_KEEP 64
+
+typedef struct gemm_bf16 {
+    int ta, tb, m, n, k, ldc;
+    float alpha, beta;
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, c;
+} gemm_bf16;
+
+static void gemm_entry_free(gemm_bf16 *g)
+{
+    dnnl_primitive_t ps[] = {g->prim};
+    dnnl_memory_t ms[] = {g->a, g->b, g->c};
+    destroy_all(ps, 1, ms, 3);
+    memset(g, 0, sizeof *g);
+}
+
+static int gemm_entry_make(dt_backend *be, gemm_bf16 *g)
+{
+    dnnl_memory_desc_t a, b, c;
+    dnnl_matmul_desc_t d;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_dims_t ad = {g->m, g->k}, bd = {g->k, g->n}, cd = {g->m, g->n};
+    /* A and B are rounded as stored (A: m x k, or k x m when transposed), densely */
+    dnnl_dims_t as = {g->ta ? 1 : g->k, g->ta ? g->m : 1}, bs = {g->tb ? 1 : g->n, g->tb ? g->k : 1},
+                cs = {g->ldc, 1};
+    int rc = -1;
+    DN(dnnl_memory_desc_init_by_strides(&a, 2, ad, dnnl_bf16, as), "bf16 GEMM");
+    DN(dnnl_memory_desc_init_by_strides(&b, 2, bd, dnnl_bf16, bs), "bf16 GEMM");
+    DN(dnnl_memory_desc_init_by_strides(&c, 2, cd, dnnl_f32, cs), "bf16 GEMM");
+    DN(dnnl_matmul_desc_init(&d, &a, &b, NULL, &c), "bf16 GEMM");
+    DN(dnnl_primitive_attr_create(&attr), "bf16 GEMM");
+    if (dnnl_primitive_attr_set_output_scales(attr, 1, 0, &g->alpha) != dnnl_success) goto fail;
+    if (g->beta != 0.0f) {
+        if (dnnl_post_ops_create(&po) != dnnl_success || dnnl_post_ops_append_sum(po, g->beta) != dnnl_success ||
+            dnnl_primitive_attr_set_post_ops(attr, po) != dnnl_success)
+            goto fail;
+    }
+    if (dnnl_primitive_desc_create(&pd, &d, attr, eng(be), NULL) != dnnl_success || !(g->prim = prim_of(pd))) goto fail;
+    if (mem(be, &g->a, &a) || mem(be, &g->b, &b) || mem(be, &g->c, &c)) goto out;
+    rc = 0;
+    goto out;
+fail:
+    dt_fail("oneDNN: no bf16 matmul for %c%c m=%d n=%d k=%d ldc=%d", g->ta ? 'T' : 'N', g->tb ? 'T' : 'N', g->m, g->n,
+            g->k, g->ldc);
+out:
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (po) dnnl_post_ops_destroy(po);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (rc != 0) gemm_entry_free(g);
+    return rc;
+}
+
+static gemm_bf16 *gemm_get(dt_backend *be, int ta, int tb, int m, int n, int k, float alpha, float beta, int ldc)
+{
+    cpu_impl *ci = be->impl;
+    if (!ci->gemm && !(ci->gemm = calloc(GEMM_KEEP, sizeof *ci->gemm))) {
+        dt_fail("out of memory");
+        return NULL;
+    }
+    gemm_bf16 *g = ci->gemm, *slot = NULL;
+    for (int i = 0; i < GEMM_KEEP; i++) {
+        if (!g[i].prim) {
+            if (!slot) slot = &g[i];
+            continue;
+        }
+        if (g[i].ta == ta && g[i].tb == tb && g[i].m == m && g[i].n == n && g[i].k == k && g[i].ldc == ldc &&
+            g[i].alpha == alpha && g[i].beta == beta)
+            return &g[i];
+    }
+    if (!slot) { /* full: start again (a run's shapes repeat, so this happens only with very many) */
+        for (int i = 0; i < GEMM_KEEP; i++) gemm_entry_free(&g[i]);
+        slot = g;
+    }
+    *slot = (gemm_bf16){.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .ldc = ldc, .alpha = alpha, .beta = beta};
+    return gemm_entry_make(be, slot) == 0 ? slot : NULL;
+}
+
+int cpu_gemm_bf16(dt_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                  const float *b, int ldb, float beta, float *c, int ldc)
+{
+    cpu_impl *ci = be->impl;
+    size_t na = (size_t)m * k, nb = (size_t)k * n;
+    gemm_bf16 *g = gemm_get(be, ta, tb, m, n, k, alpha, beta, ldc);
+    if (!g) return -1;
+    if (ci->ab16_n < na + nb) {
+        uint16_t *p = dt_alloc((na + nb) * sizeof *p);
+        if (!p) return -1;
+        dt_free(ci->ab16);
+        ci->ab16 = p, ci->ab16_n = na + nb;
+    }
+    uint16_t *a16 = ci->ab16, *b16 = ci->ab16 + na;
+    cpu_round_bf16(be->n_threads, a16, a, ta ? k : m, ta ? m : k, lda);
+    cpu_round_bf16(be->n_threads, b16, b, tb ? n : k, tb ? k : n, ldb);
+    set(g->a, a16), set(g->b, b16), set(g->c, c);
+    dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, g->a}, {DNNL_ARG_WEIGHTS, g->b}, {DNNL_ARG_DST, g->c}};
+    if (dnnl_primitive_execute(g->prim, stream(be), 3, args) != dnnl_success)
+        return dt_fail("oneDNN: bf16 GEMM %c%c m=%d n=%d k=%d failed", ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k);
+    return 0;
+}
+
 const char *backend_cpu_describe(void)
 {
     static char buf[96];
@@ -678,6 +844,10 @@ int backend_cpu_dnnl_init(dt_backend *be)
 void backend_cpu_dnnl_fini(dt_backend *be)
 {
     cpu_impl *c = be->impl;
+    if (c->gemm)
+        for (int i = 0; i < GEMM_KEEP; i++) gemm_entry_free(&c->gemm[i]);
+    free(c->gemm);
+    dt_free(c->ab16);
     if (c->stream) dnnl_stream_destroy(c->stream);
     if (c->eng) dnnl_engine_destroy(c->eng);
 }

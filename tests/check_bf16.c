@@ -1,0 +1,209 @@
+/* --precision bf16 on the CPU backend: its GEMMs and convolutions equal the double reference
+ * applied to inputs rounded to bfloat16 (to nearest even, rounded here by our own function, not
+ * the backend's), within fp32 summation tolerances; and they differ from the reference on the
+ * unrounded inputs, so a backend that ignored bf16 would fail. Skips (77) on a CPU without bf16
+ * instructions, where the backend refuses bf16 (tests/precision.sh checks that message). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "ref.h"
+#include "rng.h"
+#include "testutil.h"
+#include "util.h"
+
+/* products of bf16 values are exact in fp32; what is left is fp32 summation over at most a few
+ * thousand terms of U(-1,1) */
+#define TOL_ATOL 2e-5
+#define TOL_RTOL 1e-4
+
+static dt_backend *be;
+static char msg[1024];
+
+static void setup(void)
+{
+    dt_backend_opts o = {.n_threads = 2, .device = -1, .precision = DT_PRECISION_BF16};
+    ck_assert_msg(backend_cpu_create_with(&be, &o) == 0, "%s", dt_errmsg());
+}
+static void teardown(void) { backend_destroy(be); }
+
+/* to nearest even, as IEEE; inputs here are finite and normal */
+static double bf16(double v)
+{
+    float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t lsb = (u >> 16) & 1;
+    u = (u + 0x7fffu + lsb) & 0xffff0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static double *rounded(const double *x, size_t n)
+{
+    double *r = malloc(sizeof *r * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) r[i] = bf16(x[i]);
+    return r;
+}
+
+static double *rnd(size_t n, uint64_t seed)
+{
+    double *x = malloc(sizeof *x * (n ? n : 1));
+    fill_uniform_d(x, n, -1, 1, seed);
+    return x;
+}
+
+static float *dev(const double *x, size_t n)
+{
+    float *d = be->alloc(be, sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) d[i] = (float)x[i];
+    return d;
+}
+
+/* 1 when some element of got is farther from ref than the tolerance: the result is not fp32's */
+static int differs(const float *got, const double *ref, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fabs(got[i] - ref[i]) > TOL_ATOL + TOL_RTOL * fabs(ref[i])) return 1;
+    return 0;
+}
+
+/* C = alpha op(A) op(B) + beta C, every transposition, odd sizes, padded leading dimensions */
+START_TEST(gemm_rounds_operands)
+{
+    const int shapes[][3] = {{1, 1, 1}, {3, 7, 33}, {33, 17, 100}, {64, 10, 784}, {7, 130, 3}, {100, 300, 256}};
+    for (size_t s = 0; s < DT_ARRAY_LEN(shapes); s++)
+        for (int t = 0; t < 8; t++) {
+            int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], ta = t & 1, tb = (t >> 1) & 1;
+            float alpha = t & 4 ? 0.5f : 1.0f, beta = t & 4 ? 1.0f : 0.0f;
+            int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+            int lda = ac + (int)(s % 3), ldb = bc + 1, ldc = n + 2;
+            double *a = rnd((size_t)ar * lda, 10 + s * 8 + t), *b = rnd((size_t)br * ldb, 20 + s * 8 + t),
+                   *c0 = rnd((size_t)m * ldc, 30 + s * 8 + t);
+            double *ra = rounded(a, (size_t)ar * lda), *rb = rounded(b, (size_t)br * ldb);
+            double *want = malloc(sizeof(double) * m * ldc), *plain = malloc(sizeof(double) * m * ldc);
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < ldc; j++) {
+                    double sr = 0, sp = 0;
+                    for (int l = 0; l < k && j < n; l++) {
+                        size_t ia = ta ? (size_t)l * lda + i : (size_t)i * lda + l,
+                               ib = tb ? (size_t)j * ldb + l : (size_t)l * ldb + j;
+                        sr += ra[ia] * rb[ib], sp += a[ia] * b[ib];
+                    }
+                    double keep = (float)c0[(size_t)i * ldc + j];
+                    want[(size_t)i * ldc + j] = j < n ? alpha * sr + beta * keep : keep;
+                    plain[(size_t)i * ldc + j] = j < n ? alpha * sp + beta * keep : keep;
+                }
+            float *da = dev(a, (size_t)ar * lda), *db = dev(b, (size_t)br * ldb), *dc = dev(c0, (size_t)m * ldc);
+            ck_assert_msg(be->gemm(be, ta, tb, m, n, k, alpha, da, lda, db, ldb, beta, dc, ldc) == 0, "%s", dt_errmsg());
+            char what[96];
+            snprintf(what, sizeof what, "%c%c m=%d n=%d k=%d alpha %g beta %g", ta ? 'T' : 'N', tb ? 'T' : 'N', m, n,
+                     k, alpha, beta);
+            ck_assert_msg(close_f32_f64(dc, want, (size_t)m * ldc, TOL_ATOL, TOL_RTOL, what, msg, sizeof msg), "%s",
+                          msg);
+            if (k >= 33) ck_assert_msg(differs(dc, plain, (size_t)m * ldc), "%s: equals fp32's GEMM", what);
+            be->free(be, da), be->free(be, db), be->free(be, dc);
+            free(a), free(b), free(c0), free(ra), free(rb), free(want), free(plain);
+        }
+}
+END_TEST
+
+/* convolutions forward and backward in both layouts, groups, strides, bias; dx written and added */
+START_TEST(conv_rounds_operands)
+{
+    const struct {
+        int rows, c, h, w, o, k, s, p, groups, bias;
+    } cases[] = {{2, 3, 9, 9, 16, 3, 1, 1, 1, 1}, {3, 16, 8, 8, 32, 3, 2, 1, 1, 0}, {1, 32, 7, 7, 32, 1, 1, 0, 1, 1},
+                 {2, 8, 11, 11, 6, 5, 1, 2, 2, 1}, {4, 1, 28, 28, 20, 5, 1, 0, 1, 1}, {2, 20, 12, 12, 50, 5, 1, 0, 1, 0}};
+    for (size_t t = 0; t < DT_ARRAY_LEN(cases); t++) {
+        ref_conv g = {.rows = cases[t].rows, .c = cases[t].c, .h = cases[t].h, .w = cases[t].w, .o = cases[t].o,
+                      .kh = cases[t].k, .kw = cases[t].k, .sh = cases[t].s, .sw = cases[t].s, .pt = cases[t].p,
+                      .pl = cases[t].p, .groups = cases[t].groups};
+        g.oh = (g.h + 2 * g.pt - g.kh) / g.sh + 1, g.ow = (g.w + 2 * g.pl - g.kw) / g.sw + 1;
+        int bias = cases[t].bias;
+        size_t nx = (size_t)g.rows * g.c * g.h * g.w, nw = (size_t)g.o * (g.c / g.groups) * g.kh * g.kw,
+               ny = (size_t)g.rows * g.o * g.oh * g.ow;
+        double *x = rnd(nx, 100 + t), *w = rnd(nw, 200 + t), *b = rnd(g.o, 300 + t), *dy = rnd(ny, 400 + t);
+        double *rx = rounded(x, nx), *rw = rounded(w, nw), *rdy = rounded(dy, ny);
+        double *y = malloc(sizeof(double) * ny), *yp = malloc(sizeof(double) * ny), *dx = malloc(sizeof(double) * nx),
+               *dx2 = malloc(sizeof(double) * nx), *dw = malloc(sizeof(double) * nw), *db = malloc(sizeof(double) * g.o),
+               *x0 = rnd(nx, 500 + t);
+        ref_conv_fwd(&g, rx, rw, bias ? b : NULL, y);
+        ref_conv_fwd(&g, x, w, bias ? b : NULL, yp);
+        ref_conv_bwd(&g, rx, rw, rdy, dx, dw, db);
+        for (size_t i = 0; i < nx; i++) dx2[i] = (float)x0[i] + dx[i];
+        for (int li = 0; li < 2; li++)
+            for (int lo = 0; lo < 2; lo++) {
+                dt_layout lin = li ? be->layout_for(be, g.c, g.h, g.w) : DT_LAYOUT_PLAIN,
+                          lout = lo ? be->layout_for(be, g.o, g.oh, g.ow) : DT_LAYOUT_PLAIN;
+                if ((li && lin == DT_LAYOUT_PLAIN) || (lo && lout == DT_LAYOUT_PLAIN)) continue;
+                dt_conv_cfg cfg = {g.c, g.h, g.w, g.o, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pt, g.pt, g.pl, g.pl,
+                                   g.groups, bias, lin, lout};
+                void *plan = be->conv_plan(be, &cfg);
+                ck_assert_msg(plan != NULL, "%s", dt_errmsg());
+                size_t sx = be->act_size(be, lin, g.rows, g.c, g.h, g.w), sy = be->act_size(be, lout, g.rows, g.o, g.oh, g.ow);
+                float *tmp = malloc(sizeof(float) * (nx > ny ? nx : ny));
+                float *fx = be->alloc(be, sizeof(float) * sx), *fdx = be->alloc(be, sizeof(float) * sx),
+                      *fy = be->alloc(be, sizeof(float) * sy), *fdy = be->alloc(be, sizeof(float) * sy);
+                float *fw = dev(w, nw), *fb = dev(b, g.o), *fdw = dev(w, nw), *fdb = dev(b, g.o);
+                for (size_t i = 0; i < nx; i++) tmp[i] = (float)x[i];
+                be->from_plain(be, lin, tmp, fx, g.rows, g.c, g.h, g.w, 0.0f);
+                for (size_t i = 0; i < nx; i++) tmp[i] = (float)x0[i];
+                be->from_plain(be, lin, tmp, fdx, g.rows, g.c, g.h, g.w, 0.0f);
+                for (size_t i = 0; i < ny; i++) tmp[i] = (float)dy[i];
+                be->from_plain(be, lout, tmp, fdy, g.rows, g.o, g.oh, g.ow, 0.0f);
+                char what[128];
+                snprintf(what, sizeof what, "case %zu (%dx%dx%d -> %dx%dx%d, k %d, s %d, g %d, %s->%s)", t, g.c, g.h,
+                         g.w, g.o, g.oh, g.ow, g.kh, g.sh, g.groups, lin ? "blocked" : "plain", lout ? "blocked" : "plain");
+                ck_assert_msg(be->conv_fwd(be, plan, g.rows, fx, fw, bias ? fb : NULL, fy) == 0, "%s", dt_errmsg());
+                be->to_plain(be, lout, fy, tmp, g.rows, g.o, g.oh, g.ow);
+                ck_assert_msg(close_f32_f64(tmp, y, ny, TOL_ATOL, TOL_RTOL, "y", msg, sizeof msg), "%s: %s", what, msg);
+                ck_assert_msg(differs(tmp, yp, ny), "%s: y equals fp32's", what);
+                ck_assert_msg(be->conv_bwd(be, plan, g.rows, fx, fw, fdy, fdx, 1.0f, fdw, bias ? fdb : NULL) == 0, "%s",
+                              dt_errmsg());
+                be->to_plain(be, lin, fdx, tmp, g.rows, g.c, g.h, g.w);
+                ck_assert_msg(close_f32_f64(tmp, dx2, nx, TOL_ATOL, TOL_RTOL, "dx (added)", msg, sizeof msg), "%s: %s",
+                              what, msg);
+                ck_assert_msg(close_f32_f64(fdw, dw, nw, TOL_ATOL, TOL_RTOL, "dW", msg, sizeof msg), "%s: %s", what, msg);
+                if (bias)
+                    ck_assert_msg(close_f32_f64(fdb, db, g.o, TOL_ATOL, TOL_RTOL, "db", msg, sizeof msg), "%s: %s", what,
+                                  msg);
+                ck_assert_int_eq(be->conv_bwd(be, plan, g.rows, fx, fw, fdy, fdx, 0.0f, NULL, NULL), 0);
+                be->to_plain(be, lin, fdx, tmp, g.rows, g.c, g.h, g.w);
+                ck_assert_msg(close_f32_f64(tmp, dx, nx, TOL_ATOL, TOL_RTOL, "dx", msg, sizeof msg), "%s: %s", what, msg);
+                be->plan_free(be, plan);
+                be->free(be, fx), be->free(be, fdx), be->free(be, fy), be->free(be, fdy);
+                be->free(be, fw), be->free(be, fb), be->free(be, fdw), be->free(be, fdb);
+                free(tmp);
+            }
+        free(x), free(w), free(b), free(dy), free(rx), free(rw), free(rdy), free(y), free(yp), free(dx), free(dx2);
+        free(dw), free(db), free(x0);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    dt_backend *probe;
+    dt_backend_opts o = {.n_threads = 1, .device = -1, .precision = DT_PRECISION_BF16};
+    if (backend_cpu_create_with(&probe, &o) != 0) {
+        printf("SKIP: %s\n", dt_errmsg());
+        return 77;
+    }
+    backend_destroy(probe);
+    Suite *s = suite_create("bf16");
+    TCase *tc = tcase_create("bf16 GEMM and convolution against the reference on rounded inputs");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, gemm_rounds_operands);
+    tcase_add_test(tc, conv_rounds_operands);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
