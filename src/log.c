@@ -133,6 +133,7 @@ static void json_times(FILE *f, const dt_record *r)
     if (r->t.density > 0) fprintf(f, ",\"density\":%.6g", r->t.density / n);
     if (r->t.skipped > 0) fprintf(f, ",\"skipped_steps\":%.0f", r->t.skipped); /* a count, not per iteration */
     fprintf(f, ",\"bytes_sent\":%.0f,\"bytes_recv\":%.0f", r->t.bytes_sent / n, r->t.bytes_recv / n);
+    if (r->t.early > 0) fprintf(f, ",\"bytes_early\":%.0f", r->t.early / n);
 }
 
 static void json_fields(dt_log *l, FILE *f)

@@ -27,6 +27,7 @@ void times_add(dt_times *a, const dt_times *t)
     a->iter += t->iter;
     a->density += t->density;
     a->skipped += t->skipped;
+    a->early += t->early;
     a->cpu += t->cpu;
     a->cpu_comm += t->cpu_comm;
     a->data += t->data;

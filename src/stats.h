@@ -8,6 +8,7 @@
 typedef struct dt_times {
     double data, forward, backward, encode, comm, wait, decode, update;
     double bytes_sent, bytes_recv;
+    double early; /* bytes handed to the transport while backward was still running (wait-free pushes) */
     double iter; /* wall time of the iteration as the train loop saw it */
     double density; /* fraction of the arena a sparse mode sent (sum over iterations) */
     double skipped; /* updates skipped (loss scaling found a non-finite sum), a count */

@@ -37,6 +37,7 @@ for c in none t16 fp16 q8; do
     same --mode csc --compress "$c" --chunk 512
 done
 same --mode dsync --fusion-bytes 20000
+same --mode ps --ps-messages range --ps-wait-free --compress q8
 same --mode csc --chunk 512 --fusion-bytes 20000 --momentum-correction --wd 1e-4
 same --mode pipesgd --pipeline-depth 3 --warmup-epochs 1 --compress q8
 # stale-synchronous PS uses whichever weights have arrived: timing-dependent, so it only has to run

@@ -41,6 +41,29 @@ for m in part range; do
 done
 "$STDIFF" "$T/ps-range.st" "$T/ps-part.st" 0 0 > /dev/null && fail "q8 with a scale per message: range equals part"
 note "--ps-messages range equals part bit for bit (none, t16) and differs with q8's scale per message"
+# wait-free backprop: pushes handed over during backward, the same bytes, the same weights bit for
+# bit (q8 too: the messages are the same); with one message per server and uniform placement no
+# message is complete before backward ends, so none goes early
+for place in uniform round-robin; do
+    for m in part range; do
+        for wf in "" --ps-wait-free; do
+            mpi -np 4 "$DTRAIN" --net "$net" $common --mode ps --ps-servers 2 --placement $place --ps-messages $m \
+                --compress q8 $wf --save "$T/wf$wf.st" --log "$T/wf$wf.jsonl" > "$T/out" ||
+                { cat "$T/out"; fail "ps $place $m q8 $wf failed"; }
+        done
+        "$STDIFF" "$T/wf.st" "$T/wf--ps-wait-free.st" 0 0 || fail "--ps-wait-free ($place, $m) changed the weights"
+        [ "$(json_last "$T/wf.jsonl" summary bytes_sent)" = "$(json_last "$T/wf--ps-wait-free.jsonl" summary bytes_sent)" ] ||
+            fail "--ps-wait-free ($place, $m) sent other bytes"
+        early=$(json_last "$T/wf--ps-wait-free.jsonl" summary bytes_early)
+        json_last "$T/wf.jsonl" summary bytes_early | grep -q . && fail "bytes_early without --ps-wait-free"
+        if [ $place/$m = uniform/part ]; then
+            [ -z "$early" ] || fail "uniform placement, one message per server: $early bytes went early"
+        else
+            [ "${early:-0}" -gt 0 ] || fail "--ps-wait-free ($place, $m): nothing went out during backward"
+        fi
+        note "--ps-wait-free, $place, $m: the same weights and bytes; ${early:-0} bytes per iteration during backward"
+    done
+done
 # staleness: workers may run ahead; the model still learns the (easy) generated data. Delayed
 # gradients and heavy momentum oscillate here (Pipe-SGD with K = 3, the same delay, does too),
 # so this run uses momentum 0.5.

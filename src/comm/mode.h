@@ -38,6 +38,7 @@ typedef struct dt_comm_opts {
     char *placement;
     char *ps_messages; /* "part" (one message per server and direction) or "range" (one per placed range) */
     long staleness;
+    int ps_wait_free;    /* ps: a worker pushes each message as soon as backward has made its gradient */
     long pipeline_depth; /* pipesgd */
     char *stale_lr;      /* pipesgd: "apply" (the applying iteration's lr) or "compute" (the computing one's) */
     double warmup_epochs;

@@ -28,6 +28,16 @@
  * codec that encodes each value alone (none, t16, fp16) both give the same weights bit for bit;
  * q8's scales then cover one range each.
  *
+ * Wait-free backprop (--ps-wait-free; the thesis §2.3.2, after Poseidon): a worker packs and encodes
+ * each message as soon as backward has made every gradient value it carries (grad_ready) and
+ * hands it to its communication thread, which sends the pushes in order on a communicator of
+ * their own (Open MPI's TCP moves data only inside MPI calls, so a push posted from the compute
+ * thread would wait for its next call); the rest go after backward, through the same thread.
+ * The bytes are the same, so are the weights, bit for bit; the log's bytes_early counts what was
+ * handed over during backward. With --ps-messages part a server's message waits for the earliest
+ * layer it holds (with uniform placement, all of them); range cuts the placement at layer
+ * boundaries, which gives wait-free its layer-by-layer pushes. Packing counts as backward.
+ *
  * Gradients and weights pass through the arena's host views (env->gh, env->wh): a worker pulls
  * its gradient before packing and pushes the weights it unpacked; a server pushes its summed
  * part before its update and pulls its new weights before sending them.
@@ -40,6 +50,7 @@
 #include "../util.h"
 #include "mode.h"
 #include "placement.h"
+#include "worker.h"
 
 #define TAG_BASE 1000
 #define TAG_MOD 8192
@@ -55,6 +66,7 @@ typedef struct {
      * of (server k, message j) at index m_base[k] + j, m_total in all */
     int *m_count, *m_base, m_total;
     size_t **m_off, **m_n, **m_enc, *enc_total;
+    size_t **m_end;                       /* the arena end of the gradient message (k, j) carries */
     int slots;                            /* staleness + 1 versions in flight */
     int in_turn;                          /* BSP: weights go to one worker after the other */
     /* worker */
@@ -65,6 +77,22 @@ typedef struct {
     int **pull_req;        /* [slot][server] */
     long latest, posted;   /* newest version applied / posted */
     long unsent;           /* server, in turn: the version packed but not sent yet (0: none) */
+    /* --ps-wait-free: pushes go on cc, a worker's from its communication thread */
+    int wait_free;
+    dt_comm *cc;
+    dt_worker *thread;
+    struct push_job {
+        dt_comm *cc;
+        const void *buf;
+        size_t bytes;
+        int dst, tag;
+    } **jobs;              /* worker: [slot][message] */
+    long **job_id;         /* worker: [slot][message], -1: none */
+    double thread_bytes;   /* worker: pushes handed to the thread since the last count */
+    long cur_it;           /* the iteration between begin and end */
+    char *early;           /* [m_total]: message posted during this iteration's backward */
+    int early_failed;      /* a post in grad_ready failed: end() reports it */
+    double early_bytes;
     int *srv_req;          /* server: receives of this iteration's pushes, posted in begin */
     long push_it;          /* the iteration they are for, -1: none posted */
     /* server */
@@ -124,7 +152,9 @@ static int build_messages(ps_state *s, const dt_codec *codec, int per_range)
     s->m_n = calloc((size_t)k_n, sizeof(size_t *));
     s->m_enc = calloc((size_t)k_n, sizeof(size_t *));
     s->enc_total = calloc((size_t)k_n, sizeof(size_t));
-    if (!s->m_count || !s->m_base || !s->m_off || !s->m_n || !s->m_enc || !s->enc_total) return dt_fail("out of memory");
+    s->m_end = calloc((size_t)k_n, sizeof(size_t *));
+    if (!s->m_count || !s->m_base || !s->m_off || !s->m_n || !s->m_enc || !s->enc_total || !s->m_end)
+        return dt_fail("out of memory");
     for (int k = 0; k < k_n; k++) {
         int c = per_range ? DT_MAX(s->place->n_ranges[k], 1) : 1;
         s->m_count[k] = c;
@@ -133,10 +163,14 @@ static int build_messages(ps_state *s, const dt_codec *codec, int per_range)
         s->m_off[k] = calloc((size_t)c, sizeof(size_t));
         s->m_n[k] = calloc((size_t)c, sizeof(size_t));
         s->m_enc[k] = calloc((size_t)c, sizeof(size_t));
-        if (!s->m_off[k] || !s->m_n[k] || !s->m_enc[k]) return dt_fail("out of memory");
+        s->m_end[k] = calloc((size_t)c, sizeof(size_t));
+        if (!s->m_off[k] || !s->m_n[k] || !s->m_enc[k] || !s->m_end[k]) return dt_fail("out of memory");
         size_t off = 0, enc = 0;
+        int nr = s->place->n_ranges[k];
         for (int j = 0; j < c; j++) {
-            size_t n = per_range && s->place->n_ranges[k] > 0 ? s->place->ranges[k][j].n : s->place->total[k];
+            size_t n = per_range && nr > 0 ? s->place->ranges[k][j].n : s->place->total[k];
+            const dt_range *last = nr == 0 ? NULL : per_range ? &s->place->ranges[k][j] : &s->place->ranges[k][nr - 1];
+            s->m_end[k][j] = last ? last->off + last->n : 0;
             s->m_off[k][j] = off, s->m_n[k][j] = n, s->m_enc[k][j] = enc;
             off += n, enc += codec_bytes(codec, n);
         }
@@ -157,10 +191,25 @@ static int ps_init(void **state, dt_mode_env *env)
     s->server = env->is_worker ? -1 : s->me - s->n_workers;
     s->slots = env->opts.staleness + 1;
     s->in_turn = env->opts.staleness == 0;
-    if (placement_build(env->opts.placement, &env->arena, s->n_servers, &s->place) != 0) return -1;
-    if (build_messages(s, &env->codec, strcmp(env->opts.ps_messages, "range") == 0) != 0) return -1;
+    int per_range = strcmp(env->opts.ps_messages, "range") == 0;
+    if (placement_build(env->opts.placement, &env->arena, s->n_servers, per_range, &s->place) != 0) return -1;
+    if (build_messages(s, &env->codec, per_range) != 0) return -1;
+    if (env->opts.ps_wait_free) { /* every rank: cc is made collectively */
+        if (!comm_thread_multiple(env->comm))
+            return dt_fail("--ps-wait-free needs an MPI library with MPI_THREAD_MULTIPLE");
+        if (env->is_worker ? mode_comm_thread(env, &s->cc, &s->thread) : comm_dup(env->comm, &s->cc)) return -1;
+    }
 
     if (env->is_worker) {
+        s->wait_free = env->opts.ps_wait_free;
+        if (!(s->early = calloc((size_t)s->m_total, 1))) return dt_fail("out of memory");
+        if (s->wait_free) {
+            s->jobs = (struct push_job **)grid(s->slots, s->m_total, sizeof(struct push_job));
+            s->job_id = (long **)grid(s->slots, s->m_total, sizeof(long));
+            if (!s->jobs || !s->job_id) return dt_fail("out of memory");
+            for (int sl = 0; sl < s->slots; sl++)
+                for (int q = 0; q < s->m_total; q++) s->job_id[sl][q] = -1;
+        }
         s->pack = calloc((size_t)s->n_servers, sizeof *s->pack);
         s->enc = calloc((size_t)s->slots, sizeof *s->enc);
         s->wbuf = calloc((size_t)s->slots, sizeof *s->wbuf);
@@ -247,6 +296,12 @@ static int take_version(ps_state *s, dt_mode_env *env, long v, int block, int *t
 static void count_bytes(ps_state *s, dt_mode_env *env, dt_times *t)
 {
     double a = comm_bytes_sent(env->comm), b = comm_bytes_recv(env->comm);
+    if (s->thread) { /* a worker's pushes under --ps-wait-free: counted as handed to its thread */
+        t->bytes_sent += s->thread_bytes;
+        s->thread_bytes = 0;
+    } else if (s->cc) { /* a server's: received on cc, by this thread */
+        a += comm_bytes_sent(s->cc), b += comm_bytes_recv(s->cc);
+    }
     t->bytes_sent += a - s->sent0;
     t->bytes_recv += b - s->recv0;
     s->sent0 = a;
@@ -260,8 +315,8 @@ static int server_begin(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_tim
     int k = s->server, c = s->m_count[k];
     for (int w = 0; w < s->n_workers; w++)
         for (int j = 0; j < c; j++)
-            if (comm_irecv(env->comm, s->rbuf[w] + s->m_enc[k][j], codec_bytes(&env->codec, s->m_n[k][j]), w,
-                           tag_push(it->it), &s->srv_req[w * c + j]) != 0)
+            if (comm_irecv(s->cc ? s->cc : env->comm, s->rbuf[w] + s->m_enc[k][j], codec_bytes(&env->codec, s->m_n[k][j]),
+                           w, tag_push(it->it), &s->srv_req[w * c + j]) != 0)
                 return -1;
     s->push_it = it->it;
     return server_send_in_turn(s, env, t);
@@ -272,6 +327,9 @@ static int ps_begin(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
     ps_state *s = state;
     int taken;
     if (!env->is_worker) return server_begin(s, env, it, t);
+    s->cur_it = it->it;
+    memset(s->early, 0, (size_t)s->m_total);
+    s->early_failed = 0;
     double t0 = dt_now();
     while (s->latest < it->it - env->opts.staleness) /* too stale: wait for the next version */
         if (take_version(s, env, s->latest + 1, 1, &taken) != 0) return -1;
@@ -286,29 +344,100 @@ static int ps_begin(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
     return 0;
 }
 
+/* message j of server k: the gradient values it carries, packed as the server unpacks them */
+static void pack_msg(const ps_state *s, int k, int j, const float *arena, float *out)
+{
+    if (s->m_count[k] == 1) pack(s, k, arena, out);
+    else memcpy(out, arena + s->place->ranges[k][j].off, s->m_n[k][j] * sizeof(float));
+}
+
+/* copies what message j of server k carries from the backend into the host view */
+static int stage_msg(const ps_state *s, int k, int j, const dt_hostbuf *h)
+{
+    if (s->m_count[k] == 1) return stage_part(s, k, h, 0);
+    return hostbuf_pull(h, s->place->ranges[k][j].off, s->place->ranges[k][j].n);
+}
+
+/* --ps-wait-free, on the communication thread: one push */
+static int push_run(void *arg, dt_times *t)
+{
+    struct push_job *j = arg;
+    double t0 = dt_now();
+    if (comm_send(j->cc, j->buf, j->bytes, j->dst, j->tag) != 0) return -1;
+    t->comm += dt_now() - t0;
+    return 0;
+}
+
+/* Worker: packs, encodes and posts message j of server k for iteration `it`, and the receive of
+ * its weights for version it + 1. `stage`: copy its values to the host view first (when the
+ * whole gradient was not). Seconds spent go to *enc and *comm. */
+static int post_msg(ps_state *s, dt_mode_env *env, long it, int k, int j, int stage, double *enc, double *comm)
+{
+    int sl = (int)(it % s->slots), vs = (int)((it + 1) % s->slots), q = s->m_base[k] + j;
+    int *push = &s->push_req[sl][q], *pull = &s->pull_req[vs][q];
+    float *packed = s->pack[k] + s->m_off[k][j];
+    unsigned char *out = s->enc[sl][k] + s->m_enc[k][j];
+    double t0 = dt_now();
+    if (*push >= 0 && comm_wait(env->comm, *push, NULL, NULL) != 0) return -1; /* the slot's last push */
+    *push = -1;
+    if (s->wait_free && s->job_id[sl][q] >= 0 && worker_wait(s->thread, s->job_id[sl][q]) != 0) return -1;
+    double t1 = dt_now();
+    if (stage && stage_msg(s, k, j, &env->gh) != 0) return -1;
+    pack_msg(s, k, j, env->gh.host, packed);
+    codec_encode(&env->codec, packed, s->m_n[k][j], out);
+    double t2 = dt_now();
+    size_t bytes = codec_bytes(&env->codec, s->m_n[k][j]);
+    if (s->wait_free) {
+        s->jobs[sl][q] = (struct push_job){s->cc, out, bytes, server_rank(s, k), tag_push(it)};
+        if ((s->job_id[sl][q] = worker_submit(s->thread, push_run, &s->jobs[sl][q])) < 0) return -1;
+        s->thread_bytes += (double)bytes;
+    } else if (comm_isend(env->comm, out, bytes, server_rank(s, k), tag_push(it), push) != 0) {
+        return -1;
+    }
+    if (comm_irecv(env->comm, s->wbuf[vs][k] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), server_rank(s, k),
+                   tag_pull(it + 1), pull) != 0)
+        return -1;
+    *comm += (t1 - t0) + (dt_now() - t2);
+    *enc += t2 - t1;
+    return 0;
+}
+
+/* --ps-wait-free: during backward, the first n_ready gradient values are final. Hands over every
+ * message they complete (a server's messages in order: their ends increase). An error waits for
+ * end(). */
+static void ps_ready(void *state, dt_mode_env *env, size_t n_ready)
+{
+    ps_state *s = state;
+    double enc = 0, comm = 0;
+    /* the last layer's call comes as backward ends: end() posts the rest */
+    if (!env->is_worker || !s->wait_free || s->early_failed || n_ready >= env->arena.n) return;
+    for (int k = 0; k < s->n_servers; k++)
+        for (int j = 0; j < s->m_count[k]; j++) {
+            int q = s->m_base[k] + j;
+            if (s->early[q]) continue;
+            if (s->m_end[k][j] > n_ready) break;
+            if (post_msg(s, env, s->cur_it, k, j, 1, &enc, &comm) != 0) {
+                s->early_failed = 1;
+                return;
+            }
+            s->early[q] = 1;
+            s->early_bytes += (double)codec_bytes(&env->codec, s->m_n[k][j]);
+        }
+}
+
 static int worker_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
-    int sl = (int)(it->it % s->slots), vs = (int)((it->it + 1) % s->slots);
-    if (mode_pull(&env->gh, 0, env->arena.n, &t->encode) != 0) return -1;
-    for (int k = 0; k < s->n_servers; k++) {
-        int *push = s->push_req[sl] + s->m_base[k], *pull = s->pull_req[vs] + s->m_base[k];
-        double t0 = dt_now();
+    int any_early = 0;
+    if (s->early_failed) return dt_fail_prefix("ps: a wait-free push during backward");
+    for (int q = 0; q < s->m_total; q++) any_early |= s->early[q];
+    /* what went out during backward is in flight; the rest goes now, staged at once if all of it */
+    if (!any_early && mode_pull(&env->gh, 0, env->arena.n, &t->encode) != 0) return -1;
+    for (int k = 0; k < s->n_servers; k++)
         for (int j = 0; j < s->m_count[k]; j++)
-            if (push[j] >= 0 && comm_wait(env->comm, push[j], NULL, NULL) != 0) return -1;
-        double t1 = dt_now();
-        pack(s, k, env->gh.host, s->pack[k]);
-        for (int j = 0; j < s->m_count[k]; j++)
-            codec_encode(&env->codec, s->pack[k] + s->m_off[k][j], s->m_n[k][j], s->enc[sl][k] + s->m_enc[k][j]);
-        double t2 = dt_now();
-        for (int j = 0; j < s->m_count[k]; j++)
-            if (comm_isend(env->comm, s->enc[sl][k] + s->m_enc[k][j], codec_bytes(&env->codec, s->m_n[k][j]),
-                           server_rank(s, k), tag_push(it->it), &push[j]) != 0 ||
-                comm_irecv(env->comm, s->wbuf[vs][k] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), server_rank(s, k),
-                           tag_pull(it->it + 1), &pull[j]) != 0)
+            if (!s->early[s->m_base[k] + j] && post_msg(s, env, it->it, k, j, any_early, &t->encode, &t->comm) != 0)
                 return -1;
-        t->comm += (t1 - t0) + (dt_now() - t2);
-        t->encode += t2 - t1;
-    }
+    t->early += s->early_bytes;
+    s->early_bytes = 0;
     s->posted = it->it + 1;
     count_bytes(s, env, t);
     return 0;
@@ -347,7 +476,7 @@ static int server_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times
     for (int w = 0; w < s->n_workers; w++) { /* in worker order: the same sum every run */
         for (int j = 0; j < c; j++) {
             double a = dt_now();
-            if (comm_wait(env->comm, s->srv_req[w * c + j], NULL, NULL) != 0) return -1;
+            if (comm_wait(s->cc ? s->cc : env->comm, s->srv_req[w * c + j], NULL, NULL) != 0) return -1;
             double b = dt_now();
             codec_decode_add(&env->codec, s->rbuf[w] + s->m_enc[k][j], s->m_n[k][j], s->acc + s->m_off[k][j]);
             tc += b - a;
@@ -397,8 +526,10 @@ static int ps_flush(void *state, dt_mode_env *env, float lr, dt_times *t)
         while (s->latest < s->posted)
             if (take_version(s, env, s->latest + 1, 1, &taken) != 0) return -1;
         for (int sl = 0; sl < s->slots; sl++)
-            for (int j = 0; j < s->m_total; j++)
+            for (int j = 0; j < s->m_total; j++) {
                 if (s->push_req[sl][j] >= 0 && comm_wait(env->comm, s->push_req[sl][j], NULL, NULL) != 0) return -1;
+                if (s->job_id && s->job_id[sl][j] >= 0 && worker_wait(s->thread, s->job_id[sl][j]) != 0) return -1;
+            }
         for (int sl = 0; sl < s->slots; sl++)
             for (int j = 0; j < s->m_total; j++) s->push_req[sl][j] = -1;
     } else {
@@ -435,6 +566,7 @@ static void ps_finalize(void *state, dt_mode_env *env)
 {
     ps_state *s = state;
     if (!s) return;
+    worker_destroy(s->thread); /* its last pushes go before the buffers do */
     mode_env_release(env);
     if (env->is_worker && s->enc) {
         for (int sl = 0; sl < s->slots; sl++) {
@@ -469,8 +601,16 @@ static void ps_finalize(void *state, dt_mode_env *env)
         if (s->m_off) free(s->m_off[k]);
         if (s->m_n) free(s->m_n[k]);
         if (s->m_enc) free(s->m_enc[k]);
+        if (s->m_end) free(s->m_end[k]);
     }
     free(s->m_count), free(s->m_base), free(s->m_off), free(s->m_n), free(s->m_enc), free(s->enc_total);
+    free(s->m_end), free(s->early);
+    for (int sl = 0; sl < s->slots; sl++) {
+        if (s->jobs) free(s->jobs[sl]);
+        if (s->job_id) free(s->job_id[sl]);
+    }
+    free(s->jobs), free(s->job_id);
+    if (s->cc) comm_free(s->cc);
     placement_destroy(s->place);
     free(s);
 }
@@ -495,19 +635,24 @@ static const dt_optdef ps_flags[] = {
      NULL},
     {"Communication", "staleness", OPT_INT, "S", offsetof(dt_comm_opts, staleness), 0, 1000, NULL, "0", 0, 0,
      "ps: a worker may run S iterations ahead of the slowest (0: bulk-synchronous)", NULL},
+    {"Communication", "ps-wait-free", OPT_FLAG, NULL, offsetof(dt_comm_opts, ps_wait_free), 0, 0, NULL, NULL, 0, 0,
+     "ps: wait-free backprop: push each message as soon as backward has made its gradient (with --ps-messages "
+     "range: layer by layer), not after backward",
+     NULL},
 };
 
 const dt_mode_desc mode_ps = {
     .name = "ps",
     .help = "synchronous parameter server: the last --ps-servers ranks hold the weights, workers push gradients "
             "and pull weights",
-    .options = "ps-servers placement ps-messages staleness compress compress-block",
+    .options = "ps-servers placement ps-messages staleness ps-wait-free compress compress-block",
     .flags = ps_flags,
     .n_flags = (int)DT_ARRAY_LEN(ps_flags),
     .describe = ps_describe,
     .roles = ps_roles,
     .init = ps_init,
     .begin = ps_begin,
+    .grad_ready = ps_ready,
     .end = ps_end,
     .flush = ps_flush,
     .predict = ps_predict,

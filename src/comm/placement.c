@@ -44,11 +44,11 @@ static int layers_of(const dt_arena *a, layer_span **out, int *n_out)
     return 0;
 }
 
-static int add_range(dt_placement *p, int s, size_t off, size_t n)
+static int add_range(dt_placement *p, int s, size_t off, size_t n, int per_layer)
 {
     if (n == 0) return 0;
     int k = p->n_ranges[s];
-    if (k > 0 && p->ranges[s][k - 1].off + p->ranges[s][k - 1].n == off) {
+    if (!per_layer && k > 0 && p->ranges[s][k - 1].off + p->ranges[s][k - 1].n == off) {
         p->ranges[s][k - 1].n += n;
     } else {
         dt_range *g = realloc(p->ranges[s], sizeof *g * (size_t)(k + 1));
@@ -67,7 +67,7 @@ static int by_off(const void *x, const void *y)
     return (a->off > b->off) - (a->off < b->off);
 }
 
-int placement_build(const char *kind, const dt_arena *a, int n_servers, dt_placement **out)
+int placement_build(const char *kind, const dt_arena *a, int n_servers, int per_layer, dt_placement **out)
 {
     dt_placement *p = calloc(1, sizeof *p);
     layer_span *l = NULL;
@@ -86,10 +86,10 @@ int placement_build(const char *kind, const dt_arena *a, int n_servers, dt_place
             for (int s = 0; s < n_servers && rc == 0; s++) {
                 size_t first, cnt;
                 split_range(l[i].n, s, n_servers, &first, &cnt);
-                rc = add_range(p, s, l[i].off + first, cnt);
+                rc = add_range(p, s, l[i].off + first, cnt, per_layer);
             }
     } else if (strcmp(kind, "round-robin") == 0) {
-        for (int i = 0; i < nl && rc == 0; i++) rc = add_range(p, i % n_servers, l[i].off, l[i].n);
+        for (int i = 0; i < nl && rc == 0; i++) rc = add_range(p, i % n_servers, l[i].off, l[i].n, per_layer);
     } else if (strcmp(kind, "greedy") == 0) {
         int *order = malloc(sizeof *order * (size_t)(nl + 1));
         if (!order) rc = dt_fail("out of memory");
@@ -104,7 +104,7 @@ int placement_build(const char *kind, const dt_arena *a, int n_servers, dt_place
             int best = 0;
             for (int s = 1; s < n_servers; s++)
                 if (p->total[s] < p->total[best]) best = s;
-            rc = add_range(p, best, l[order[i]].off, l[order[i]].n);
+            rc = add_range(p, best, l[order[i]].off, l[order[i]].n, per_layer);
         }
         free(order);
     } else {
@@ -115,10 +115,11 @@ int placement_build(const char *kind, const dt_arena *a, int n_servers, dt_place
         placement_destroy(p);
         return -1;
     }
-    for (int s = 0; s < n_servers; s++) { /* in arena order, adjacent ranges merged */
+    for (int s = 0; s < n_servers; s++) { /* in arena order, adjacent ranges merged (but per layer) */
         int k = 0;
         if (p->n_ranges[s] > 1) qsort(p->ranges[s], (size_t)p->n_ranges[s], sizeof(dt_range), by_off);
-        for (int i = 1; i < p->n_ranges[s]; i++) {
+        for (int i = 1; i < p->n_ranges[s] && per_layer; i++) p->ranges[s][++k] = p->ranges[s][i];
+        for (int i = 1; i < p->n_ranges[s] && !per_layer; i++) {
             if (p->ranges[s][k].off + p->ranges[s][k].n == p->ranges[s][i].off) p->ranges[s][k].n += p->ranges[s][i].n;
             else p->ranges[s][++k] = p->ranges[s][i];
         }

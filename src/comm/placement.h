@@ -4,7 +4,8 @@
  *   round-robin  whole layers, in turn (arena order)
  *   greedy       layers by size, largest first, each to the least-loaded server
  * A "layer" is the set of tensors whose names share the part before the first '.'. The result,
- * per server, is a list of arena ranges in increasing order, adjacent ranges merged.
+ * per server, is a list of arena ranges in increasing order, adjacent ranges merged; or, with
+ * per_layer, no range crossing a layer's boundary (a parameter server's message per layer slice).
  */
 #ifndef DT_PLACEMENT_H
 #define DT_PLACEMENT_H
@@ -24,7 +25,7 @@ typedef struct dt_placement {
     size_t *total; /* values per server */
 } dt_placement;
 
-int placement_build(const char *kind, const dt_arena *a, int n_servers, dt_placement **out);
+int placement_build(const char *kind, const dt_arena *a, int n_servers, int per_layer, dt_placement **out);
 void placement_destroy(dt_placement *p);
 /* "uniform, round-robin, greedy" */
 const char *placement_list(void);
