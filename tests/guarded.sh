@@ -42,6 +42,7 @@ same --mode csc --chunk 512 --fusion-bytes 20000 --momentum-correction --wd 1e-4
 same --mode pipesgd --pipeline-depth 3 --warmup-epochs 1 --compress q8
 # stale-synchronous PS uses whichever weights have arrived: timing-dependent, so it only has to run
 run cpu-guarded "$T/guarded.st" --mode ps --staleness 1
+run cpu-guarded "$T/guarded.st" --mode ps --ps-apply each --staleness 2
 for m in topk gtopk; do
     same --mode "$m" --density 0.02
     same --mode "$m" --density 0.02 --momentum-correction --wd 1e-4

@@ -64,6 +64,24 @@ for place in uniform round-robin; do
         note "--ps-wait-free, $place, $m: the same weights and bytes; ${early:-0} bytes per iteration during backward"
     done
 done
+# --ps-apply each (the thesis's SSP): bulk-synchronous (staleness 0) with plain SGD it steps once
+# per push in worker order, the weights of sum to rounding; with staleness it trains, and the
+# server stops with an internal error if any push comes more than S iterations ahead
+for s in 1 2; do
+    for a in sum each; do
+        mpi -np $((2 + s)) "$DTRAIN" --net "$net" $common --momentum 0 --mode ps --ps-servers $s --ps-apply $a \
+            --save "$T/apply-$a.st" > "$T/out" || { cat "$T/out"; fail "ps --ps-apply $a (S=$s) failed"; }
+    done
+    "$STDIFF" "$T/apply-each.st" "$T/apply-sum.st" $ATOL $RTOL || fail "--ps-apply each, staleness 0 (S=$s) differs from sum"
+done
+for st in 1 3; do
+    mpi -np 4 "$DTRAIN" --net mlp $common --epochs 4 --lr 0.01 --momentum 0.5 --mode ps --ps-apply each --staleness $st \
+        --ps-messages range --log "$T/ssp.jsonl" > "$T/out" || { cat "$T/out"; fail "ps --ps-apply each --staleness $st failed"; }
+    grep -q "a step per push (SSP)" "$T/out" || fail "the banner does not say SSP"
+    acc=$(json_last "$T/ssp.jsonl" summary test_acc)
+    awk -v a="$acc" 'BEGIN { exit !(a >= 0.9) }' || fail "SSP with staleness $st reached only test accuracy $acc"
+done
+note "--ps-apply each: staleness 0 equals sum to rounding; staleness 1 and 3 train (to $acc)"
 # staleness: workers may run ahead; the model still learns the (easy) generated data. Delayed
 # gradients and heavy momentum oscillate here (Pipe-SGD with K = 3, the same delay, does too),
 # so this run uses momentum 0.5.

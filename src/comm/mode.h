@@ -39,6 +39,7 @@ typedef struct dt_comm_opts {
     char *ps_messages; /* "part" (one message per server and direction) or "range" (one per placed range) */
     long staleness;
     int ps_wait_free;    /* ps: a worker pushes each message as soon as backward has made its gradient */
+    char *ps_apply;      /* ps: "sum" (an iteration's pushes summed, then one step) or "each" (a step per push: SSP) */
     long pipeline_depth; /* pipesgd */
     char *stale_lr;      /* pipesgd: "apply" (the applying iteration's lr) or "compute" (the computing one's) */
     double warmup_epochs;

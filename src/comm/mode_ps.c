@@ -7,9 +7,19 @@
  * optimizer to its part and sends the new weights (fp32) back to every worker. A server's own
  * link carries all workers' pushes and pulls: the bottleneck this mode exists to show.
  *
- * Consistency: version v of the weights is the result of the updates of iterations < v. Before
- * iteration t a worker needs a version >= t - s (--staleness s); it uses the freshest one that
- * has arrived. s = 0 is bulk-synchronous: the weights equal D-Sync's.
+ * Consistency (--ps-apply sum): version v of the weights is the result of the updates of iterations
+ * < v. Before iteration t a worker needs a version >= t - s (--staleness s); it uses the freshest
+ * one that has arrived. s = 0 is bulk-synchronous: the weights equal D-Sync's.
+ *
+ * Stale-synchronous parallel as the thesis builds it (--ps-apply each, after Ho et al. 2013): a
+ * server keeps a clock per worker (the pushes it has applied) and applies each push as it arrives,
+ * an optimizer step of its own with the server's current learning rate. It answers worker w's
+ * push of iteration c with the weights as they are once the slowest clock is >= c + 1 - s: a
+ * worker runs at most s iterations ahead of the slowest, and reads every update the server has.
+ * The server checks that bound at every push (an internal error if broken). It takes pushes of
+ * iterations up to t + s while it waits for the slowest of iteration t. At the end every worker
+ * gets the final weights once more, so all hold the same. With s = 0, plain SGD and one worker per
+ * step in worker order, the weights equal sum's to rounding; momentum then steps once per push.
  *
  * Sending the new weights: under BSP a server sends them to one worker after the other, each
  * confirming receipt with one byte, so its link carries one flow at a time and the first workers
@@ -77,6 +87,14 @@ typedef struct {
     int **pull_req;        /* [slot][server] */
     long latest, posted;   /* newest version applied / posted */
     long unsent;           /* server, in turn: the version packed but not sent yet (0: none) */
+    /* --ps-apply each (SSP) */
+    int each;
+    long *clock;           /* server: per worker, the pushes applied (the next push's iteration) */
+    char *pending;         /* server: per worker, its answer waits for the slowest clock */
+    char *posted_rx;       /* server: per worker, the receive of its next push is posted */
+    float **reply;         /* server: per worker, the weights sent as its answer */
+    int *reply_req;        /* server: [worker * messages] */
+    int started;
     /* --ps-wait-free: pushes go on cc, a worker's from its communication thread */
     int wait_free;
     dt_comm *cc;
@@ -190,7 +208,8 @@ static int ps_init(void **state, dt_mode_env *env)
     s->me = comm_rank(env->comm);
     s->server = env->is_worker ? -1 : s->me - s->n_workers;
     s->slots = env->opts.staleness + 1;
-    s->in_turn = env->opts.staleness == 0;
+    s->each = env->opts.ps_apply && strcmp(env->opts.ps_apply, "each") == 0;
+    s->in_turn = env->opts.staleness == 0 && !s->each;
     int per_range = strcmp(env->opts.ps_messages, "range") == 0;
     if (placement_build(env->opts.placement, &env->arena, s->n_servers, per_range, &s->place) != 0) return -1;
     if (build_messages(s, &env->codec, per_range) != 0) return -1;
@@ -241,6 +260,18 @@ static int ps_init(void **state, dt_mode_env *env)
             return dt_fail("out of memory");
         for (int w = 0; w < s->n_workers; w++)
             if (!(s->rbuf[w] = dt_alloc(s->enc_total[s->server] + 1))) return -1;
+        if (s->each) {
+            int c = s->m_count[s->server];
+            s->clock = calloc((size_t)s->n_workers, sizeof *s->clock);
+            s->pending = calloc((size_t)s->n_workers, 1);
+            s->posted_rx = calloc((size_t)s->n_workers, 1);
+            s->reply = calloc((size_t)s->n_workers, sizeof *s->reply);
+            s->reply_req = malloc(sizeof *s->reply_req * (size_t)s->n_workers * (size_t)c);
+            if (!s->clock || !s->pending || !s->posted_rx || !s->reply || !s->reply_req) return dt_fail("out of memory");
+            for (int w = 0; w < s->n_workers; w++)
+                if (!(s->reply[w] = dt_alloc(DT_MAX(n, 1) * sizeof(float)))) return -1;
+            for (int q = 0; q < s->n_workers * c; q++) s->reply_req[q] = -1;
+        }
         for (int sl = 0; sl < s->slots; sl++) {
             if (!(s->send[sl] = dt_alloc(DT_MAX(n, 1) * sizeof(float)))) return -1;
             for (int w = 0; w < s->n_workers * s->m_count[s->server]; w++) s->send_req[sl][w] = -1;
@@ -310,9 +341,17 @@ static void count_bytes(ps_state *s, dt_mode_env *env, dt_times *t)
 
 /* Server: the pushes of iteration t may come as soon as a worker has its weights: receive them
  * from now on (a large message only moves once its receive is posted), then send the weights. */
+static int ssp_receive(ps_state *s, dt_mode_env *env, long t);
+
 static int server_begin(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     int k = s->server, c = s->m_count[k];
+    if (s->each) {
+        if (!s->started)
+            for (int w = 0; w < s->n_workers; w++) s->clock[w] = it->it;
+        s->started = 1;
+        return ssp_receive(s, env, it->it);
+    }
     for (int w = 0; w < s->n_workers; w++)
         for (int j = 0; j < c; j++)
             if (comm_irecv(s->cc ? s->cc : env->comm, s->rbuf[w] + s->m_enc[k][j], codec_bytes(&env->codec, s->m_n[k][j]),
@@ -331,7 +370,9 @@ static int ps_begin(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
     memset(s->early, 0, (size_t)s->m_total);
     s->early_failed = 0;
     double t0 = dt_now();
-    while (s->latest < it->it - env->opts.staleness) /* too stale: wait for the next version */
+    /* too stale: wait for the next version (SSP: for the answer to the last push; the server holds
+     * it back while this worker is too far ahead) */
+    while (s->latest < it->it - (s->each ? 0 : env->opts.staleness))
         if (take_version(s, env, s->latest + 1, 1, &taken) != 0) return -1;
     double t1 = dt_now();
     while (s->latest < s->posted) { /* anything fresher that has already arrived */
@@ -510,9 +551,144 @@ static int server_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times
     return 0;
 }
 
+/* ---- --ps-apply each: stale-synchronous parallel ----------------------------------------------- */
+
+static long ssp_min_clock(const ps_state *s)
+{
+    long m = s->clock[0];
+    for (int w = 1; w < s->n_workers; w++) m = DT_MIN(m, s->clock[w]);
+    return m;
+}
+
+/* Posts the receive of each worker's next push, for iterations up to t + s of the run. */
+static int ssp_receive(ps_state *s, dt_mode_env *env, long t)
+{
+    int k = s->server, c = s->m_count[k];
+    for (int w = 0; w < s->n_workers; w++) {
+        long next = s->clock[w];
+        if (s->posted_rx[w] || next >= env->total_iters || next > t + env->opts.staleness) continue;
+        for (int j = 0; j < c; j++)
+            if (comm_irecv(s->cc ? s->cc : env->comm, s->rbuf[w] + s->m_enc[k][j], codec_bytes(&env->codec, s->m_n[k][j]),
+                           w, tag_push(next), &s->srv_req[w * c + j]) != 0)
+                return -1;
+        s->posted_rx[w] = 1;
+    }
+    return 0;
+}
+
+/* Sends worker w the weights as they are now, tagged as the version for its next iteration v. */
+static int ssp_answer(ps_state *s, dt_mode_env *env, int w, long v)
+{
+    int k = s->server, c = s->m_count[k];
+    for (int j = 0; j < c; j++) {
+        int *r = &s->reply_req[w * c + j];
+        if (*r >= 0 && comm_wait(env->comm, *r, NULL, NULL) != 0) return -1;
+        *r = -1;
+    }
+    pack(s, k, env->wh.host, s->reply[w]);
+    for (int j = 0; j < c; j++)
+        if (comm_isend(env->comm, s->reply[w] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), w, tag_pull(v),
+                       &s->reply_req[w * c + j]) != 0)
+            return -1;
+    return 0;
+}
+
+/* Applies the push of worker w that has arrived (iteration clock[w]): one optimizer step. */
+static int ssp_apply(ps_state *s, dt_mode_env *env, int w, float lr, double *td, double *tu)
+{
+    int k = s->server, c = s->m_count[k];
+    long lead = s->clock[w] - ssp_min_clock(s);
+    if (lead > env->opts.staleness)
+        return dt_fail("internal: ps --ps-apply each: worker %d pushed iteration %ld, %ld ahead of the slowest "
+                       "(--staleness %ld)",
+                       w, s->clock[w], lead, env->opts.staleness);
+    double t0 = dt_now();
+    for (int j = 0; j < c; j++)
+        codec_decode(&env->codec, s->rbuf[w] + s->m_enc[k][j], s->m_n[k][j], s->acc + s->m_off[k][j]);
+    double t1 = dt_now();
+    unpack(s, k, s->acc, env->gh.host);
+    if (stage_part(s, k, &env->gh, 1) != 0) return -1;
+    for (int i = 0; i < s->place->n_ranges[k]; i++)
+        if (optim_step(env->optim, env->arena.w, env->arena.g, lr, s->place->ranges[k][i].off,
+                       s->place->ranges[k][i].n) != 0)
+            return -1;
+    if (stage_part(s, k, &env->wh, 0) != 0) return -1;
+    *td += t1 - t0;
+    *tu += dt_now() - t1;
+    s->clock[w]++;
+    s->pending[w] = 1;
+    return 0;
+}
+
+/* Server, iteration t: applies pushes as they arrive, from any worker and of iterations up to
+ * t + s, answering each worker once the slowest is close enough, until every worker has pushed t. */
+static int server_end_each(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times *t)
+{
+    int c = s->m_count[s->server];
+    double t0 = dt_now(), td = 0, tu = 0;
+    while (ssp_min_clock(s) < it->it + 1) {
+        if (ssp_receive(s, env, it->it) != 0) return -1;
+        for (int w = 0; w < s->n_workers; w++) {
+            int arrived = s->posted_rx[w];
+            for (int j = 0; j < c && arrived; j++) {
+                int *r = &s->srv_req[w * c + j], done = 1;
+                if (*r >= 0 && comm_test(s->cc ? s->cc : env->comm, *r, &done) != 0) return -1;
+                if (done) *r = -1;
+                else arrived = 0;
+            }
+            if (!arrived) continue;
+            s->posted_rx[w] = 0;
+            if (ssp_apply(s, env, w, it->lr, &td, &tu) != 0) return -1;
+            long slowest = ssp_min_clock(s);
+            for (int v = 0; v < s->n_workers; v++)
+                if (s->pending[v] && slowest >= s->clock[v] - env->opts.staleness) {
+                    if (ssp_answer(s, env, v, s->clock[v]) != 0) return -1;
+                    s->pending[v] = 0;
+                }
+        }
+    }
+    t->decode += td;
+    t->update += tu;
+    t->comm += dt_now() - t0 - td - tu;
+    count_bytes(s, env, t);
+    return 0;
+}
+
+/* Server, at the end: answers still held back go, then every worker gets the final weights. */
+static int server_flush_each(ps_state *s, dt_mode_env *env)
+{
+    int c = s->m_count[s->server];
+    for (int w = 0; w < s->n_workers; w++)
+        if (s->pending[w] && ssp_answer(s, env, w, s->clock[w]) != 0) return -1;
+    for (int w = 0; w < s->n_workers; w++) {
+        s->pending[w] = 0;
+        if (ssp_answer(s, env, w, s->clock[w] + 1) != 0) return -1;
+    }
+    for (int q = 0; q < s->n_workers * c; q++) {
+        if (s->reply_req[q] >= 0 && comm_wait(env->comm, s->reply_req[q], NULL, NULL) != 0) return -1;
+        s->reply_req[q] = -1;
+    }
+    return 0;
+}
+
+/* Worker, at the end under SSP: the final weights, which every worker receives alike. */
+static int worker_flush_each(ps_state *s, dt_mode_env *env)
+{
+    long v = s->posted + 1;
+    int sl = (int)(v % s->slots), taken;
+    for (int k = 0; k < s->n_servers; k++)
+        for (int j = 0; j < s->m_count[k]; j++)
+            if (comm_irecv(env->comm, s->wbuf[sl][k] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), server_rank(s, k),
+                           tag_pull(v), &s->pull_req[sl][s->m_base[k] + j]) != 0)
+                return -1;
+    s->posted = v;
+    return take_version(s, env, v, 1, &taken);
+}
+
 static int ps_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     ps_state *s = state;
+    if (!env->is_worker && s->each) return server_end_each(s, env, it, t);
     return env->is_worker ? worker_end(s, env, it, t) : server_end(s, env, it, t);
 }
 
@@ -525,6 +701,7 @@ static int ps_flush(void *state, dt_mode_env *env, float lr, dt_times *t)
     if (env->is_worker) {
         while (s->latest < s->posted)
             if (take_version(s, env, s->latest + 1, 1, &taken) != 0) return -1;
+        if (s->each && worker_flush_each(s, env) != 0) return -1;
         for (int sl = 0; sl < s->slots; sl++)
             for (int j = 0; j < s->m_total; j++) {
                 if (s->push_req[sl][j] >= 0 && comm_wait(env->comm, s->push_req[sl][j], NULL, NULL) != 0) return -1;
@@ -534,6 +711,7 @@ static int ps_flush(void *state, dt_mode_env *env, float lr, dt_times *t)
             for (int j = 0; j < s->m_total; j++) s->push_req[sl][j] = -1;
     } else {
         if (server_send_in_turn(s, env, t) != 0) return -1;
+        if (s->each && server_flush_each(s, env) != 0) return -1;
         for (int sl = 0; sl < s->slots; sl++)
             for (int w = 0; w < s->n_workers * s->m_count[s->server]; w++) {
                 if (s->send_req[sl][w] >= 0 && comm_wait(env->comm, s->send_req[sl][w], NULL, NULL) != 0) return -1;
@@ -593,6 +771,8 @@ static void ps_finalize(void *state, dt_mode_env *env)
         }
         free(s->rbuf);
         free(s->srv_req);
+        for (int w = 0; s->reply && w < s->n_workers; w++) dt_free(s->reply[w]);
+        free(s->reply), free(s->reply_req), free(s->clock), free(s->pending), free(s->posted_rx);
         free(s->send);
         free(s->send_req);
         dt_free(s->acc);
@@ -618,8 +798,10 @@ static void ps_finalize(void *state, dt_mode_env *env)
 static void ps_describe(const dt_mode_env *env, char *buf, size_t n)
 {
     const dt_comm_opts *o = &env->opts;
-    snprintf(buf, n, " (%d worker%s + %ld server%s, %s placement, staleness %ld)", env->n_workers,
-             env->n_workers == 1 ? "" : "s", o->ps_servers, o->ps_servers == 1 ? "" : "s", o->placement, o->staleness);
+    int each = o->ps_apply && strcmp(o->ps_apply, "each") == 0;
+    snprintf(buf, n, " (%d worker%s + %ld server%s, %s placement, staleness %ld%s)", env->n_workers,
+             env->n_workers == 1 ? "" : "s", o->ps_servers, o->ps_servers == 1 ? "" : "s", o->placement, o->staleness,
+             each ? ", a step per push (SSP)" : "");
 }
 
 static const dt_optdef ps_flags[] = {
@@ -635,6 +817,11 @@ static const dt_optdef ps_flags[] = {
      NULL},
     {"Communication", "staleness", OPT_INT, "S", offsetof(dt_comm_opts, staleness), 0, 1000, NULL, "0", 0, 0,
      "ps: a worker may run S iterations ahead of the slowest (0: bulk-synchronous)", NULL},
+    {"Communication", "ps-apply", OPT_CHOICE, "sum|each", offsetof(dt_comm_opts, ps_apply), 0, 0, "sum|each", "sum", 0,
+     0,
+     "ps: a server sums an iteration's pushes, then steps (sum), or steps at each push as it arrives, keeping a clock "
+     "per worker: the thesis's stale-synchronous parallel with --staleness as its bound (each)",
+     NULL},
     {"Communication", "ps-wait-free", OPT_FLAG, NULL, offsetof(dt_comm_opts, ps_wait_free), 0, 0, NULL, NULL, 0, 0,
      "ps: wait-free backprop: push each message as soon as backward has made its gradient (with --ps-messages "
      "range: layer by layer), not after backward",
@@ -645,7 +832,7 @@ const dt_mode_desc mode_ps = {
     .name = "ps",
     .help = "synchronous parameter server: the last --ps-servers ranks hold the weights, workers push gradients "
             "and pull weights",
-    .options = "ps-servers placement ps-messages staleness ps-wait-free compress compress-block",
+    .options = "ps-servers placement ps-messages staleness ps-apply ps-wait-free compress compress-block",
     .flags = ps_flags,
     .n_flags = (int)DT_ARRAY_LEN(ps_flags),
     .describe = ps_describe,
