@@ -122,7 +122,7 @@ SIDE = {"lenet": 28, "cifar-quick": 32, "resnet20": 32, "alexnet": 227}
 CHANNELS = {"lenet": 1}
 CLASSES = {"alexnet": 1000}
 
-def train_flops(model, side):
+def train_flops(model, channels, side):
     """multiply-add FLOPs of one training sample: 2 MACs forward, and backward weights and data"""
     layers = []
     def hook(m, inp, out):
@@ -134,7 +134,7 @@ def train_flops(model, side):
     hs = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
     model.eval()
     with torch.no_grad():
-        model(torch.zeros(1, CHANNELS.get(type(model).__name__.lower(), 3), side, side))
+        model(torch.zeros(1, channels, side, side))
     for h in hs:
         h.remove()
     fwd = 2 * sum(layers)
@@ -175,7 +175,7 @@ def main():
             acc = (z.argmax(1) == y).float().mean().item()
         print(json.dumps({"test_loss": loss, "test_acc": acc}, separators=(",", ":")))
         return
-    fwd, train = train_flops(model, SIDE[net])
+    fwd, train = train_flops(model, CHANNELS.get(net, 3), SIDE[net])
     if d == "synthetic":
         x = torch.rand(4 * batch, CHANNELS.get(net, 3), SIDE[net], SIDE[net]) * 4 - 2
         y = torch.randint(0, CLASSES.get(net, 10), (4 * batch,))
