@@ -79,6 +79,15 @@ bad "unknown directive" "bad.sweep:2: unknown directive 'axes'" "base = $top_src
 bad "baseline off the axes" "'mode=ps' is not a value of axis mode" "base = $top_srcdir/configs/mlp-fashion-dsync.conf" \
     "axis mode = dsync pipesgd" "baseline mode=ps"
 bad "missing base" "base config" "base = nowhere.conf" "axis mode = dsync"
+bad "a label value without a where line" "axis consistency is not a dtrain option, so it is a label whose values where lines turn into settings; ssp has none" \
+    "base = $top_srcdir/configs/mlp-fashion-dsync.conf" "axis consistency = bsp ssp" "where consistency=bsp: staleness = 0"
+
+# a label axis: not written as an option, its where lines are
+printf '%s\n' "base = $top_srcdir/configs/mlp-fashion-dsync.conf" "set mode = ps" "ranks = 3" "axis consistency = bsp ssp" \
+    "where consistency=bsp: staleness = 0" "where consistency=ssp: staleness = 2" > "$T/label.sweep"
+$SWEEP --dry-run --out "$T/lab" "$T/label.sweep" > "$T/label.out" 2>&1 || { cat "$T/label.out"; fail "label axis: --dry-run failed"; }
+grep -q "consistency=ssp\$" "$T/label.out" && grep -q "staleness=2" "$T/label.out" && ! grep -q "consistency=ssp " "$T/label.out" ||
+    { cat "$T/label.out"; fail "label axis: expected the point consistency=ssp with staleness=2 and no consistency option"; }
 
 # the report of a fixed set of results
 cp -r "$top_srcdir/tests/fixtures/report" "$T/fixture"
