@@ -1,6 +1,7 @@
 /* The timing model's formulas (netmodel.c): the ring's time (Pipe-SGD eq. 3), the CPU an allreduce
  * takes, and the overlapped iteration: the slower of compute and communication while the
- * communication thread has a core of its own, the CPU both need over the cores when it has not. */
+ * communication thread has a core of its own, the CPU both need over the cores when it has not;
+ * PS-Sync's iteration, bulk- and stale-synchronous, and its CPU floor where ranks share cores. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -70,6 +71,34 @@ START_TEST(overlap_shared_core)
 }
 END_TEST
 
+START_TEST(ps_time)
+{
+    dt_netmodel m = model(2);
+    /* 4 workers; the busiest server holds 1e6 values (4 MB pushed by each worker, one message) */
+    dt_ps_load l = {.workers = 4, .servers = 2, .n = 1e6, .enc = 4e6, .msgs = 1, .all_n = 1.5e6, .all_enc = 6e6,
+                    .in_turn = 1};
+    double pull = 4e6 * 8e-9, push = 4e6 * 8e-9, serve = 5e6 * 2e-9, comp = 0.005;
+    /* bulk-synchronous: the pulls in turn, then the last worker's compute and push, and serving */
+    CLOSE(netmodel_ps(&m, &l, comp), 4 * pull + comp + push + serve + 2 * 4 * 50e-6);
+    /* stale-synchronous: the busiest link direction, here the pushes and their serving */
+    l.in_turn = 0;
+    CLOSE(netmodel_ps(&m, &l, comp), 4 * (push + 50e-6) + serve);
+    /* ... or a worker's own round trip when compute dominates */
+    CLOSE(netmodel_ps(&m, &l, 0.5), pull + 0.5 + push + 2 * 50e-6);
+    /* a bigger share on the busiest server costs more */
+    dt_ps_load big = l;
+    big.n = 1.2e6, big.enc = 4.8e6;
+    ck_assert(netmodel_ps(&m, &big, comp) > netmodel_ps(&m, &l, comp));
+    /* 6 ranks on 1.5 cores (a quarter core each): the CPU all of them need, compute, serving and
+     * 3 ns per byte at each end of every worker's pushes and pulls, spread over the 1.5 cores */
+    m.cores = 0.25;
+    l.in_turn = 1;
+    double cpu = 4 * comp + 2 * serve + 2 * (4 * (6e6 + 6e6)) * 3e-9;
+    CLOSE(netmodel_ps(&m, &l, comp), cpu / 1.5);
+    ck_assert(cpu / 1.5 > 4 * pull + comp + push + serve + 2 * 4 * 50e-6); /* the floor is what binds here */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("netmodel");
@@ -78,6 +107,7 @@ int main(void)
     tcase_add_test(tc, ring_cpu);
     tcase_add_test(tc, overlap_own_core);
     tcase_add_test(tc, overlap_shared_core);
+    tcase_add_test(tc, ps_time);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -184,7 +184,7 @@ dt_comm_opts mode_opts_for(const dt_mode_desc *m, const dt_comm_opts *o);
 /* For the banner: "mode dsync (lazy allreduce every 4096 bytes), compress q8, block 256". */
 void mode_describe(const dt_mode_desc *m, const dt_mode_env *env, char *buf, size_t n);
 
-/* Timing model (timing_model.c): measures alpha and beta with a neighbour exchange over the
+/* Timing model (netmodel.c): measures alpha and beta with a neighbour exchange over the
  * ring and gamma with the codec on this CPU, unless given; collective. */
 int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_comm_opts *o);
 /* Seconds for one ring allreduce of n values over p ranks (Pipe-SGD eq. 5, communication term,
@@ -197,6 +197,16 @@ double netmodel_ring_cpu(const dt_netmodel *m, int p, size_t n, const dt_codec *
  * the slower of the two while the rank has a core for the communication thread; with fewer, both
  * need their CPU from the same cores, and the iteration takes at least all of it over the cores. */
 double netmodel_overlap(const dt_netmodel *m, int threads, double comp, double comp_cpu, double comm, double comm_cpu);
+
+/* PS-Sync's iteration (mode_ps.c): workers, servers, the busiest server's part (n values, enc bytes
+ * pushed by one worker, msgs messages per direction), the whole arena (all_n values, all_enc bytes
+ * encoded); in_turn: bulk-synchronous, pulls served one worker after the other. */
+typedef struct dt_ps_load {
+    double workers, servers, n, enc, msgs, all_n, all_enc;
+    int in_turn;
+} dt_ps_load;
+/* Seconds per iteration for compute seconds comp per worker. */
+double netmodel_ps(const dt_netmodel *m, const dt_ps_load *l, double comp);
 
 /* --mode auto (mode_auto.c): candidates "MODE[+CODEC],..." of --auto-allow, ranked by the timing
  * model for compute seconds comp (comp_cpu of CPU) per iteration, each with its codec's gamma. */

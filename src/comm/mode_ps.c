@@ -726,18 +726,17 @@ static int ps_flush(void *state, dt_mode_env *env, float lr, dt_times *t)
 static double ps_predict(void *state, const dt_mode_env *env, const dt_times *m)
 {
     ps_state *s = state;
-    const dt_netmodel *nm = &env->model;
-    double n = (double)env->arena.n / s->n_servers, w = s->n_workers;
-    /* one worker's part to one server, each a single long transfer */
-    double push = (double)codec_bytes(&env->codec, (size_t)n) * nm->beta_stream;
-    double pull = n * sizeof(float) * nm->beta_stream;
-    double serve = w * n * nm->gamma + n * nm->gamma; /* decode-add each push, then the update */
-    double comp = m->data + m->forward + m->backward;
-    double msgs = (double)s->m_total / s->n_servers; /* per server and direction: alpha each */
-    if (s->in_turn) /* pulls one after the other; the last worker's compute and push close the iteration */
-        return w * pull + comp + push + serve + 2 * w * msgs * nm->alpha;
-    /* all at once: every pull shares the link, then every push does (an upper bound under staleness) */
-    return w * pull + comp + w * push + serve + 2 * msgs * nm->alpha;
+    dt_ps_load l = {.workers = s->n_workers, .servers = s->n_servers, .in_turn = s->in_turn,
+                    .all_n = (double)env->arena.n, .all_enc = (double)codec_bytes(&env->codec, env->arena.n)};
+    for (int k = 0; k < s->n_servers; k++) { /* the busiest server: the largest part under the placement */
+        double nk = 0.0, ek = 0.0;
+        for (int j = 0; j < s->m_count[k]; j++) {
+            nk += (double)s->m_n[k][j];
+            ek += (double)codec_bytes(&env->codec, s->m_n[k][j]);
+        }
+        if (nk > l.n) l.n = nk, l.enc = ek, l.msgs = s->m_count[k];
+    }
+    return netmodel_ps(&env->model, &l, m->data + m->forward + m->backward);
 }
 
 static void ps_finalize(void *state, dt_mode_env *env)

@@ -1,9 +1,11 @@
 /* The timing model of Pipe-SGD eq. 2-5 / PAPERS.md §3 and the start-up probe that measures it.
  *
- * alpha, beta: the cost of one ring step, t(m) = alpha + m beta, fitted to chains of 2(P-1)
+ * alpha, beta: the cost of one ring step, t(m) = alpha + m beta, from chains of 2(P-1)
  *        neighbour exchanges (every rank sends m bytes right and receives m from the left at
- *        once, step after step, as the ring does) at m = 64 KiB and 1 MiB, median of 3 chains
- *        each after a warm-up. Chained steps are what the ring pays: on TCP they run ~20%
+ *        once, step after step, as the ring does), median of 3 chains each after a warm-up:
+ *        alpha is a step of 64 bytes, beta the slope between steps of 64 KiB and 1 MiB. (The
+ *        intercept of that line scattered from 0 to ~1 ms on tools/netem's links, where a 64 KiB
+ *        step rides the token bucket's burst.) Chained steps are what the ring pays: on TCP they run ~20%
  *        slower than one isolated exchange of the same size (rendezvous per message, the
  *        links' queues), and a fit to isolated or tiny messages predicts the ring too fast.
  * beta_stream: seconds per byte of one isolated exchange of 4 MiB, less alpha: what one long
@@ -107,18 +109,19 @@ double netmodel_codec_gamma(const dt_codec *codec)
 
 int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_comm_opts *o)
 {
-    const size_t small = 64u << 10, big = 1u << 20, stream = 4u << 20;
+    const size_t tiny = 64, small = 64u << 10, big = 1u << 20, stream = 4u << 20;
     double v[7] = {0, 0, 0, 0, 0, 0, 0};
     int p = comm_size(c), on_machine = 1;
     m->measured = o->model_alpha < 0 || o->model_beta < 0 || o->model_gamma < 0;
     if (p > 1 && (o->model_alpha < 0 || o->model_beta < 0)) {
         char *s = dt_alloc(stream), *r = dt_alloc(stream);
-        double ts, tb, tl, tbusy;
+        double tt, ts, tb, tl, tbusy;
         int rc = (!s || !r) ? -1 : 0, steps = 2 * (p - 1);
         if (rc == 0) {
             memset(s, 1, stream);
-            rc = chain_time(c, s, r, small, steps, 3, &ts);
+            rc = chain_time(c, s, r, tiny, steps, 3, &tt);
         }
+        if (rc == 0) rc = chain_time(c, s, r, small, steps, 3, &ts);
         if (rc == 0) rc = chain_time(c, s, r, big, steps, 3, &tb);
         if (rc == 0) rc = chain_time(c, s, r, stream, 1, 3, &tl);
         if (rc == 0) rc = chain_time(c, s, r, big, DT_MAX(steps, SUSTAINED_STEPS), 1, &tbusy);
@@ -127,7 +130,7 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
         dt_free(r);
         if (rc != 0) return dt_fail_prefix("timing-model probe");
         v[1] = DT_MAX(tb - ts, 1e-12) / (double)(big - small);
-        v[0] = DT_MAX(ts - (double)small * v[1], 1e-7);
+        v[0] = DT_MAX(tt - (double)tiny * v[1], 1e-7);
         v[3] = DT_MAX(tl - v[0], 1e-12) / (double)stream;
         v[6] = DT_MAX(tbusy - v[0], 1e-12) / (double)big;
     }
@@ -166,4 +169,29 @@ double netmodel_overlap(const dt_netmodel *m, int threads, double comp, double c
     if (m->cores <= 0 || m->cores >= threads + 1) return t; /* a core for each thread */
     double shared = (comp_cpu + comm_cpu) / m->cores;
     return shared > t ? shared : t;
+}
+
+double netmodel_ps(const dt_netmodel *m, const dt_ps_load *l, double comp)
+{
+    double w = l->workers, n = l->n;
+    /* one worker's part to the busiest server, each a single long transfer */
+    double push = l->enc * m->beta_stream, pull = n * sizeof(float) * m->beta_stream;
+    double serve = w * n * m->gamma + n * m->gamma; /* decode-add each push, then the update */
+    double t;
+    if (l->in_turn) /* pulls one after the other; the last worker's compute and push close the iteration */
+        t = w * pull + comp + push + serve + 2 * w * l->msgs * m->alpha;
+    else /* stale-synchronous: no worker waits for the others within the bound, so in the steady state
+          * the busiest server's link, each direction carrying every worker's messages, or one worker's
+          * own pull, compute and push, whichever is slower */
+        t = DT_MAX(DT_MAX(w * (pull + l->msgs * m->alpha), w * (push + l->msgs * m->alpha) + serve),
+                   pull + comp + push + 2 * l->msgs * m->alpha);
+    /* and no faster than the CPU it all needs where ranks share cores (tools/netem's hosts): every
+     * worker's compute, every server's serving, and per byte moved (every worker's whole arena,
+     * pushed and pulled) the sender's and the receiver's network stack */
+    if (m->cores > 0 && m->cores < 1 && m->cpu_byte > 0) {
+        double moved = w * (l->all_enc + l->all_n * sizeof(float));
+        double cpu = w * comp + l->servers * serve + 2 * moved * m->cpu_byte;
+        t = DT_MAX(t, cpu / (m->cores * (w + l->servers)));
+    }
+    return t;
 }
