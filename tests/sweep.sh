@@ -106,4 +106,6 @@ for png in accuracy_epoch accuracy_time time_split bytes scaling; do
 done
 grep -q "| mode=pipesgd ranks=2 | speedup | 1.5 .* | 0.75 | not reproduced (not faster)" "$T/REPRO.md" || { cat "$T/REPRO.md"; fail "the reproduction page's speed-up verdict"; }
 grep -q "| mode=dsync ranks=2 | test_acc | 0.85 .* | 0.86[0-9]* | reproduced in kind (+0.01" "$T/REPRO.md" || { cat "$T/REPRO.md"; fail "the reproduction page's accuracy verdict"; }
+grep -qF "| mode=dsync ranks=2 | 2 | ok | 0.8652 | 25044 | 0.98x | +14% |" "$T/REPRO.md" || { cat "$T/REPRO.md"; fail "the reproduction page: no row of every point"; }
+grep -qF "Timing model: within 15% on 3 of 4 points; the farthest, mode=pipesgd ranks=2, -37%." "$T/REPRO.md" || { cat "$T/REPRO.md"; fail "the reproduction page: no line on the timing model"; }
 echo PASS
