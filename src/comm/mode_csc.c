@@ -302,9 +302,9 @@ static int csc_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t
     t->update += dt_now() - t2;
 
     /* the next iteration's important chunks: the same on every rank */
-    double t3 = dt_now(), t_norms = dt_now();
+    double t3 = dt_now();
     if (p > 1 && ring_allreduce(s->norm_ring, s->norms, s->n_chunks, t) != 0) return -1;
-    t_norms = dt_now() - t_norms; /* in t_comm (the ring's), not in the selection's t_encode */
+    double t_norms = dt_now() - t3; /* in t_comm (the ring's), not in the selection's t_encode */
     double ratio = chunk_ratio_at(env->opts.chunk_ratio, env->opts.sparsity_warmup, it->it + 1, env->total_iters);
     size_t n_sel = (size_t)llround(ratio * (double)s->n_chunks);
     if (n_sel < 1) n_sel = 1;
