@@ -606,17 +606,13 @@ static int choose_mode(dt_run *r)
 {
     dt_mode_env *env = &r->env;
     dt_auto_cand c[DT_AUTO_MAX];
-    double v[2 + DT_AUTO_MAX];
+    double v[2 + 3 * DT_AUTO_MAX];
     int n;
     if (auto_parse(env->opts.auto_allow, c, DT_AUTO_MAX, &n) != 0) return -1;
-    if (time_compute(r, &v[0], &v[1]) != 0) return -1;
-    for (int i = 0; i < n; i++) {
-        dt_codec codec;
-        if (codec_create(c[i].codec, 0, &codec) != 0) return -1;
-        v[2 + i] = netmodel_codec_gamma(&codec);
-    }
-    if (comm_allreduce_max_f64(r->comm, v, (size_t)(2 + n)) != 0) return -1;
-    for (int i = 0; i < n; i++) c[i].gamma = v[2 + i];
+    if (time_compute(r, &v[0], &v[1]) != 0 || auto_calibrate(c, n, env) != 0) return -1;
+    for (int i = 0; i < n; i++) v[2 + 3 * i] = c[i].gamma, v[3 + 3 * i] = c[i].encode, v[4 + 3 * i] = c[i].decode;
+    if (comm_allreduce_max_f64(r->comm, v, (size_t)(2 + 3 * n)) != 0) return -1;
+    for (int i = 0; i < n; i++) c[i].gamma = v[2 + 3 * i], c[i].encode = v[3 + 3 * i], c[i].decode = v[4 + 3 * i];
     dt_auto_cand best;
     if (auto_rank(c, n, env, v[0], v[1], &best) != 0) return -1;
     size_t off = 0;

@@ -5,9 +5,12 @@
 #  - one candidate (--auto-allow pipesgd+q8) on resnet20: the run equals an explicit
 #    `--mode pipesgd --compress q8` bit for bit, so timing the compute left the running statistics
 #    of batch norm as they were
+#  - the sparse and ternary modes as candidates: each is priced (its calibration timed), their own
+#    flags (--density) are taken, and one sparse candidate equals its explicit run bit for bit
 #  - 4 emulated hosts on 1 Gbit/s links (root only): a codec that compresses
-#  - usage errors (exit 2): --compress with auto, a mode it cannot rank, an unknown codec,
-#    --auto-allow without auto, --resume with auto, a flag none of its candidates reads
+#  - usage errors (exit 2): --compress with auto, a mode it cannot rank (ps), a codec for a mode
+#    that takes none, an unknown codec, --auto-allow without auto, --resume with auto, a flag none
+#    of its candidates reads
 . "$(dirname "$0")/lib.sh"
 need_mpirun
 make_idx "$T/data" 400 100
@@ -36,6 +39,21 @@ mpi -np 2 "$DTRAIN" $C --mode pipesgd --compress q8 --save "$T/explicit.st" > "$
     { cat "$T/out"; fail "--mode pipesgd --compress q8 failed"; }
 "$STDIFF" "$T/auto.st" "$T/explicit.st" 0 0 || fail "--mode auto choosing pipesgd+q8 differs from --mode pipesgd --compress q8"
 
+S="--auto-allow dsync,topk,gtopk,csc+q8,terngrad --density 0.02"
+mpi -np 2 "$DTRAIN" --net mlp $D --mode auto $S --log "$T/sparse.jsonl" > "$T/out" 2>&1 ||
+    { cat "$T/out"; fail "--mode auto with sparse candidates failed"; }
+ranking=$(grep '"type":"summary"' "$T/sparse.jsonl" | grep -o '"auto_ranking":"[^"]*"')
+for c in dsync topk gtopk csc+q8 terngrad; do
+    echo "$ranking" | grep -Eq "[\", ]${c/+/\\+} [0-9.]+ ms" || fail "the summary's ranking lacks $c: $ranking"
+done
+note "shared memory, sparse candidates: $(grep -o 'predicted per iteration: .*' "$T/out")"
+mpi -np 2 "$DTRAIN" --net mlp $D --seed 5 --mode auto --auto-allow gtopk --density 0.02 --save "$T/auto.st" > "$T/out" 2>&1 ||
+    { cat "$T/out"; fail "--mode auto --auto-allow gtopk failed"; }
+grep -q "chose gtopk$" "$T/out" || { cat "$T/out"; fail "the only candidate, gtopk, was not chosen"; }
+mpi -np 2 "$DTRAIN" --net mlp $D --seed 5 --mode gtopk --density 0.02 --save "$T/explicit.st" > "$T/out" 2>&1 ||
+    { cat "$T/out"; fail "--mode gtopk failed"; }
+"$STDIFF" "$T/auto.st" "$T/explicit.st" 0 0 || fail "--mode auto choosing gtopk differs from --mode gtopk"
+
 if [ "$(id -u)" = 0 ] && ip netns add dtnet-testprobe 2>/dev/null && ip netns del dtnet-testprobe &&
     ! ip netns list | grep -q '^dtnet-'; then
     timeout 300 "$top_srcdir/tools/netem" run 4 1gbit -- -np 4 "$DTRAIN" --net mlp $D --iters 20 --mode auto \
@@ -56,10 +74,12 @@ bad() { # STATUS WANT ARGS...
     grep -qF -- "$want" "$T/out" || { cat "$T/out"; fail "$*: output lacks '$want'"; }
 }
 bad 2 "--compress with --mode auto" --mode auto --compress q8
-bad 2 "cannot rank 'topk' yet" --mode auto --auto-allow dsync,topk
+bad 2 "cannot rank 'ps'" --mode auto --auto-allow dsync,ps
+bad 2 "topk takes no codec" --mode auto --auto-allow dsync,topk+q8
 bad 2 "unknown codec" --mode auto --auto-allow dsync+zip
 bad 2 "is listed twice" --mode auto --auto-allow dsync+q8,dsync+q8
 bad 2 "--auto-allow applies to --mode auto" --mode dsync --auto-allow dsync
 bad 2 "--resume with --mode auto" --mode auto --resume "$T/none.ckpt"
-bad 2 "--density does not apply to --mode auto" --mode auto --density 0.1
-echo "PASS: --mode auto picks dsync on shared memory, equals its one candidate's explicit run, refuses what it cannot do"
+bad 2 "--density applies to none of --mode auto's candidates" --mode auto --density 0.1
+bad 2 "--clip applies to none of --mode auto's candidates" --mode auto --auto-allow dsync,topk --clip 2
+echo "PASS: --mode auto picks dsync on shared memory, ranks the sparse modes, equals its one candidate's explicit run, refuses what it cannot do"

@@ -148,8 +148,8 @@ static int check_auto_allow(const char *v, const char *origin)
 static const dt_optdef wait_flags[] = {
     {G, "auto-allow", OPT_STRING, "LIST", C(auto_allow), 0, 0, NULL,
      "dsync,dsync+t16,dsync+fp16,dsync+q8,pipesgd,pipesgd+t16,pipesgd+fp16,pipesgd+q8", 0, 0,
-     "--mode auto: the candidates in order of preference, MODE[+CODEC] separated by commas (modes: dsync, pipesgd); "
-     "the first predicted within 15% of the fastest runs",
+     "--mode auto: the candidates in order of preference, MODE[+CODEC] separated by commas (modes: dsync, pipesgd, "
+     "topk, gtopk, csc, terngrad; a codec for dsync, pipesgd, csc); the first predicted within 15% of the fastest runs",
      check_auto_allow},
     {G, "comm-wait", OPT_CHOICE, "auto|spin|sleep", C(comm_wait), 0, 0, "auto|spin|sleep", "auto", 0, 0,
      "how a rank waits for messages: spin (lowest latency, a busy core), sleep (poll every 50 us), auto (communication "
@@ -212,11 +212,16 @@ int mode_check_opts(const dt_mode_desc *m, const dt_comm_opts *o, int (*given)(c
         if (given(arg, "compress"))
             return dt_fail("--compress with --mode auto: the codec is part of what auto chooses (restrict the "
                            "candidates with --auto-allow, e.g. dsync+q8,pipesgd+q8)");
+        dt_auto_cand c[DT_AUTO_MAX];
+        int n, used;
+        if (auto_parse(o->auto_allow, c, DT_AUTO_MAX, &n) != 0) return -1;
         for (int i = 0; i < n_flags; i++) {
             const char *name = flags[i]->name;
-            if (given(arg, name) && mode_specific(name) && !mode_reads(mode_find("dsync"), name) &&
-                !mode_reads(mode_find("pipesgd"), name))
-                return dt_fail("--%s does not apply to --mode auto, which chooses between dsync and pipesgd", name);
+            if (!given(arg, name) || !mode_specific(name)) continue;
+            used = 0;
+            for (int j = 0; j < n; j++) used |= mode_reads(c[j].mode, name);
+            if (!used)
+                return dt_fail("--%s applies to none of --mode auto's candidates (--auto-allow %s)", name, o->auto_allow);
         }
         return 0;
     }

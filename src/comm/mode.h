@@ -136,6 +136,11 @@ typedef struct dt_mode_desc {
     /* Predicted seconds per iteration from the timing model, given the measured mean compute
      * phases of an iteration (data, forward, backward, update as this rank saw them). */
     double (*predict)(void *state, const dt_mode_env *env, const dt_times *mean);
+    /* --mode auto, before any mode is set up: times this mode's own work of an iteration beyond
+     * compute and the wire (selection, merging, packing, ternarizing) on scratch data of the arena's
+     * size, into cost->encode and cost->decode; not collective. A mode that has it predicts with
+     * state NULL from env and those costs; NULL hook: its prediction needs neither. */
+    int (*calibrate)(const dt_mode_env *env, dt_times *cost);
     /* Checkpoints: lists up to max state buffers (host memory) and returns how many, or -1 with
      * an error; NULL hook: none. Called between iterations, it first lets anything in flight
      * land (without applying it), so the buffers are complete: a checkpoint reads them, a resume
@@ -214,10 +219,13 @@ typedef struct dt_auto_cand {
     const dt_mode_desc *mode;
     char codec[16], name[80]; /* name: "pipesgd+q8", "dsync" */
     double gamma;             /* the codec's (netmodel_codec_gamma), set by the caller */
+    double encode, decode;    /* the mode's own work per iteration (its calibrate), set by the caller */
     double t;                 /* predicted seconds per iteration */
 } dt_auto_cand;
 #define DT_AUTO_MAX 32
 int auto_parse(const char *list, dt_auto_cand *out, int max, int *n);
+/* Sets each candidate's gamma, encode and decode as measured on this rank (not collective). */
+int auto_calibrate(dt_auto_cand *c, int n, const dt_mode_env *env);
 /* Fills each t; *chosen: the first candidate (in the list's order of preference) predicted within
  * 15% of the fastest; then sorts c by predicted time. */
 int auto_rank(dt_auto_cand *c, int n, const dt_mode_env *env, double comp, double comp_cpu, dt_auto_cand *chosen);

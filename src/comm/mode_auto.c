@@ -1,13 +1,18 @@
 /* --mode auto — the mode and codec for this run, chosen by the timing model (PAPERS.md §3).
  *
- * The candidates (--auto-allow, "MODE[+CODEC]" each) are D-Sync and Pipe-SGD with any codec:
- * the modes whose prediction needs nothing but the measured compute time and the start-up probe.
- * Each is priced with its own codec's gamma. The list is in order of preference (the default: exact
- * D-Sync first, then D-Sync with ever coarser codecs, then Pipe-SGD's stale gradients): the first
- * candidate predicted within AUTO_MARGIN of the fastest runs. 15% is the accuracy the model is
- * held to, so a gain it cannot tell from its error never buys more approximation. On shared
- * memory the candidates lie close together (2 ranks, mlp, batch 100: predicted 1.80-1.99 ms,
- * measured 2.31-2.74 ms); on 1 Gbit/s links the codecs are 2-4x faster. */
+ * The candidates (--auto-allow, "MODE[+CODEC]" each) are D-Sync and Pipe-SGD with any codec, and
+ * the sparse and ternary modes (topk, gtopk, csc with its codec, terngrad). D-Sync and Pipe-SGD are
+ * priced from the measured compute time, the start-up probe and their codec's gamma; the others
+ * also by their calibrate hook, which times their selection, merging, packing or ternarizing on
+ * scratch data of the arena's size. PS-Sync is not a candidate: its ranks' roles (servers that do
+ * not compute) and the data's split among workers are fixed before compute can be timed.
+ *
+ * The list is in order of preference (the default: exact D-Sync first, then D-Sync with ever
+ * coarser codecs, then Pipe-SGD's stale gradients; sparse modes change what training sees and run
+ * only when listed): the first candidate predicted within AUTO_MARGIN of the fastest runs. 15% is
+ * the accuracy the model is held to, so a gain it cannot tell from its error never buys more
+ * approximation. On shared memory the candidates lie close together (2 ranks, mlp, batch 100:
+ * predicted 1.80-1.99 ms, measured 2.31-2.74 ms); on 1 Gbit/s links the codecs are 2-4x faster. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +22,8 @@
 
 #define AUTO_MARGIN 0.15
 
-static const char *const rankable[] = {"dsync", "pipesgd"};
+static const char *const rankable[] = {"dsync", "pipesgd", "topk", "gtopk", "csc", "terngrad"};
+#define RANKABLE "dsync, pipesgd, topk, gtopk, csc or terngrad"
 
 static int parse_one(const char *s, size_t len, dt_auto_cand *c)
 {
@@ -26,23 +32,27 @@ static int parse_one(const char *s, size_t len, dt_auto_cand *c)
     memcpy(buf, s, len);
     buf[len] = 0;
     char *plus = strchr(buf, '+');
-    const char *codec = plus ? plus + 1 : "none";
     if (plus) *plus = 0;
     int ok = 0;
     for (size_t i = 0; i < DT_ARRAY_LEN(rankable); i++) ok |= strcmp(buf, rankable[i]) == 0;
+    const dt_mode_desc *m = mode_find(buf);
     if (!ok) {
-        if (mode_find(buf))
-            return dt_fail("--auto-allow: --mode auto cannot rank '%s' yet (it chooses among dsync and pipesgd, each with "
-                           "any codec)",
+        if (m)
+            return dt_fail("--auto-allow: --mode auto cannot rank '%s' (its servers and their workers are set before "
+                           "compute can be timed; the candidates: " RANKABLE ")",
                            buf);
-        return dt_fail("--auto-allow: unknown mode '%s' (expected dsync or pipesgd, with +CODEC for a codec)", buf);
+        return dt_fail("--auto-allow: unknown mode '%s' (expected " RANKABLE ", with +CODEC for a codec)", buf);
     }
+    if (plus && !mode_reads(m, "compress"))
+        return dt_fail("--auto-allow: %s takes no codec (it encodes gradients its own way), found '%s+%s'", buf, buf,
+                       plus + 1);
+    const char *codec = plus ? plus + 1 : m->default_compress ? m->default_compress : "none";
     dt_codec tmp;
-    if (codec_create(codec, 0, &tmp) != 0) return dt_fail_prefix("--auto-allow %s", s);
-    c->mode = mode_find(buf);
+    if (codec_create(codec, 0, &tmp) != 0) return dt_fail_prefix("--auto-allow %.*s", (int)len, s);
+    c->mode = m;
     snprintf(c->codec, sizeof c->codec, "%s", codec);
-    snprintf(c->name, sizeof c->name, "%s%s%s", buf, strcmp(codec, "none") ? "+" : "", strcmp(codec, "none") ? codec : "");
-    c->gamma = c->t = 0.0;
+    snprintf(c->name, sizeof c->name, "%s%s%s", buf, plus ? "+" : "", plus ? codec : "");
+    c->gamma = c->encode = c->decode = c->t = 0.0;
     return 0;
 }
 
@@ -62,6 +72,30 @@ int auto_parse(const char *list, dt_auto_cand *out, int max, int *n)
     return *n > 0 ? 0 : dt_fail("--auto-allow: no candidates");
 }
 
+/* env as the candidate's mode would see it: its options and codec */
+static int cand_env(const dt_auto_cand *c, const dt_mode_env *env, dt_mode_env *e)
+{
+    dt_comm_opts o = env->opts;
+    *e = *env;
+    o.compress = (char *)c->codec;
+    e->opts = mode_opts_for(c->mode, &o);
+    return codec_create(c->codec, env->opts.compress_block ? (int)env->opts.compress_block : DT_CODEC_PER_VECTOR,
+                        &e->codec);
+}
+
+int auto_calibrate(dt_auto_cand *c, int n, const dt_mode_env *env)
+{
+    for (int i = 0; i < n; i++) {
+        dt_mode_env e;
+        dt_times cost = {0};
+        if (cand_env(&c[i], env, &e) != 0) return -1;
+        c[i].gamma = netmodel_codec_gamma(&e.codec);
+        if (c[i].mode->calibrate && c[i].mode->calibrate(&e, &cost) != 0) return dt_fail_prefix("--mode auto: timing %s", c[i].name);
+        c[i].encode = cost.encode, c[i].decode = cost.decode;
+    }
+    return 0;
+}
+
 static int by_time(const void *a, const void *b)
 {
     const dt_auto_cand *x = a, *y = b;
@@ -73,10 +107,8 @@ int auto_rank(dt_auto_cand *c, int n, const dt_mode_env *env, double comp, doubl
     double best = 0.0;
     for (int i = 0; i < n; i++) {
         dt_mode_env e = *env;
-        dt_times m = {.forward = comp, .cpu = comp_cpu};
-        if (codec_create(c[i].codec, env->opts.compress_block ? (int)env->opts.compress_block : DT_CODEC_PER_VECTOR,
-                         &e.codec) != 0)
-            return -1;
+        dt_times m = {.forward = comp, .cpu = comp_cpu, .encode = c[i].encode, .decode = c[i].decode};
+        if (cand_env(&c[i], env, &e) != 0) return -1;
         e.model.gamma = c[i].gamma;
         c[i].t = c[i].mode->predict(NULL, &e, &m);
         if (i == 0 || c[i].t < best) best = c[i].t;

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../rng.h"
 #include "../util.h"
 #include "mode.h"
 #include "ring.h"
@@ -98,6 +99,12 @@ static void layout(csc_state *s, size_t n)
     s->sent = 0;
 }
 
+static size_t n_chunks(const dt_mode_env *env)
+{
+    size_t c = ((size_t)env->arena.n + (size_t)env->opts.chunk - 1) / (size_t)env->opts.chunk;
+    return c ? c : 1;
+}
+
 static int csc_init(void **state, dt_mode_env *env)
 {
     csc_state *s = calloc(1, sizeof *s);
@@ -107,8 +114,7 @@ static int csc_init(void **state, dt_mode_env *env)
     *state = s;
     if (mode_env_views(env) != 0) return -1;
     s->chunk = (size_t)env->opts.chunk;
-    s->n_chunks = (n + s->chunk - 1) / s->chunk;
-    if (s->n_chunks == 0) s->n_chunks = 1;
+    s->n_chunks = n_chunks(env);
     s->important = malloc(s->n_chunks);
     s->packed_at = calloc(s->n_chunks, sizeof *s->packed_at);
     s->order = malloc(sizeof *s->order * s->n_chunks);
@@ -335,16 +341,53 @@ static int csc_restored(void *state, dt_mode_env *env, long it0)
 
 static double csc_predict(void *state, const dt_mode_env *env, const dt_times *m)
 {
-    csc_state *s = state;
+    (void)state;
     int p = comm_size(env->comm);
     dt_codec none;
     codec_create("none", 0, &none);
     size_t sel = (size_t)(env->opts.chunk_ratio * (double)env->arena.n);
     /* GradientFlow §3.2: compute, the chunk norms' allreduce, the selected chunks' allreduce, plus
-     * what the run measures of the norms, the selection and the packing (t_encode) and the
-     * unpacking (t_decode) */
+     * what the run measures of the correction, the selection and the packing (t_encode) and the
+     * unpacking and the norms (t_decode); before a run (--mode auto) csc_calibrate's */
     return m->data + m->forward + m->backward + m->sync + m->update + m->encode + m->decode +
-           netmodel_ring(&env->model, p, sel, &env->codec) + netmodel_ring(&env->model, p, s->n_chunks, &none);
+           netmodel_ring(&env->model, p, sel, &env->codec) + netmodel_ring(&env->model, p, n_chunks(env), &none);
+}
+
+/* --mode auto: csc_end's passes over the arena, timed on scratch data (the best of 3): the correction
+ * g += h, the packing of the selected values and the sort of the chunks' norms (encode); the
+ * unpacking, the chunks' L1 norms and the residual of the rest (decode) */
+static int csc_calibrate(const dt_mode_env *env, dt_times *cost)
+{
+    size_t n = DT_MAX(env->arena.n, 1), nc = n_chunks(env), chunk = (size_t)env->opts.chunk;
+    size_t sel = DT_MIN((size_t)(env->opts.chunk_ratio * (double)n), n);
+    float *g = dt_zalloc(sizeof(float) * 3 * n), *norms = dt_zalloc(sizeof(float) * nc);
+    int *order = malloc(sizeof *order * nc);
+    if (!g || !norms || !order) {
+        dt_free(g), dt_free(norms), free(order);
+        return dt_fail("out of memory");
+    }
+    float *h = g + n, *pack = h + n;
+    cost->encode = cost->decode = 1e30;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = dt_now();
+        for (size_t i = 0; i < n; i++) g[i] += h[i];
+        memcpy(pack, g, sel * sizeof(float));
+        for (size_t c = 0; c < nc; c++) norms[c] = (float)(rng_hash(0xc5c, c) >> 40), order[c] = (int)c;
+        qsort_r(order, nc, sizeof *order, by_norm, norms);
+        double t1 = dt_now();
+        memcpy(g, pack, sel * sizeof(float));
+        for (size_t c = 0; c < nc; c++) {
+            size_t a = c * chunk, len = DT_MIN(chunk, n - a);
+            float l1 = 0.0f;
+            for (size_t i = 0; i < len; i++) l1 += fabsf(g[a + i]);
+            norms[c] = l1;
+        }
+        memcpy(h + sel, g + sel, (n - sel) * sizeof(float));
+        double t2 = dt_now();
+        cost->encode = DT_MIN(cost->encode, t1 - t0), cost->decode = DT_MIN(cost->decode, t2 - t1);
+    }
+    dt_free(g), dt_free(norms), free(order);
+    return 0;
 }
 
 static int csc_list_state(void *state, const dt_mode_env *env, dt_state_tensor *out, int max)
@@ -442,6 +485,7 @@ const dt_mode_desc mode_csc = {
     .grad_ready = csc_ready,
     .end = csc_end,
     .predict = csc_predict,
+    .calibrate = csc_calibrate,
     .state = csc_list_state,
     .restored = csc_restored,
     .finalize = csc_finalize,

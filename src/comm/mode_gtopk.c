@@ -33,8 +33,19 @@ typedef struct {
     size_t kmax;
     dt_pair *mine, *cur, *in, *tmp, *used;
     dt_hostbuf dense; /* the aggregate as a dense arena-sized vector, for the optimizer */
-    double t_select, t_merge_pair; /* the timing model's: measured at start-up (sparse_costs) */
+    dt_times cost; /* the timing model's selection (encode) and merges (decode): gtopk_calibrate's */
 } gtopk_state;
+
+/* the timing model's costs at the target density: the selection of k over the arena and log2(P)
+ * merges of 2k pairs on the tree's root, the critical path */
+static int gtopk_calibrate(const dt_mode_env *env, dt_times *cost)
+{
+    int p = comm_size(env->comm);
+    double k = (double)density_k(env->opts.density, env->arena.n), pair;
+    if (sparse_costs(env->arena.n, (size_t)k, &cost->encode, &pair) != 0) return -1;
+    cost->decode = p > 1 ? ceil(log2((double)p)) * 2 * k * pair : 0.0;
+    return 0;
+}
 
 static int gtopk_init(void **state, dt_mode_env *env)
 {
@@ -48,7 +59,7 @@ static int gtopk_init(void **state, dt_mode_env *env)
     s->kmax = density_k(density_max(&s->sched), n);
     if (memory_create(&s->mem, n, env->opts.momentum_correction, env->optim->momentum, env->optim->wd) != 0 ||
         topk_create(&s->sel, n, s->kmax) != 0 ||
-        sparse_costs(n, density_k(s->sched.target, n), &s->t_select, &s->t_merge_pair) != 0)
+        gtopk_calibrate(env, &s->cost) != 0)
         return -1;
     s->mine = dt_alloc(sizeof(dt_pair) * s->kmax);
     s->cur = dt_alloc(sizeof(dt_pair) * s->kmax);
@@ -169,13 +180,13 @@ static double gtopk_predict(void *state, const dt_mode_env *env, const dt_times 
 {
     gtopk_state *s = state;
     int p = comm_size(env->comm);
-    double k = (double)density_k(s->sched.target, env->arena.n), lg = ceil(log2((double)p));
+    double k = (double)density_k(env->opts.density, env->arena.n), lg = ceil(log2((double)p));
     /* gTop-k Table I: 2 log2(P) alpha + 4 k log2(P) beta (words: 2 k log2 P pairs of 8 bytes); plus the
-     * selection of k, and log2(P) merges of 2k pairs on the tree's root, the critical path: measured in
-     * the run like compute (t_encode, t_decode), or from the start-up timing before there is one */
-    double merge = m->decode > 0 ? m->decode : lg * 2 * k * s->t_merge_pair; /* measured in the run, once there is one */
+     * selection and the merges: measured in the run like compute (t_encode, t_decode), or
+     * gtopk_calibrate's before there is one (state NULL: --mode auto's, in m) */
+    double sel = m->encode > 0 || !s ? m->encode : s->cost.encode, merge = m->decode > 0 || !s ? m->decode : s->cost.decode;
     double comm = p > 1 ? 2 * lg * env->model.alpha + 2 * k * lg * 8 * env->model.beta + merge : 0;
-    return m->data + m->forward + m->backward + m->sync + (m->encode > 0 ? m->encode : s->t_select) + comm + m->update;
+    return m->data + m->forward + m->backward + m->sync + sel + comm + m->update;
 }
 
 static int gtopk_list_state(void *state, const dt_mode_env *env, dt_state_tensor *out, int max)
@@ -215,6 +226,7 @@ const dt_mode_desc mode_gtopk = {
     .init = gtopk_init,
     .end = gtopk_end,
     .predict = gtopk_predict,
+    .calibrate = gtopk_calibrate,
     .state = gtopk_list_state,
     .finalize = gtopk_finalize,
 };

@@ -39,6 +39,28 @@ typedef struct {
     dt_ring *ring;
 } tern_state;
 
+/* Which tensors travel ternary (s->tern, s->tern_at: where each starts; either may be NULL) and the
+ * sizes that follow: all but the last layer's with --tern-skip-last and those under --tern-min-size */
+static void plan(tern_state *s, const dt_mode_env *env)
+{
+    const dt_arena *a = &env->arena;
+    int p = comm_size(env->comm);
+    /* the last layer of the net is the first group of tensors in the arena (backward order) */
+    const char *first = a->n_tensors ? a->tensors[0]->name : "";
+    size_t first_len = tensor_layer_len(first);
+    for (int i = 0; i < a->n_tensors; i++) {
+        const dt_param *t = a->tensors[i];
+        int last_layer = tensor_layer_len(t->name) == first_len && strncmp(t->name, first, first_len) == 0;
+        int tern = !(env->opts.tern_skip_last && last_layer) && t->n >= (size_t)env->opts.tern_min_size;
+        if (s->tern) s->tern[i] = (unsigned char)tern;
+        if (s->tern_at && tern) s->tern_at[i] = s->d_tern;
+        if (tern) s->d_tern += t->n, s->n_tern++;
+        else s->d_fp32 += t->n;
+    }
+    s->code_bytes = (s->d_tern + 3) / 4;
+    s->use_allgather = (double)(p - 1) * (double)s->code_bytes <= 2.0 * (p - 1) / p * (double)s->d_tern;
+}
+
 static int tern_init(void **state, dt_mode_env *env)
 {
     tern_state *s = calloc(1, sizeof *s);
@@ -53,24 +75,8 @@ static int tern_init(void **state, dt_mode_env *env)
     s->tern = calloc((size_t)a->n_tensors + 1, 1);
     s->tern_at = calloc((size_t)a->n_tensors + 1, sizeof *s->tern_at);
     if (!s->tern || !s->tern_at) return dt_fail("out of memory");
-    /* the last layer of the net is the first group of tensors in the arena (backward order) */
-    const char *first = a->n_tensors ? a->tensors[0]->name : "";
-    size_t first_len = tensor_layer_len(first);
-    for (int i = 0; i < a->n_tensors; i++) {
-        const dt_param *t = a->tensors[i];
-        int last_layer = tensor_layer_len(t->name) == first_len && strncmp(t->name, first, first_len) == 0;
-        s->tern[i] = !(env->opts.tern_skip_last && last_layer) && t->n >= (size_t)env->opts.tern_min_size;
-        if (s->tern[i]) {
-            s->tern_at[i] = s->d_tern;
-            s->d_tern += t->n;
-            s->n_tern++;
-        } else {
-            s->d_fp32 += t->n;
-        }
-    }
-    s->code_bytes = (s->d_tern + 3) / 4;
+    plan(s, env);
     double ag = (double)(p - 1) * (double)s->code_bytes, i8 = 2.0 * (p - 1) / p * (double)s->d_tern;
-    s->use_allgather = ag <= i8;
     s->t8 = dt_alloc(DT_MAX(s->d_tern, 1));
     s->acc = dt_alloc(DT_MAX(s->d_tern, 1));
     s->tmp = dt_alloc(DT_MAX(s->d_tern / (size_t)p + 2, 1));
@@ -170,15 +176,60 @@ static int tern_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
 
 static double tern_predict(void *state, const dt_mode_env *env, const dt_times *m)
 {
-    tern_state *s = state;
+    tern_state *s = state, before = {0}; /* state NULL (--mode auto): the plan alone */
+    if (!s) plan(s = &before, env);
     int p = comm_size(env->comm);
     dt_codec none;
     codec_create("none", 0, &none);
     double bytes = s->use_allgather ? (double)(p - 1) * (double)s->code_bytes : 2.0 * (p - 1) / p * (double)s->d_tern;
     double steps = s->use_allgather ? (p - 1) : 2.0 * (p - 1);
-    return m->data + m->forward + m->backward + m->sync + m->update + (p - 1) * env->model.alpha +
+    /* the scalers' allgather, the codes' allgather (or the int8 ring), the fp32 tensors' ring; plus what
+     * the run measures of clipping, ternarizing and packing (t_encode) and unpacking (t_decode) */
+    return m->data + m->forward + m->backward + m->sync + m->update + m->encode + m->decode + (p - 1) * env->model.alpha +
            (p - 1) * 4.0 * s->n_tern * env->model.beta + steps * env->model.alpha + bytes * env->model.beta +
            netmodel_ring(&env->model, p, s->d_fp32, &none);
+}
+
+/* --mode auto: tern_end's work on scratch data (the best of 3): the scalers, the ternarizing and the
+ * packing (encode); the P ranks' codes unpacked (or the int8 sum) and turned back into floats (decode) */
+static int tern_calibrate(const dt_mode_env *env, dt_times *cost)
+{
+    const dt_arena *a = &env->arena;
+    tern_state s = {0};
+    int p = comm_size(env->comm);
+    if (!(s.tern = calloc((size_t)a->n_tensors + 1, 1)) || !(s.tern_at = calloc((size_t)a->n_tensors + 1, sizeof *s.tern_at))) {
+        free(s.tern);
+        return dt_fail("out of memory");
+    }
+    plan(&s, env);
+    float *g = dt_alloc(sizeof(float) * DT_MAX(a->n, 1));
+    int8_t *t8 = dt_alloc(DT_MAX(s.d_tern, 1)), *acc = dt_zalloc(DT_MAX(s.d_tern, 1));
+    uint8_t *codes = dt_alloc(DT_MAX(s.code_bytes, 1));
+    int rc = g && t8 && acc && codes ? 0 : dt_fail("out of memory");
+    for (size_t i = 0; !rc && i < a->n; i++) g[i] = (float)((double)(rng_hash(0x7e4, i) >> 11) / 9007199254740992.0 - 0.5);
+    cost->encode = cost->decode = 1e30;
+    for (int rep = 0; !rc && rep < 3; rep++) {
+        double t0 = dt_now();
+        for (int i = 0; i < a->n_tensors; i++) {
+            const dt_param *tp = a->tensors[i];
+            if (!s.tern[i]) continue;
+            float sc = tern_scaler(g + tp->offset, tp->n, env->opts.clip);
+            tern_ternarize(g + tp->offset, tp->n, sc, sc, rng_hash(0x7e4, (uint64_t)i), t8 + s.tern_at[i]);
+        }
+        if (s.use_allgather) tern_pack(t8, s.d_tern, codes);
+        double t1 = dt_now();
+        if (s.use_allgather)
+            for (int r = 0; r < p; r++) tern_unpack_add(codes, s.d_tern, acc);
+        for (int i = 0; i < a->n_tensors; i++) {
+            const dt_param *tp = a->tensors[i];
+            if (!s.tern[i]) continue;
+            for (size_t j = 0; j < tp->n; j++) g[tp->offset + j] = 1e-3f * (float)acc[s.tern_at[i] + j];
+        }
+        double t2 = dt_now();
+        cost->encode = DT_MIN(cost->encode, t1 - t0), cost->decode = DT_MIN(cost->decode, t2 - t1);
+    }
+    free(s.tern), free(s.tern_at), dt_free(g), dt_free(t8), dt_free(acc), dt_free(codes);
+    return rc;
 }
 
 static void tern_finalize(void *state, dt_mode_env *env)
@@ -218,5 +269,6 @@ const dt_mode_desc mode_terngrad = {
     .init = tern_init,
     .end = tern_end,
     .predict = tern_predict,
+    .calibrate = tern_calibrate,
     .finalize = tern_finalize,
 };

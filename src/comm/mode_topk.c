@@ -34,7 +34,7 @@ typedef struct {
     size_t kmax;
     dt_pair *mine, *all, *agg, *tmp, *tmp2;
     dt_hostbuf dense; /* the aggregate as a dense arena-sized vector, for the optimizer */
-    double t_select, t_merge_pair; /* the timing model's: measured at start-up (sparse_costs) */
+    dt_times cost; /* the timing model's selection (encode) and merges (decode): topk_calibrate's */
 } topk_state;
 
 static int cmp_range(const void *a, const void *b)
@@ -52,13 +52,30 @@ static int make_ranges(topk_state *s, const dt_arena *a)
     return 0;
 }
 
-/* entries sent at this density: the arena's k, or the sum of the tensors' */
-static size_t k_at(const topk_state *s, double density, size_t n)
+static int per_tensor(const dt_mode_env *env)
 {
+    return env->opts.topk_scope && strcmp(env->opts.topk_scope, "layer") == 0;
+}
+
+/* entries sent at this density: the arena's k, or the sum of the tensors' */
+static size_t k_at(const dt_mode_env *env, double density)
+{
+    const dt_arena *a = &env->arena;
     size_t k = 0;
-    if (!s->ranges) return density_k(density, n);
-    for (int i = 0; i < s->n_ranges; i++) k += density_k(density, s->ranges[i].n);
+    if (!per_tensor(env)) return density_k(density, a->n);
+    for (int i = 0; i < a->n_tensors; i++) k += density_k(density, a->tensors[i]->n);
     return k;
+}
+
+/* the timing model's costs at the target density: the selection of k (timed as one selection over
+ * the arena, also per tensor) and the rank-order fold of the P lists (merges of 2k, 3k, ..., Pk pairs) */
+static int topk_calibrate(const dt_mode_env *env, dt_times *cost)
+{
+    int p = comm_size(env->comm);
+    double k = (double)k_at(env, env->opts.density), pair;
+    if (sparse_costs(env->arena.n, (size_t)k, &cost->encode, &pair) != 0) return -1;
+    cost->decode = p > 1 ? k * pair * ((double)p * (p + 1) / 2.0 - 1.0) : 0.0;
+    return 0;
 }
 
 /* the selection: the k largest of the residual, or of each tensor's range (sorted by index either way) */
@@ -87,12 +104,10 @@ static int topk_init(void **state, dt_mode_env *env)
     if (mode_env_views(env) != 0) return -1;
     if (density_sched_parse(env->opts.density_warmup, env->opts.density, &s->sched) != 0)
         return dt_fail_prefix("--density-warmup");
-    if (env->opts.topk_scope && strcmp(env->opts.topk_scope, "layer") == 0 && make_ranges(s, &env->arena) != 0)
-        return -1;
-    s->kmax = k_at(s, density_max(&s->sched), n);
+    if (per_tensor(env) && make_ranges(s, &env->arena) != 0) return -1;
+    s->kmax = k_at(env, density_max(&s->sched));
     if (memory_create(&s->mem, n, env->opts.momentum_correction, env->optim->momentum, env->optim->wd) != 0 ||
-        topk_create(&s->sel, n, s->kmax) != 0 ||
-        sparse_costs(n, k_at(s, s->sched.target, n), &s->t_select, &s->t_merge_pair) != 0)
+        topk_create(&s->sel, n, s->kmax) != 0 || topk_calibrate(env, &s->cost) != 0)
         return -1;
     s->mine = dt_alloc(sizeof(dt_pair) * s->kmax);
     s->all = dt_alloc(sizeof(dt_pair) * s->kmax * (size_t)p);
@@ -109,7 +124,7 @@ static int topk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
     topk_state *s = state;
     int p = comm_size(env->comm);
     double rho, t0 = dt_now(), density = density_at(&s->sched, it->epoch);
-    size_t k = k_at(s, density, env->arena.n), n_agg;
+    size_t k = k_at(env, density), n_agg;
     rho = (double)k / (double)env->arena.n;
 
     if (env->opts.clip_norm > 0 && memory_clip(&env->gh, env->arena.n, env->opts.clip_norm, p) < 0) return -1;
@@ -140,15 +155,13 @@ static double topk_predict(void *state, const dt_mode_env *env, const dt_times *
 {
     topk_state *s = state;
     int p = comm_size(env->comm);
-    double k = (double)k_at(s, s->sched.target, env->arena.n); /* the model takes the target density */
+    double k = (double)k_at(env, env->opts.density); /* the model takes the target density */
     /* gTop-k Table I: TopKAllReduce = log2(P) alpha + 2 (P-1) k beta (words), as a ring allgather; plus the
-     * selection of k (timed as one selection over the arena, also for --topk-scope layer) and the
-     * rank-order fold of the P lists: merges of 2k, 3k, ..., Pk pairs; measured in the run like
-     * compute (t_encode, t_decode), or from the start-up timing before there is one */
-    double merge = m->decode > 0 ? m->decode : k * s->t_merge_pair * ((double)p * (p + 1) / 2.0 - 1.0);
-    return m->data + m->forward + m->backward + m->sync + (m->encode > 0 ? m->encode : s->t_select) +
-           (p - 1) * env->model.alpha + (p - 1) * k * sizeof(dt_pair) * env->model.beta + (p > 1 ? merge : 0.0) +
-           m->update;
+     * selection and the merges: measured in the run like compute (t_encode, t_decode), or
+     * topk_calibrate's before there is one (state NULL: --mode auto's, in m) */
+    double sel = m->encode > 0 || !s ? m->encode : s->cost.encode, merge = m->decode > 0 || !s ? m->decode : s->cost.decode;
+    return m->data + m->forward + m->backward + m->sync + sel + (p - 1) * env->model.alpha +
+           (p - 1) * k * sizeof(dt_pair) * env->model.beta + merge + m->update;
 }
 
 static int topk_list_state(void *state, const dt_mode_env *env, dt_state_tensor *out, int max)
@@ -200,6 +213,7 @@ const dt_mode_desc mode_topk = {
     .init = topk_init,
     .end = topk_end,
     .predict = topk_predict,
+    .calibrate = topk_calibrate,
     .state = topk_list_state,
     .finalize = topk_finalize,
 };
