@@ -46,7 +46,9 @@ static double predict(dt_run *r, const span *s)
     m.decode = s->t.decode / (double)s->n;
     m.cpu = s->t.cpu / (double)s->n;
     m.cpu_comm = s->t.cpu_comm / (double)s->n;
-    if (s->n_max > 0) m.sync = DT_MAX(0.0, s->comp_max / (double)s->n_max - (m.data + m.forward + m.backward));
+    if (s->n_max > 0)
+        m.sync = DT_MAX(0.0, s->comp_max / (double)s->n_max - (m.data + m.forward + m.backward +
+                                                               (r->mode->encode_first ? m.encode : 0.0)));
     return r->mode->predict(r->mode_state, &r->env, &m);
 }
 
@@ -263,7 +265,7 @@ static int close_window(dt_run *r, span *win, span *ep, int epoch, long it, floa
     double sums[3] = {win->loss, win->correct, win->rows};
     dt_record rec;
     if (comm_allreduce_sum_f64(r->comm, sums, 3) != 0) return -1;
-    /* the slowest rank's compute, iteration by iteration: what synchronous modes wait for */
+    /* the slowest rank's compute (and encode_first), iteration by iteration: what synchronous modes wait for */
     if (win->comp && win->n <= win->cap && win->n > 0) {
         if (comm_allreduce_max_f64(r->comm, win->comp, (size_t)win->n) != 0) return -1;
         for (long i = 0; i < win->n; i++) win->comp_max += win->comp[i];
@@ -300,7 +302,8 @@ static int epoch_iterations(dt_run *r, int e, long *it, span *ep, float *lr, spa
         if (!isfinite(pass.loss_sum)) return diverged(r, *it, pass.loss_sum);
         ++*it;
         if (*it == total && finish(r, *lr, &t, &paused) != 0) return -1;
-        if (win.comp && win.n < win.cap) win.comp[win.n] = t.data + t.forward + t.backward;
+        if (win.comp && win.n < win.cap) /* what a rank does before the exchange */
+            win.comp[win.n] = t.data + t.forward + t.backward + (r->mode->encode_first ? t.encode : 0.0);
         times_add(&win.t, &t);
         times_add(&ep->t, &t);
         win.n++, ep->n++;

@@ -78,13 +78,19 @@ START_TEST(ps_time)
     dt_ps_load l = {.workers = 4, .servers = 2, .n = 1e6, .enc = 4e6, .msgs = 1, .all_n = 1.5e6, .all_enc = 6e6,
                     .in_turn = 1};
     double pull = 4e6 * 8e-9, push = 4e6 * 8e-9, serve = 5e6 * 2e-9, comp = 0.005;
-    /* bulk-synchronous: the pulls in turn, then the last worker's compute and push, and serving */
-    CLOSE(netmodel_ps(&m, &l, comp), 4 * pull + comp + push + serve + 2 * 4 * 50e-6);
+    double pull_all = 6e6 * 8e-9, push_all = 6e6 * 8e-9;
+    /* bulk-synchronous: the busiest server's pulls in turn, the rest of the last worker's arena from
+     * the other server, then its compute and its pushes to both, and serving */
+    CLOSE(netmodel_ps(&m, &l, comp), 4 * pull + (pull_all - pull) + comp + push_all + serve + 2 * 4 * 50e-6);
+    /* one worker: its own link carries the whole arena both ways, however many servers */
+    dt_ps_load one = l;
+    one.workers = 1;
+    CLOSE(netmodel_ps(&m, &one, comp), pull_all + comp + push_all + 2 * 1e6 * 2e-9 + 2 * 50e-6);
     /* stale-synchronous: the busiest link direction, here the pushes and their serving */
     l.in_turn = 0;
     CLOSE(netmodel_ps(&m, &l, comp), 4 * (push + 50e-6) + serve);
-    /* ... or a worker's own round trip when compute dominates */
-    CLOSE(netmodel_ps(&m, &l, 0.5), pull + 0.5 + push + 2 * 50e-6);
+    /* ... or a worker's own round trip over its link, all of the arena, when compute dominates */
+    CLOSE(netmodel_ps(&m, &l, 0.5), pull_all + 0.5 + push_all + 2 * 50e-6);
     /* a bigger share on the busiest server costs more */
     dt_ps_load big = l;
     big.n = 1.2e6, big.enc = 4.8e6;

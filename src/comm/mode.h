@@ -133,6 +133,10 @@ typedef struct dt_mode_desc {
     void (*grad_ready)(void *state, dt_mode_env *env, size_t n_ready);            /* may be NULL */
     int (*end)(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t);
     int (*flush)(void *state, dt_mode_env *env, float lr, dt_times *t); /* may be NULL */
+    /* 1: all of the mode's t_encode (topk's and gtopk's selection) runs before its exchange starts,
+     * so every rank waits for the slowest one's as for its compute: the timing model's
+     * synchronisation time S counts it (train.c) */
+    int encode_first;
     /* Predicted seconds per iteration from the timing model, given the measured mean compute
      * phases of an iteration (data, forward, backward, update as this rank saw them). */
     double (*predict)(void *state, const dt_mode_env *env, const dt_times *mean);

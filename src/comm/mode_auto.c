@@ -90,7 +90,8 @@ int auto_calibrate(dt_auto_cand *c, int n, const dt_mode_env *env)
         dt_times cost = {0};
         if (cand_env(&c[i], env, &e) != 0) return -1;
         c[i].gamma = netmodel_codec_gamma(&e.codec);
-        if (c[i].mode->calibrate && c[i].mode->calibrate(&e, &cost) != 0) return dt_fail_prefix("--mode auto: timing %s", c[i].name);
+        if (c[i].mode->calibrate && c[i].mode->calibrate(&e, &cost) != 0)
+            return dt_fail_prefix("--mode auto: timing %s", c[i].name);
         c[i].encode = cost.encode, c[i].decode = cost.decode;
     }
     return 0;

@@ -184,7 +184,8 @@ static double gtopk_predict(void *state, const dt_mode_env *env, const dt_times 
     /* gTop-k Table I: 2 log2(P) alpha + 4 k log2(P) beta (words: 2 k log2 P pairs of 8 bytes); plus the
      * selection and the merges: measured in the run like compute (t_encode, t_decode), or
      * gtopk_calibrate's before there is one (state NULL: --mode auto's, in m) */
-    double sel = m->encode > 0 || !s ? m->encode : s->cost.encode, merge = m->decode > 0 || !s ? m->decode : s->cost.decode;
+    double sel = m->encode > 0 || !s ? m->encode : s->cost.encode;
+    double merge = m->decode > 0 || !s ? m->decode : s->cost.decode;
     double comm = p > 1 ? 2 * lg * env->model.alpha + 2 * k * lg * 8 * env->model.beta + merge : 0;
     return m->data + m->forward + m->backward + m->sync + sel + comm + m->update;
 }
@@ -225,6 +226,7 @@ const dt_mode_desc mode_gtopk = {
     .describe = gtopk_describe,
     .init = gtopk_init,
     .end = gtopk_end,
+    .encode_first = 1,
     .predict = gtopk_predict,
     .calibrate = gtopk_calibrate,
     .state = gtopk_list_state,

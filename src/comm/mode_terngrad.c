@@ -185,9 +185,9 @@ static double tern_predict(void *state, const dt_mode_env *env, const dt_times *
     double steps = s->use_allgather ? (p - 1) : 2.0 * (p - 1);
     /* the scalers' allgather, the codes' allgather (or the int8 ring), the fp32 tensors' ring; plus what
      * the run measures of clipping, ternarizing and packing (t_encode) and unpacking (t_decode) */
-    return m->data + m->forward + m->backward + m->sync + m->update + m->encode + m->decode + (p - 1) * env->model.alpha +
-           (p - 1) * 4.0 * s->n_tern * env->model.beta + steps * env->model.alpha + bytes * env->model.beta +
-           netmodel_ring(&env->model, p, s->d_fp32, &none);
+    return m->data + m->forward + m->backward + m->sync + m->update + m->encode + m->decode +
+           (p - 1) * env->model.alpha + (p - 1) * 4.0 * s->n_tern * env->model.beta + steps * env->model.alpha +
+           bytes * env->model.beta + netmodel_ring(&env->model, p, s->d_fp32, &none);
 }
 
 /* --mode auto: tern_end's work on scratch data (the best of 3): the scalers, the ternarizing and the
@@ -197,7 +197,10 @@ static int tern_calibrate(const dt_mode_env *env, dt_times *cost)
     const dt_arena *a = &env->arena;
     tern_state s = {0};
     int p = comm_size(env->comm);
-    if (!(s.tern = calloc((size_t)a->n_tensors + 1, 1)) || !(s.tern_at = calloc((size_t)a->n_tensors + 1, sizeof *s.tern_at))) {
+    s.tern = calloc((size_t)a->n_tensors + 1, 1);
+    s.tern_at = calloc((size_t)a->n_tensors + 1, sizeof *s.tern_at);
+    if (!s.tern || !s.tern_at) {
+        free(s.tern_at);
         free(s.tern);
         return dt_fail("out of memory");
     }
@@ -206,7 +209,8 @@ static int tern_calibrate(const dt_mode_env *env, dt_times *cost)
     int8_t *t8 = dt_alloc(DT_MAX(s.d_tern, 1)), *acc = dt_zalloc(DT_MAX(s.d_tern, 1));
     uint8_t *codes = dt_alloc(DT_MAX(s.code_bytes, 1));
     int rc = g && t8 && acc && codes ? 0 : dt_fail("out of memory");
-    for (size_t i = 0; !rc && i < a->n; i++) g[i] = (float)((double)(rng_hash(0x7e4, i) >> 11) / 9007199254740992.0 - 0.5);
+    for (size_t i = 0; !rc && i < a->n; i++) /* uniform in [-0.5, 0.5) */
+        g[i] = (float)((double)(rng_hash(0x7e4, i) >> 11) / 9007199254740992.0 - 0.5);
     cost->encode = cost->decode = 1e30;
     for (int rep = 0; !rc && rep < 3; rep++) {
         double t0 = dt_now();

@@ -159,7 +159,8 @@ static double topk_predict(void *state, const dt_mode_env *env, const dt_times *
     /* gTop-k Table I: TopKAllReduce = log2(P) alpha + 2 (P-1) k beta (words), as a ring allgather; plus the
      * selection and the merges: measured in the run like compute (t_encode, t_decode), or
      * topk_calibrate's before there is one (state NULL: --mode auto's, in m) */
-    double sel = m->encode > 0 || !s ? m->encode : s->cost.encode, merge = m->decode > 0 || !s ? m->decode : s->cost.decode;
+    double sel = m->encode > 0 || !s ? m->encode : s->cost.encode;
+    double merge = m->decode > 0 || !s ? m->decode : s->cost.decode;
     return m->data + m->forward + m->backward + m->sync + sel + (p - 1) * env->model.alpha +
            (p - 1) * k * sizeof(dt_pair) * env->model.beta + merge + m->update;
 }
@@ -212,6 +213,7 @@ const dt_mode_desc mode_topk = {
     .describe = topk_describe,
     .init = topk_init,
     .end = topk_end,
+    .encode_first = 1,
     .predict = topk_predict,
     .calibrate = topk_calibrate,
     .state = topk_list_state,

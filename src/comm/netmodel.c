@@ -10,7 +10,10 @@
  *        links' queues), and a fit to isolated or tiny messages predicts the ring too fast.
  * beta_stream: seconds per byte of one isolated exchange of 4 MiB, less alpha: what one long
  *        transfer pays (PS-Sync's pushes and pulls). On the emulated 1 Gbit/s links it is ~25%
- *        below beta (117 vs 90 MB/s), and the PS model needs it to stay within 20%.
+ *        below beta (117 vs 90 MB/s), and the PS model needs it to stay within 20%. With 6 ranks
+ *        on 2 cores the median of 3 reads 69-109 MB/s; the fastest of 5 read 104-116, but then
+ *        bulk-synchronous PS, whose links carry both directions at once, came out 13-18% fast
+ *        (the ps-fashion sweep: 6 of 12 points within 15%, against 9 with the median).
  * gamma: seconds per value of what a reduce step costs this CPU with the codec: encode,
  *        decode-and-add, decode (measured on 2^20 values).
  * beta_busy: seconds per byte of the same 1 MiB steps chained SUSTAINED_STEPS deep (at least 2(p-1)):
@@ -174,17 +177,24 @@ double netmodel_overlap(const dt_netmodel *m, int threads, double comp, double c
 double netmodel_ps(const dt_netmodel *m, const dt_ps_load *l, double comp)
 {
     double w = l->workers, n = l->n;
-    /* one worker's part to the busiest server, each a single long transfer */
+    /* one worker's part to the busiest server, each a single long transfer; and all its parts, which
+     * its own link carries whatever the servers */
     double push = l->enc * m->beta_stream, pull = n * sizeof(float) * m->beta_stream;
+    double push_all = l->all_enc * m->beta_stream, pull_all = l->all_n * sizeof(float) * m->beta_stream;
     double serve = w * n * m->gamma + n * m->gamma; /* decode-add each push, then the update */
     double t;
-    if (l->in_turn) /* pulls one after the other; the last worker's compute and push close the iteration */
-        t = w * pull + comp + push + serve + 2 * w * l->msgs * m->alpha;
+    if (l->in_turn) /* pulls one worker after the other: the busiest server's link sends each its part,
+                     * and the last worker's own link takes the rest of the arena from the other servers
+                     * (with one server, nothing more; with one worker, its whole arena); then that
+                     * worker's compute and its pushes to every server close the iteration. Measured on
+                     * 1 Gbit/s hosts, 2 servers: 1, 2, 4 workers 47, 63, 100 ms, where the busiest part
+                     * alone would give 31, 39, 78 */
+        t = w * pull + (pull_all - pull) + comp + push_all + serve + 2 * w * l->msgs * m->alpha;
     else /* stale-synchronous: no worker waits for the others within the bound, so in the steady state
           * the busiest server's link, each direction carrying every worker's messages, or one worker's
-          * own pull, compute and push, whichever is slower */
+          * own link: its pull, compute and push of the whole arena, whichever is slower */
         t = DT_MAX(DT_MAX(w * (pull + l->msgs * m->alpha), w * (push + l->msgs * m->alpha) + serve),
-                   pull + comp + push + 2 * l->msgs * m->alpha);
+                   pull_all + comp + push_all + 2 * l->msgs * m->alpha);
     /* and no faster than the CPU it all needs where ranks share cores (tools/netem's hosts): every
      * worker's compute, every server's serving, and per byte moved (every worker's whole arena,
      * pushed and pulled) the sender's and the receiver's network stack */
