@@ -78,6 +78,7 @@ bad 2 "cannot rank 'ps'" --mode auto --auto-allow dsync,ps
 bad 2 "topk takes no codec" --mode auto --auto-allow dsync,topk+q8
 bad 2 "unknown codec" --mode auto --auto-allow dsync+zip
 bad 2 "is listed twice" --mode auto --auto-allow dsync+q8,dsync+q8
+bad 2 "csc is listed twice" --mode auto --auto-allow csc,dsync,csc+fp16
 bad 2 "--auto-allow applies to --mode auto" --mode dsync --auto-allow dsync
 bad 2 "--resume with --mode auto" --mode auto --resume "$T/none.ckpt"
 bad 2 "--density applies to none of --mode auto's candidates" --mode auto --density 0.1

@@ -46,12 +46,14 @@ static int parse_one(const char *s, size_t len, dt_auto_cand *c)
     if (plus && !mode_reads(m, "compress"))
         return dt_fail("--auto-allow: %s takes no codec (it encodes gradients its own way), found '%s+%s'", buf, buf,
                        plus + 1);
-    const char *codec = plus ? plus + 1 : m->default_compress ? m->default_compress : "none";
+    const char *own = m->default_compress ? m->default_compress : "none", *codec = plus ? plus + 1 : own;
     dt_codec tmp;
     if (codec_create(codec, 0, &tmp) != 0) return dt_fail_prefix("--auto-allow %.*s", (int)len, s);
     c->mode = m;
     snprintf(c->codec, sizeof c->codec, "%s", codec);
-    snprintf(c->name, sizeof c->name, "%s%s%s", buf, plus ? "+" : "", plus ? codec : "");
+    /* named by the mode alone where the codec is its default: dsync+none is dsync, csc+fp16 is csc */
+    int named = strcmp(codec, own) != 0;
+    snprintf(c->name, sizeof c->name, "%s%s%s", buf, named ? "+" : "", named ? codec : "");
     c->gamma = c->encode = c->decode = c->t = 0.0;
     return 0;
 }
