@@ -345,7 +345,10 @@ int run_dry(dt_run *r)
     if (comm_rank(r->comm) != 0) return 0;
     net_check_memory(r->net, r->be, r->local_batch, &bytes);
     shape_format(&r->net->input->out, shape, sizeof shape);
-    mode_describe(r->mode, env, mode, sizeof mode);
+    if (r->auto_mode) /* chosen at start-up, by what the run measures then */
+        snprintf(mode, sizeof mode, "mode auto (the timing model chooses among %s at start-up)", env->opts.auto_allow);
+    else
+        mode_describe(r->mode, env, mode, sizeof mode);
     printf("dry run%s%s: everything a run checks before training passed\n", o->config ? " of " : "",
            o->config ? o->config : "");
     printf("  net %s: %zu parameters, %s input, %d classes; %.3g GB per rank on %s at %d samples per rank\n",

@@ -65,6 +65,11 @@ else
     note "not root or no network namespaces: the emulated-link case is skipped"
 fi
 
+"$DTRAIN" --net mlp $D --mode auto --auto-allow dsync,topk --ranks 2 --dry-run > "$T/out" 2>&1 ||
+    { cat "$T/out"; fail "--dry-run with --mode auto failed"; }
+grep -q "mode auto (the timing model chooses among dsync,topk at start-up)" "$T/out" ||
+    { cat "$T/out"; fail "--dry-run does not say that auto chooses at start-up"; }
+
 bad() { # STATUS WANT ARGS...
     local status=$1 want=$2
     shift 2
