@@ -249,9 +249,7 @@ static int setup_mode(dt_run *r, int p, size_t n_train)
     if ((o->checkpoint || o->resume) && r->mode->no_checkpoint)
         return dt_fail("--%s: not available with --mode %s yet: its %s", o->checkpoint ? "checkpoint" : "resume",
                        r->mode->name, r->mode->no_checkpoint);
-    if (codec_create(env->opts.compress, env->opts.compress_block ? (int)env->opts.compress_block : DT_CODEC_PER_VECTOR,
-                     &env->codec) != 0)
-        return -1;
+    if (mode_codec_create(&env->opts, &env->codec) != 0) return -1;
     if (mode_roles(r->mode, env) != 0) { /* the rank count does not suit the mode's roles */
         r->usage_error = 1;
         return -1;
@@ -638,9 +636,7 @@ static int choose_mode(dt_run *r)
     snprintf(r->auto_codec, sizeof r->auto_codec, "%s", best.codec);
     o.compress = r->auto_codec;
     env->opts = mode_opts_for(r->mode, &o);
-    if (codec_create(env->opts.compress, env->opts.compress_block ? (int)env->opts.compress_block : DT_CODEC_PER_VECTOR,
-                     &env->codec) != 0)
-        return -1;
+    if (mode_codec_create(&env->opts, &env->codec) != 0) return -1;
     env->model.gamma = best.gamma;
     return 0;
 }

@@ -254,6 +254,11 @@ dt_comm_opts mode_opts_for(const dt_mode_desc *m, const dt_comm_opts *o)
     return c;
 }
 
+int mode_codec_create(const dt_comm_opts *o, dt_codec *out)
+{
+    return codec_create(o->compress, o->compress_block ? (int)o->compress_block : DT_CODEC_PER_VECTOR, out);
+}
+
 void mode_describe(const dt_mode_desc *m, const dt_mode_env *env, char *buf, size_t n)
 {
     char own[192] = "", codec[64];

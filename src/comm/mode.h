@@ -190,6 +190,8 @@ int mode_check_opts(const dt_mode_desc *m, const dt_comm_opts *o, int (*given)(c
                     const void *arg);
 /* The options a run hands the mode: o, with the mode's default codec where none was given. */
 dt_comm_opts mode_opts_for(const dt_mode_desc *m, const dt_comm_opts *o);
+/* The codec of options o (mode_opts_for's): --compress with --compress-block (0: one scale per vector). */
+int mode_codec_create(const dt_comm_opts *o, dt_codec *out);
 /* For the banner: "mode dsync (lazy allreduce every 4096 bytes), compress q8, block 256". */
 void mode_describe(const dt_mode_desc *m, const dt_mode_env *env, char *buf, size_t n);
 

@@ -81,8 +81,7 @@ static int cand_env(const dt_auto_cand *c, const dt_mode_env *env, dt_mode_env *
     *e = *env;
     o.compress = (char *)c->codec;
     e->opts = mode_opts_for(c->mode, &o);
-    return codec_create(c->codec, env->opts.compress_block ? (int)env->opts.compress_block : DT_CODEC_PER_VECTOR,
-                        &e->codec);
+    return mode_codec_create(&e->opts, &e->codec);
 }
 
 int auto_calibrate(dt_auto_cand *c, int n, const dt_mode_env *env)
