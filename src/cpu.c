@@ -30,6 +30,31 @@ int cpu_count(void)
     return n > 0 ? (int)n : 1;
 }
 
+double cpu_busy_seconds(void)
+{
+    cpu_set_t set;
+    long hz = sysconf(_SC_CLK_TCK);
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f || hz <= 0 || sched_getaffinity(0, sizeof set, &set) != 0) {
+        if (f) fclose(f);
+        return -1.0;
+    }
+    char line[512];
+    unsigned long long busy = 0;
+    int found = 0;
+    while (fgets(line, sizeof line, f)) {
+        int cpu;
+        unsigned long long user, nice, sys, idle, iowait, irq, softirq;
+        if (sscanf(line, "cpu%d %llu %llu %llu %llu %llu %llu %llu", &cpu, &user, &nice, &sys, &idle, &iowait, &irq,
+                   &softirq) != 8)
+            continue; /* the "cpu " total line and everything after the per-core lines */
+        if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &set)) continue;
+        busy += user + nice + sys + irq + softirq;
+        found++;
+    }
+    fclose(f);
+    return found ? (double)busy / (double)hz : -1.0;
+}
 
 static void raise_nice(int nice)
 {

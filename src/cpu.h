@@ -24,5 +24,9 @@ void cpu_flush_denormals(void);
 void cpu_lower_priority(int nice);
 /* Cores this process may run on (affinity mask). */
 int cpu_count(void);
+/* Seconds those cores have spent busy since boot, whatever ran there (user, system, interrupts and
+ * softirqs: the network stack's work that no thread is charged for), from /proc/stat; -1 where
+ * it cannot be read. */
+double cpu_busy_seconds(void);
 
 #endif

@@ -99,9 +99,19 @@ START_TEST(ps_time)
      * 3 ns per byte at each end of every worker's pushes and pulls, spread over the 1.5 cores */
     m.cores = 0.25;
     l.in_turn = 1;
-    double cpu = 4 * comp + 2 * serve + 2 * (4 * (6e6 + 6e6)) * 3e-9;
-    CLOSE(netmodel_ps(&m, &l, comp), cpu / 1.5);
-    ck_assert(cpu / 1.5 > 4 * pull + comp + push + serve + 2 * 4 * 50e-6); /* the floor is what binds here */
+    double big_comp = 0.2, cpu = 4 * big_comp + 2 * serve + 2 * (4 * (6e6 + 6e6)) * 3e-9;
+    CLOSE(netmodel_ps(&m, &l, big_comp), cpu / 1.5);
+    ck_assert(cpu / 1.5 > 4 * pull + big_comp + push + serve + 2 * 4 * 50e-6); /* the floor is what binds here */
+    /* ... and no faster than the busiest server's own quarter core: every worker's push in and pull
+     * out at 3 ns per byte, and serving (binds where compute is short) */
+    double own = 4 * (4e6 + 4e6) * 3e-9 + serve;
+    CLOSE(netmodel_ps(&m, &l, comp), own / 0.25);
+    l.in_turn = 0;
+    CLOSE(netmodel_ps(&m, &l, comp), own / 0.25);
+    /* a codec shrinks what the server receives, not what it sends */
+    dt_ps_load q8 = l;
+    q8.enc = 1e6, q8.all_enc = 1.5e6;
+    CLOSE(netmodel_ps(&m, &q8, comp), (4 * (1e6 + 4e6) * 3e-9 + serve) / 0.25);
 }
 END_TEST
 
