@@ -332,6 +332,31 @@ static int dry_check(dt_run *r, char *data, size_t data_n)
     return net_check_memory(r->net, r->be, r->local_batch, NULL);
 }
 
+/* --dry-run --mode auto with the link (--model-alpha, --model-beta) and the compute (--model-compute)
+ * given: the ranking a run on --ranks ranks would make, from those and the candidates' codecs and
+ * selections timed on this CPU (--model-gamma replaces the codecs' time); cores are not a limit
+ * unless --model-cores says so. Nothing is sent: a prediction for a cluster that is not here. */
+static int dry_rank(dt_run *r, char *out, size_t n_out)
+{
+    dt_mode_env env = r->env;
+    const dt_comm_opts *o = &env.opts;
+    dt_auto_cand c[DT_AUTO_MAX], best;
+    int n;
+    if (auto_parse(o->auto_allow, c, DT_AUTO_MAX, &n) != 0) return -1;
+    env.arena.n = r->net->n_params;
+    env.model = (dt_netmodel){.alpha = o->model_alpha, .beta = o->model_beta, .beta_stream = o->model_beta,
+                              .beta_busy = o->model_beta, .gamma = DT_MAX(o->model_gamma, 0.0),
+                              .cores = DT_MAX(o->model_cores, 0.0)};
+    if (auto_calibrate(c, n, &env) != 0) return -1;
+    if (o->model_gamma >= 0)
+        for (int i = 0; i < n; i++) c[i].gamma = o->model_gamma;
+    if (auto_rank(c, n, &env, o->model_compute, o->model_compute, &best) != 0) return -1;
+    size_t off = (size_t)snprintf(out, n_out, "would choose %s; predicted per iteration:", best.name);
+    for (int i = 0; i < n && off < n_out; i++)
+        off += (size_t)snprintf(out + off, n_out - off, "%s %s %.3f ms", i ? "," : "", c[i].name, 1e3 * c[i].t);
+    return 0;
+}
+
 int run_dry(dt_run *r)
 {
     const dt_opts *o = r->opts;
@@ -343,6 +368,9 @@ int run_dry(dt_run *r)
     if (comm_rank(r->comm) != 0) return 0;
     net_check_memory(r->net, r->be, r->local_batch, &bytes);
     shape_format(&r->net->input->out, shape, sizeof shape);
+    int predict = r->auto_mode && o->comm.model_alpha >= 0 && o->comm.model_beta >= 0 && o->comm.model_compute > 0;
+    char ranking[DT_AUTO_MAX * 48 + 64] = "";
+    if (predict && dry_rank(r, ranking, sizeof ranking) != 0) return -1;
     if (r->auto_mode) /* chosen at start-up, by what the run measures then */
         snprintf(mode, sizeof mode, "mode auto (the timing model chooses among %s at start-up)", env->opts.auto_allow);
     else
@@ -354,6 +382,11 @@ int run_dry(dt_run *r)
     printf("  data %s\n", data);
     printf("  %d rank%s (%d computing), %s; global batch %ld, %ld iterations per epoch, %ld in all\n", env->n_ranks,
            env->n_ranks == 1 ? "" : "s", env->n_workers, mode, o->batch, env->iters_per_epoch, env->total_iters);
+    if (predict)
+        printf("  timing model, a prediction for %d ranks on links of %g us and %.4g GB/s, compute %g ms per "
+               "iteration (codecs and selection timed on this CPU%s): %s\n",
+               env->n_ranks, 1e6 * o->comm.model_alpha, o->comm.model_beta > 0 ? 1e-9 / o->comm.model_beta : 0.0,
+               1e3 * o->comm.model_compute, o->comm.model_gamma >= 0 ? "; --model-gamma for the codecs" : "", ranking);
     return 0;
 }
 
@@ -619,7 +652,11 @@ static int choose_mode(dt_run *r)
     double v[2 + 3 * DT_AUTO_MAX];
     int n;
     if (auto_parse(env->opts.auto_allow, c, DT_AUTO_MAX, &n) != 0) return -1;
-    if (time_compute(r, &v[0], &v[1]) != 0 || auto_calibrate(c, n, env) != 0) return -1;
+    if (env->opts.model_compute > 0)
+        v[0] = v[1] = env->opts.model_compute;
+    else if (time_compute(r, &v[0], &v[1]) != 0)
+        return -1;
+    if (auto_calibrate(c, n, env) != 0) return -1;
     for (int i = 0; i < n; i++) v[2 + 3 * i] = c[i].gamma, v[3 + 3 * i] = c[i].encode, v[4 + 3 * i] = c[i].decode;
     if (comm_allreduce_max_f64(r->comm, v, (size_t)(2 + 3 * n)) != 0) return -1;
     for (int i = 0; i < n; i++) c[i].gamma = v[2 + 3 * i], c[i].encode = v[3 + 3 * i], c[i].decode = v[4 + 3 * i];
@@ -629,8 +666,9 @@ static int choose_mode(dt_run *r)
     for (int i = 0; i < n && off < sizeof r->auto_ranking; i++)
         off += (size_t)snprintf(r->auto_ranking + off, sizeof r->auto_ranking - off, "%s%s %.3f ms", i ? ", " : "",
                                 c[i].name, 1e3 * c[i].t);
-    log_text(r->log, "--mode auto: compute %.3f ms per iteration (forward, backward and update, measured); predicted per "
-             "iteration: %s; chose %s\n", 1e3 * v[0], r->auto_ranking, best.name);
+    log_text(r->log, "--mode auto: compute %.3f ms per iteration (forward, backward and update, %s); predicted per "
+             "iteration: %s; chose %s\n", 1e3 * v[0], env->opts.model_compute > 0 ? "--model-compute" : "measured",
+             r->auto_ranking, best.name);
     r->mode = best.mode;
     dt_comm_opts o = r->opts->comm;
     snprintf(r->auto_codec, sizeof r->auto_codec, "%s", best.codec);

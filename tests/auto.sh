@@ -70,6 +70,16 @@ fi
 grep -q "mode auto (the timing model chooses among dsync,topk at start-up)" "$T/out" ||
     { cat "$T/out"; fail "--dry-run does not say that auto chooses at start-up"; }
 
+# A prediction for a cluster that is not here: link and compute given, the ranking for --ranks.
+# mlp's 648,010 values on 2 ranks, 100 us and 1e-8 s/B, no codec cost: the ring takes
+# 2 x 100 us + 4 x 648,010 B x 1e-8 s/B = 26.12 ms; D-Sync adds the 10 ms of compute, Pipe-SGD hides
+# it behind the exchange.
+"$DTRAIN" --net mlp $D --mode auto --auto-allow dsync,pipesgd --ranks 2 --dry-run --model-alpha 1e-4 \
+    --model-beta 1e-8 --model-gamma 0 --model-compute 0.01 > "$T/out" 2>&1 ||
+    { cat "$T/out"; fail "--dry-run with the model given failed"; }
+grep -q "a prediction for 2 ranks.*would choose pipesgd; predicted per iteration: pipesgd 26.120 ms, dsync 36.120 ms" \
+    "$T/out" || { cat "$T/out"; fail "--dry-run's prediction is not the model's: expected pipesgd 26.120, dsync 36.120 ms"; }
+
 bad() { # STATUS WANT ARGS...
     local status=$1 want=$2
     shift 2
@@ -88,4 +98,5 @@ bad 2 "--auto-allow applies to --mode auto" --mode dsync --auto-allow dsync
 bad 2 "--resume with --mode auto" --mode auto --resume "$T/none.ckpt"
 bad 2 "--density applies to none of --mode auto's candidates" --mode auto --density 0.1
 bad 2 "--clip applies to none of --mode auto's candidates" --mode auto --auto-allow dsync,topk --clip 2
-echo "PASS: --mode auto picks dsync on shared memory, ranks the sparse modes, equals its one candidate's explicit run, refuses what it cannot do"
+bad 2 "--model-compute applies to --mode auto, not to --mode dsync" --mode dsync --model-compute 0.01
+echo "PASS: --mode auto picks dsync on shared memory, ranks the sparse modes, equals its one candidate's explicit run, predicts for given links and compute, refuses what it cannot do"

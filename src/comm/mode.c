@@ -87,7 +87,7 @@ int mode_roles(const dt_mode_desc *m, dt_mode_env *env)
 {
     if (m->roles) return m->roles(env);
     env->is_worker = 1;
-    env->n_workers = env->n_ranks > 0 ? env->n_ranks : comm_size(env->comm);
+    env->n_workers = mode_ranks(env);
     env->worker_rank = comm_rank(env->comm);
     return 0;
 }
@@ -167,6 +167,11 @@ static const dt_optdef model_flags[] = {
      "timing model: seconds per value to decode, add and encode (default: measured)", NULL},
     {G, "model-cores", OPT_DOUBLE, "N", C(model_cores), 0.01, 1e6, NULL, NULL, 0, 0,
      "timing model: cores per rank (default: this machine's cores over the ranks on it)", NULL},
+    {G, "model-compute", OPT_DOUBLE, "SECONDS", C(model_compute), 1e-7, 1e4, NULL, NULL, 0, 0,
+     "--mode auto: forward, backward and update per iteration, for the device and batch the ranking is for "
+     "(default: measured at start-up); with --dry-run, --model-alpha and --model-beta: the ranking for --ranks, "
+     "without running",
+     NULL},
 };
 
 #define MAX_FLAGS 64
@@ -226,6 +231,8 @@ int mode_check_opts(const dt_mode_desc *m, const dt_comm_opts *o, int (*given)(c
         return 0;
     }
     if (given(arg, "auto-allow")) return dt_fail("--auto-allow applies to --mode auto, not to --mode %s", m->name);
+    if (given(arg, "model-compute")) /* a run's own prediction takes the compute it measures */
+        return dt_fail("--model-compute applies to --mode auto, not to --mode %s", m->name);
     for (int i = 0; i < n_flags; i++) {
         const char *name = flags[i]->name;
         if (!given(arg, name) || !mode_specific(name) || mode_reads(m, name)) continue;

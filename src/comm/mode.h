@@ -47,6 +47,7 @@ typedef struct dt_comm_opts {
     char *allreduce;     /* dsync: "ring" (dtrain's, with the codec) or "mpi" (MPI_Allreduce of fp32) */
     double model_alpha, model_beta, model_gamma; /* < 0: measure at start-up */
     double model_cores;                          /* < 0: this machine's cores over its ranks */
+    double model_compute; /* --mode auto: seconds of compute per iteration; < 0: measured at start-up */
     double density;                              /* topk, gtopk */
     char *density_warmup;
     int momentum_correction; /* topk, gtopk, csc */
@@ -98,6 +99,9 @@ typedef struct dt_mode_env {
     int worker_rank; /* this rank among them (-1 on a server) */
     int overlapped;  /* encode/comm/decode run on a communication thread beside the compute */
 } dt_mode_env;
+
+/* The ranks the mode runs on: the job's, or under --dry-run the ones --ranks names. */
+static inline int mode_ranks(const dt_mode_env *env) { return env->n_ranks > 0 ? env->n_ranks : comm_size(env->comm); }
 
 typedef struct dt_iter {
     long it;    /* global iteration, from 0 */

@@ -129,7 +129,7 @@ static int csc_init(void **state, dt_mode_env *env)
     s->scale = 1.0f;
     /* fp16 on the wire saturates at 65504 instead of overflowing: a value that could take a sum of P
      * there becomes NaN, which every rank's sum then holds, so all of them skip the step together */
-    s->limit = env->codec.desc && !strcmp(env->codec.desc->name, "fp16") ? 65504.0f / (float)comm_size(env->comm)
+    s->limit = env->codec.desc && !strcmp(env->codec.desc->name, "fp16") ? 65504.0f / (float)mode_ranks(env)
                                                                           : INFINITY;
     if (env->opts.loss_scale && !strcmp(env->opts.loss_scale, "dynamic")) s->dynamic = 1, s->scale = 65536.0f;
     else if (env->opts.loss_scale && strcmp(env->opts.loss_scale, "none") != 0) s->scale = (float)atof(env->opts.loss_scale);
@@ -206,7 +206,7 @@ static size_t packed_ready(const csc_state *s, size_t n)
 static void csc_ready(void *state, dt_mode_env *env, size_t n_ready)
 {
     csc_state *s = state;
-    if (!s->fusion || comm_size(env->comm) == 1) return;
+    if (!s->fusion || mode_ranks(env) == 1) return;
     size_t c_end = n_ready == env->arena.n ? s->n_chunks : n_ready / s->chunk;
     if (c_end <= s->next_chunk || correct_upto(s, env, c_end) != 0) return; /* an error surfaces again in end() */
     size_t r = packed_ready(s, env->arena.n);
@@ -237,7 +237,7 @@ static int csc_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t
 {
     csc_state *s = state;
     size_t n = env->arena.n;
-    int p = comm_size(env->comm);
+    int p = mode_ranks(env);
     float *g = env->gh.host, *w = env->wh.host;
     const int mc = env->opts.momentum_correction;
     const float m = env->optim->momentum;
@@ -342,7 +342,7 @@ static int csc_restored(void *state, dt_mode_env *env, long it0)
 static double csc_predict(void *state, const dt_mode_env *env, const dt_times *m)
 {
     (void)state;
-    int p = comm_size(env->comm);
+    int p = mode_ranks(env);
     dt_codec none;
     codec_create("none", 0, &none);
     size_t sel = (size_t)(env->opts.chunk_ratio * (double)env->arena.n);

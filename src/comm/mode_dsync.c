@@ -105,7 +105,7 @@ static int submit(dsync_state *s, dt_mode_env *env, size_t upto)
 static void dsync_ready(void *state, dt_mode_env *env, size_t n_ready)
 {
     dsync_state *s = state;
-    if (!s->fusion || comm_size(env->comm) == 1) return;
+    if (!s->fusion || mode_ranks(env) == 1) return;
     if (n_ready - s->sent >= s->fusion) submit(s, env, n_ready); /* an error surfaces at the wait in end() */
 }
 
@@ -113,7 +113,7 @@ static int dsync_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times 
 {
     dsync_state *s = state;
     size_t n = env->arena.n;
-    if (comm_size(env->comm) > 1) {
+    if (mode_ranks(env) > 1) {
         if (s->fusion) {
             double t0 = dt_now();
             if (s->sent < n && submit(s, env, n) != 0) return -1;
@@ -139,7 +139,7 @@ static double dsync_predict(void *state, const dt_mode_env *env, const dt_times 
     (void)state;
     /* Pipe-SGD eq. 2, with its synchronisation time S: what the slowest rank's compute adds */
     return m->data + m->forward + m->backward + m->sync + m->update +
-           netmodel_ring(&env->model, comm_size(env->comm), env->arena.n, &env->codec);
+           netmodel_ring(&env->model, mode_ranks(env), env->arena.n, &env->codec);
 }
 
 static void dsync_finalize(void *state, dt_mode_env *env)

@@ -40,7 +40,7 @@ typedef struct {
  * merges of 2k pairs on the tree's root, the critical path */
 static int gtopk_calibrate(const dt_mode_env *env, dt_times *cost)
 {
-    int p = comm_size(env->comm);
+    int p = mode_ranks(env);
     double k = (double)density_k(env->opts.density, env->arena.n), pair;
     if (sparse_costs(env->arena.n, (size_t)k, &cost->encode, &pair) != 0) return -1;
     cost->decode = p > 1 ? ceil(log2((double)p)) * 2 * k * pair : 0.0;
@@ -150,13 +150,13 @@ static int gtopk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times 
     size_t n = env->arena.n, k = density_k(density_at(&s->sched, it->epoch), n), ncur = k, nused = 0;
     double s0 = comm_bytes_sent(env->comm), r0 = comm_bytes_recv(env->comm), t0 = dt_now();
 
-    if (env->opts.clip_norm > 0 && memory_clip(&env->gh, n, env->opts.clip_norm, comm_size(env->comm)) < 0) return -1;
+    if (env->opts.clip_norm > 0 && memory_clip(&env->gh, n, env->opts.clip_norm, mode_ranks(env)) < 0) return -1;
     if (memory_accumulate(s->mem, &env->gh, &env->wh) != 0) return -1;
     if (topk_select(s->sel, s->mem->r, n, k, s->mine) != 0) return -1;
     memcpy(s->cur, s->mine, k * sizeof(dt_pair));
     t->encode += dt_now() - t0;
 
-    if (comm_size(env->comm) > 1 && gtopk_allreduce(s, env->comm, k, &ncur, t) != 0) return -1;
+    if (mode_ranks(env) > 1 && gtopk_allreduce(s, env->comm, k, &ncur, t) != 0) return -1;
 
     double t1 = dt_now(); /* what survived of what this rank sent leaves the residual; the rest stays */
     for (size_t a = 0, b = 0; a < k && b < ncur;) {
@@ -179,7 +179,7 @@ static int gtopk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times 
 static double gtopk_predict(void *state, const dt_mode_env *env, const dt_times *m)
 {
     gtopk_state *s = state;
-    int p = comm_size(env->comm);
+    int p = mode_ranks(env);
     double k = (double)density_k(env->opts.density, env->arena.n), lg = ceil(log2((double)p));
     /* gTop-k Table I: 2 log2(P) alpha + 4 k log2(P) beta (words: 2 k log2 P pairs of 8 bytes); plus the
      * selection and the merges: measured in the run like compute (t_encode, t_decode), or

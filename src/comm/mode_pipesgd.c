@@ -129,7 +129,7 @@ static int pipe_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
     s->slot_lr[i] = it->lr;
     s->job[i] = -1; /* one rank: the sum is the gradient itself */
     s->on_host[i] = 0;
-    if (comm_size(env->comm) > 1) {
+    if (mode_ranks(env) > 1) {
         if (mode_pull(&s->slot[i], 0, env->arena.n, &t->encode) != 0) return -1;
         s->on_host[i] = 1;
         j->ring = s->ring;
@@ -211,7 +211,7 @@ static double pipe_predict(void *state, const dt_mode_env *env, const dt_times *
      * communication thread shares the compute threads' cores. The compute phases measured beside
      * the communication thread include the time it took from them, so compute is its threads' CPU
      * time (the rank's less the communication thread's) where that is known. */
-    int p = comm_size(env->comm);
+    int p = mode_ranks(env);
     double comp = m->data + m->forward + m->backward + m->update;
     double comp_cpu = m->cpu > m->cpu_comm && m->cpu_comm > 0 ? m->cpu - m->cpu_comm : comp;
     double lanes = env->model.cores > 0 && env->model.cores < env->threads ? env->model.cores : env->threads;

@@ -150,7 +150,7 @@ static void **grid(int rows, int cols, size_t each)
 
 static int ps_roles(dt_mode_env *env)
 {
-    int p = env->n_ranks > 0 ? env->n_ranks : comm_size(env->comm), s = env->opts.ps_servers, me = comm_rank(env->comm);
+    int p = mode_ranks(env), s = env->opts.ps_servers, me = comm_rank(env->comm);
     if (p < 2 || s >= p)
         return dt_fail("--mode ps with --ps-servers %d needs at least %d ranks (the servers and at least one worker), "
                        "found %d",

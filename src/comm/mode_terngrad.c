@@ -44,7 +44,7 @@ typedef struct {
 static void plan(tern_state *s, const dt_mode_env *env)
 {
     const dt_arena *a = &env->arena;
-    int p = comm_size(env->comm);
+    int p = mode_ranks(env);
     /* the last layer of the net is the first group of tensors in the arena (backward order) */
     const char *first = a->n_tensors ? a->tensors[0]->name : "";
     size_t first_len = tensor_layer_len(first);
@@ -64,7 +64,7 @@ static void plan(tern_state *s, const dt_mode_env *env)
 static int tern_init(void **state, dt_mode_env *env)
 {
     tern_state *s = calloc(1, sizeof *s);
-    int p = comm_size(env->comm);
+    int p = mode_ranks(env);
     const dt_arena *a = &env->arena;
     dt_codec none;
     if (!s) return dt_fail("out of memory");
@@ -101,7 +101,7 @@ static int tern_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
 {
     tern_state *s = state;
     const dt_arena *a = &env->arena;
-    int p = comm_size(env->comm), me = comm_rank(env->comm), k;
+    int p = mode_ranks(env), me = comm_rank(env->comm), k;
     float *g = env->gh.host;
     double t0 = dt_now();
 
@@ -178,7 +178,7 @@ static double tern_predict(void *state, const dt_mode_env *env, const dt_times *
 {
     tern_state *s = state, before = {0}; /* state NULL (--mode auto): the plan alone */
     if (!s) plan(s = &before, env);
-    int p = comm_size(env->comm);
+    int p = mode_ranks(env);
     dt_codec none;
     codec_create("none", 0, &none);
     double bytes = s->use_allgather ? (double)(p - 1) * (double)s->code_bytes : 2.0 * (p - 1) / p * (double)s->d_tern;
@@ -196,7 +196,7 @@ static int tern_calibrate(const dt_mode_env *env, dt_times *cost)
 {
     const dt_arena *a = &env->arena;
     tern_state s = {0};
-    int p = comm_size(env->comm);
+    int p = mode_ranks(env);
     s.tern = calloc((size_t)a->n_tensors + 1, 1);
     s.tern_at = calloc((size_t)a->n_tensors + 1, sizeof *s.tern_at);
     if (!s.tern || !s.tern_at) {

@@ -71,7 +71,7 @@ static size_t k_at(const dt_mode_env *env, double density)
  * the arena, also per tensor) and the rank-order fold of the P lists (merges of 2k, 3k, ..., Pk pairs) */
 static int topk_calibrate(const dt_mode_env *env, dt_times *cost)
 {
-    int p = comm_size(env->comm);
+    int p = mode_ranks(env);
     double k = (double)k_at(env, env->opts.density), pair;
     if (sparse_costs(env->arena.n, (size_t)k, &cost->encode, &pair) != 0) return -1;
     cost->decode = p > 1 ? k * pair * ((double)p * (p + 1) / 2.0 - 1.0) : 0.0;
@@ -97,7 +97,7 @@ static int select_top(topk_state *s, double density, size_t n, size_t k)
 static int topk_init(void **state, dt_mode_env *env)
 {
     topk_state *s = calloc(1, sizeof *s);
-    int p = comm_size(env->comm);
+    int p = mode_ranks(env);
     size_t n = env->arena.n;
     if (!s) return dt_fail("out of memory");
     *state = s;
@@ -122,7 +122,7 @@ static int topk_init(void **state, dt_mode_env *env)
 static int topk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     topk_state *s = state;
-    int p = comm_size(env->comm);
+    int p = mode_ranks(env);
     double rho, t0 = dt_now(), density = density_at(&s->sched, it->epoch);
     size_t k = k_at(env, density), n_agg;
     rho = (double)k / (double)env->arena.n;
@@ -154,7 +154,7 @@ static int topk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
 static double topk_predict(void *state, const dt_mode_env *env, const dt_times *m)
 {
     topk_state *s = state;
-    int p = comm_size(env->comm);
+    int p = mode_ranks(env);
     double k = (double)k_at(env, env->opts.density); /* the model takes the target density */
     /* gTop-k Table I: TopKAllReduce = log2(P) alpha + 2 (P-1) k beta (words), as a ring allgather; plus the
      * selection and the merges: measured in the run like compute (t_encode, t_decode), or
