@@ -277,8 +277,8 @@ static int setup_local(dt_run *r)
         return -1;
     if (net_alloc(r->net, r->be, r->local_batch) != 0) return -1;
     size_t d = (size_t)r->ds->c * r->view_h * r->view_w;
-    if (!(r->x_host = dt_alloc(sizeof(float) * d * (size_t)r->local_batch)) ||
-        !(r->y_host = dt_alloc(sizeof(int32_t) * (size_t)r->local_batch)) ||
+    if (!(r->x_host = backend_host_alloc(r->be, sizeof(float) * d * (size_t)r->local_batch)) ||
+        !(r->y_host = backend_host_alloc(r->be, sizeof(int32_t) * (size_t)r->local_batch)) ||
         !(r->eval_idx = dt_alloc(sizeof(uint32_t) * (size_t)r->local_batch)))
         return -1;
     if (optim_create(&r->optim, r->be, r->net->n_params, (float)o->momentum, (float)o->wd, o->nesterov) != 0) return -1;
@@ -420,10 +420,12 @@ int run_pack(dt_run *r)
 static int start_loader(dt_run *r, long it0)
 {
     const dt_opts *o = r->opts;
+    dt_host_allocator mem = backend_host_allocator(r->be);
     if (!r->env.is_worker || it0 >= r->env.total_iters) return 0;
     return loader_create(&r->loader, r->ds, &r->aug, r->view_h, r->view_w, (int)o->batch, r->env.worker_rank,
                          r->env.n_workers, (uint64_t)o->seed, !o->no_shuffle, (int)o->prefetch, it0, r->env.total_iters,
-                         r->be->host_memory ? 1 : r->threads); /* beside a GPU the host's cores make batches */
+                         r->be->host_memory ? 1 : r->threads, /* beside a GPU the host's cores make batches */
+                         &mem);
 }
 
 /* What every rank must agree on: the options that change the computation, and what they led to. */
@@ -732,8 +734,10 @@ void run_teardown(dt_run *r)
     log_close(r->log);
     loader_destroy(r->loader);
     optim_destroy(r->optim);
-    dt_free(r->x_host);
-    dt_free(r->y_host);
+    if (r->be) { /* staging memory: the backend's, freed before it */
+        backend_host_free(r->be, r->x_host);
+        backend_host_free(r->be, r->y_host);
+    }
     dt_free(r->eval_idx);
     net_destroy(r->net);
     dataset_close(r->ds);

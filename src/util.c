@@ -73,6 +73,20 @@ void *dt_zalloc(size_t bytes)
 
 void dt_free(void *p) { free(p); }
 
+void *dt_host_alloc(const dt_host_allocator *a, size_t bytes)
+{
+    return a && a->alloc ? a->alloc(a->ctx, bytes) : dt_zalloc(bytes);
+}
+
+void dt_host_free(const dt_host_allocator *a, void *p)
+{
+    if (!p) return;
+    if (a && a->free)
+        a->free(a->ctx, p);
+    else
+        dt_free(p);
+}
+
 void *dt_malloc(size_t bytes)
 {
     void *p = malloc(bytes ? bytes : 1);

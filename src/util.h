@@ -35,6 +35,17 @@ double dt_cpu_process(void);
 void *dt_alloc(size_t bytes);
 void *dt_zalloc(size_t bytes);
 void dt_free(void *p);
+/* An allocator of host memory other than dt_zalloc: a GPU backend's page-locked memory for what
+ * it copies, handed to code that cannot see backends (the data loader). alloc returns zeroed,
+ * 64-byte aligned memory or NULL with a message. */
+typedef struct dt_host_allocator {
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*free)(void *ctx, void *p);
+    void *ctx;
+} dt_host_allocator;
+/* Through a (NULL: dt_zalloc / dt_free). */
+void *dt_host_alloc(const dt_host_allocator *a, size_t bytes);
+void dt_host_free(const dt_host_allocator *a, void *p);
 /* malloc/strdup that report out-of-memory through dt_fail and return NULL. */
 void *dt_malloc(size_t bytes);
 char *dt_strdup(const char *s);

@@ -12,6 +12,10 @@
  * access faults unless it happens to coincide with another thread's op (the guard is strong, not
  * perfect). The memory of the inner CPU backend's own scratch (oneDNN plans) is ordinary.
  *
+ * Staging memory (host_alloc, as a GPU's page-locked memory) is ordinary host memory behind a
+ * marked header: freeing anything else through host_free, or destroying the backend while any is
+ * still allocated (a GPU's would then be freed after its context), aborts with a message.
+ *
  * Built twice: into the test library (the Check suites call backend_guarded_desc directly) and
  * as the module dtrain-cpu-guarded.so that `dtrain --device cpu-guarded` loads from
  * $DTRAIN_MODULE_PATH (the tests set it to the build's tests/ directory). Never installed.
@@ -38,7 +42,11 @@ typedef struct guarded {
     pthread_mutex_t lock;
     region *r;
     int n, cap;
+    long staging; /* host_alloc'd buffers not yet freed */
 } guarded;
+
+#define STAGING_MAGIC 0x5354414749494e47ull /* "STAGIING" */
+#define STAGING_HDR 64
 
 /* the live instances, for the fault handler */
 #define MAX_INSTANCES 16
@@ -248,9 +256,41 @@ static void g_plan_free(dt_backend *be, void *plan)
     in->plan_free(in, plan);
 }
 
+static void *g_host_alloc(dt_backend *be, size_t bytes)
+{
+    guarded *g = be->impl;
+    uint64_t *h = dt_zalloc(bytes + STAGING_HDR);
+    if (!h) return NULL;
+    h[0] = STAGING_MAGIC;
+    pthread_mutex_lock(&g->lock);
+    g->staging++;
+    pthread_mutex_unlock(&g->lock);
+    return (char *)h + STAGING_HDR;
+}
+
+static void g_host_free(dt_backend *be, void *p)
+{
+    guarded *g = be->impl;
+    uint64_t *h = (uint64_t *)((char *)p - STAGING_HDR);
+    if (h[0] != STAGING_MAGIC) {
+        fprintf(stderr, "cpu-guarded: host_free of %p, which host_alloc did not make\n", p);
+        abort();
+    }
+    h[0] = 0;
+    dt_free(h);
+    pthread_mutex_lock(&g->lock);
+    g->staging--;
+    pthread_mutex_unlock(&g->lock);
+}
+
 static void g_destroy(dt_backend *be)
 {
     guarded *g = be->impl;
+    if (g->staging != 0) {
+        fprintf(stderr, "cpu-guarded: destroyed with %ld staging buffer%s (host_alloc) still allocated\n", g->staging,
+                g->staging == 1 ? "" : "s");
+        abort();
+    }
     pthread_mutex_lock(&instances_lock);
     for (int k = 0; k < MAX_INSTANCES; k++)
         if (instances[k] == g) instances[k] = NULL;
@@ -285,6 +325,8 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
     be->destroy = g_destroy;
     be->alloc = g_alloc;
     be->free = g_free;
+    be->host_alloc = g_host_alloc;
+    be->host_free = g_host_free;
 #define WRAP(name) be->name = g_##name
     WRAP(to_device), WRAP(to_host), WRAP(copy), WRAP(sync), WRAP(gemm), WRAP(bias_add), WRAP(bias_grad);
     WRAP(relu_fwd), WRAP(relu_bwd), WRAP(dropout_fwd), WRAP(dropout_bwd), WRAP(softmax_xent_fwd);

@@ -236,15 +236,46 @@ START_TEST(augmentation_properties)
 }
 END_TEST
 
+/* an allocator that keeps what it handed out (the loader's batches in a GPU's page-locked memory) */
+typedef struct {
+    void *p[16];
+    int live, made;
+} counting;
+
+static void *count_alloc(void *ctx, size_t bytes)
+{
+    counting *c = ctx;
+    void *p = dt_zalloc(bytes);
+    if (p && c->made < 16) c->p[c->made] = p;
+    c->made++, c->live++;
+    return p;
+}
+
+static void count_free(void *ctx, void *p)
+{
+    ((counting *)ctx)->live--;
+    dt_free(p);
+}
+
+static int handed_out(const counting *c, const void *p)
+{
+    for (int i = 0; i < c->made && i < 16; i++)
+        if (c->p[i] == p) return 1;
+    return 0;
+}
+
 /* the loader thread hands out exactly what filling in the caller gives, across epochs */
 START_TEST(prefetch_changes_nothing)
 {
+    counting mem = {0};
+    dt_host_allocator pinned = {.alloc = count_alloc, .free = count_free, .ctx = &mem};
     dt_dataset *ds = small_ds(3, 8, 8, 37);
     dt_augment aug = {.pad_crop = 2, .flip = 1};
     dt_loader *sync, *ahead;
     const long total = 3 * 5; /* batch 8 of 37: 5 per epoch, the last short */
-    ck_assert_int_eq(loader_create(&sync, ds, &aug, 8, 8, 8, 1, 3, 7, 1, 0, 2, total, 1), 0);
-    ck_assert_int_eq(loader_create(&ahead, ds, &aug, 8, 8, 8, 1, 3, 7, 1, 3, 2, total, 3), 0);
+    ck_assert_int_eq(loader_create(&sync, ds, &aug, 8, 8, 8, 1, 3, 7, 1, 0, 2, total, 1, NULL), 0);
+    ck_assert_int_eq(loader_create(&ahead, ds, &aug, 8, 8, 8, 1, 3, 7, 1, 3, 2, total, 3, &pinned), 0);
+    ck_assert_int_eq(mem.made, 2 * 4); /* x and y of the batch in use and 3 ahead */
     for (long it = 2; it < total; it++) {
         dt_batch a, b;
         ck_assert_int_eq(loader_next(sync, it, &a), 0);
@@ -254,10 +285,12 @@ START_TEST(prefetch_changes_nothing)
         ck_assert_int_eq(a.row0, b.row0);
         ck_assert_int_eq(memcmp(a.y, b.y, sizeof(int32_t) * a.rows), 0);
         ck_assert_int_eq(memcmp(a.x, b.x, sizeof(float) * 192 * a.rows), 0);
+        ck_assert(handed_out(&mem, b.x) && handed_out(&mem, b.y));
     }
     ck_assert_int_ne(loader_next(ahead, total, &(dt_batch){0}), 0);
     loader_destroy(sync);
     loader_destroy(ahead);
+    ck_assert_int_eq(mem.live, 0);
     dataset_close(ds);
 }
 END_TEST
@@ -279,8 +312,8 @@ START_TEST(synthetic_same_for_any_rank_count)
     ck_assert(ds->mean[0] == 0.4914f); /* cifar10's normalisation */
     dt_loader *one, *part[4];
     const long total = 2 * 125; /* two epochs of batch 8 */
-    ck_assert_int_eq(loader_create(&one, ds, &aug, 32, 32, 8, 0, 1, 9, 1, 0, 0, total, 1), 0);
-    for (int r = 0; r < 4; r++) ck_assert_int_eq(loader_create(&part[r], again, &aug, 32, 32, 8, r, 4, 9, 1, 2, 0, total, 2), 0);
+    ck_assert_int_eq(loader_create(&one, ds, &aug, 32, 32, 8, 0, 1, 9, 1, 0, 0, total, 1, NULL), 0);
+    for (int r = 0; r < 4; r++) ck_assert_int_eq(loader_create(&part[r], again, &aug, 32, 32, 8, r, 4, 9, 1, 2, 0, total, 2, NULL), 0);
     int seen[10] = {0};
     for (long it = 0; it < total; it++) {
         dt_batch a, b;

@@ -168,6 +168,37 @@ START_TEST(host_views)
 }
 END_TEST
 
+/* Staging memory (a GPU's page-locked host memory): zeroed and aligned from every backend; the
+ * guarded backend counts it, so a path that frees it otherwise, or not at all, aborts its test. */
+START_TEST(staging)
+{
+    dt_backend *be = make("cpu-guarded"), *cpu = make("cpu");
+    dt_backend *both[2] = {be, cpu};
+    for (int k = 0; k < 2; k++) {
+        unsigned char *p = backend_host_alloc(both[k], 1000);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_uint_eq((uintptr_t)p % 64, 0);
+        for (int i = 0; i < 1000; i++) ck_assert_uint_eq(p[i], 0);
+        p[999] = 1; /* host memory: host code may write it */
+        backend_host_free(both[k], p);
+    }
+    dt_host_allocator a = backend_host_allocator(be);
+    void *q = dt_host_alloc(&a, 64);
+    ck_assert_ptr_nonnull(q);
+    dt_host_free(&a, q);
+    backend_destroy(be);
+    backend_destroy(cpu);
+}
+END_TEST
+
+START_TEST(staging_leak_aborts)
+{
+    dt_backend *be = make("cpu-guarded");
+    ck_assert_ptr_nonnull(backend_host_alloc(be, 100));
+    backend_destroy(be); /* with a staging buffer still allocated: the guarded backend aborts */
+}
+END_TEST
+
 START_TEST(registry)
 {
     dt_backend *be;
@@ -192,10 +223,12 @@ int main(void)
     Suite *s = suite_create("guarded");
     TCase *tf = tcase_create("fault"), *tc = tcase_create("contract");
     tcase_add_test_raise_signal(tf, host_access_faults, SIGABRT);
+    tcase_add_test_raise_signal(tf, staging_leak_aborts, SIGABRT);
     suite_add_tcase(s, tf);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, every_layer_equals_cpu);
     tcase_add_test(tc, host_views);
+    tcase_add_test(tc, staging);
     tcase_add_test(tc, registry);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

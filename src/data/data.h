@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "../split.h"
+#include "../util.h"
 
 typedef struct dt_split {
     size_t n;
@@ -142,9 +143,11 @@ typedef struct dt_loader dt_loader;
 /* A loader of the training batches of this rank: iterations it0.. of `iters_per_epoch` per epoch,
  * shuffled each epoch (or in file order), up to `depth` batches ahead on a thread of its own
  * (depth 0: in the caller, on demand), each batch's samples made by `threads` threads (where the
- * host's cores are free: the compute runs on a GPU). */
+ * host's cores are free: the compute runs on a GPU). Batches live in memory from mem (NULL:
+ * ordinary; a GPU's page-locked memory, which its copies read at the bus's full rate). */
 int loader_create(dt_loader **out, const dt_dataset *ds, const dt_augment *aug, int out_h, int out_w, int batch,
-                  int rank, int size, uint64_t seed, int shuffle, int depth, long it0, long total, int threads);
+                  int rank, int size, uint64_t seed, int shuffle, int depth, long it0, long total, int threads,
+                  const dt_host_allocator *mem);
 /* The batch of iteration it (they come in order); valid until the next call. */
 int loader_next(dt_loader *l, long it, dt_batch *b);
 void loader_destroy(dt_loader *l);

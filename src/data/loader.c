@@ -29,6 +29,7 @@ struct dt_loader {
     uint64_t seed;
     long ipe, next_fill, total, taken; /* taken: iterations the trainer has finished with */
     int depth, n_slots, threads;
+    dt_host_allocator mem; /* the batches' memory */
     slot *slots;
     pthread_t thread;
     int started, stop;
@@ -71,7 +72,8 @@ static void *run(void *arg)
 }
 
 int loader_create(dt_loader **out, const dt_dataset *ds, const dt_augment *aug, int out_h, int out_w, int batch,
-                  int rank, int size, uint64_t seed, int shuffle, int depth, long it0, long total, int threads)
+                  int rank, int size, uint64_t seed, int shuffle, int depth, long it0, long total, int threads,
+                  const dt_host_allocator *mem)
 {
     dt_loader *l = calloc(1, sizeof *l);
     size_t rows = (size_t)(batch + size - 1) / (size_t)size, d = (size_t)ds->c * out_h * out_w;
@@ -85,6 +87,7 @@ int loader_create(dt_loader **out, const dt_dataset *ds, const dt_augment *aug, 
     l->seed = seed;
     l->depth = depth;
     l->threads = threads;
+    if (mem) l->mem = *mem;
     l->n_slots = depth + 1; /* the batch in use and depth ahead */
     l->next_fill = l->taken = it0;
     l->total = total;
@@ -93,8 +96,8 @@ int loader_create(dt_loader **out, const dt_dataset *ds, const dt_augment *aug, 
     if (!(l->slots = calloc((size_t)l->n_slots, sizeof *l->slots))) return dt_fail("out of memory");
     for (int i = 0; i < l->n_slots; i++) {
         l->slots[i].it = -1;
-        if (!(l->slots[i].b.x = dt_alloc(sizeof(float) * d * rows)) ||
-            !(l->slots[i].b.y = dt_alloc(sizeof(int32_t) * rows)))
+        if (!(l->slots[i].b.x = dt_host_alloc(&l->mem, sizeof(float) * d * rows)) ||
+            !(l->slots[i].b.y = dt_host_alloc(&l->mem, sizeof(int32_t) * rows)))
             return -1;
     }
     if (depth > 0) {
@@ -140,8 +143,8 @@ void loader_destroy(dt_loader *l)
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     for (int i = 0; l->slots && i < l->n_slots; i++) {
-        dt_free(l->slots[i].b.x);
-        dt_free(l->slots[i].b.y);
+        dt_host_free(&l->mem, l->slots[i].b.x);
+        dt_host_free(&l->mem, l->slots[i].b.y);
     }
     free(l->slots);
     sampler_destroy(l->sampler);

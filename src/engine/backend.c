@@ -211,6 +211,28 @@ size_t backend_peak_memory(const dt_backend *be)
     return d && d->peak_memory ? d->peak_memory(be) : 0;
 }
 
+void *backend_host_alloc(dt_backend *be, size_t bytes)
+{
+    return be->host_alloc ? be->host_alloc(be, bytes ? bytes : 1) : dt_zalloc(bytes ? bytes : 1);
+}
+
+void backend_host_free(dt_backend *be, void *p)
+{
+    if (!p) return;
+    if (be->host_free)
+        be->host_free(be, p);
+    else
+        dt_free(p);
+}
+
+static void *host_alloc_cb(void *ctx, size_t bytes) { return backend_host_alloc(ctx, bytes); }
+static void host_free_cb(void *ctx, void *p) { backend_host_free(ctx, p); }
+
+dt_host_allocator backend_host_allocator(dt_backend *be)
+{
+    return (dt_host_allocator){.alloc = host_alloc_cb, .free = host_free_cb, .ctx = be};
+}
+
 void backend_destroy(dt_backend *be)
 {
     if (be) be->destroy(be);

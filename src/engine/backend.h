@@ -23,6 +23,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../util.h"
+
 typedef struct dt_backend dt_backend;
 
 /* How a backend lays out an activation of C x H x W per sample. Layers never look inside: they
@@ -85,6 +87,12 @@ struct dt_backend {
     int (*sync)(dt_backend *be);
     /* bytes of its memory free now and in all (for checks before large allocations) */
     int (*memory)(dt_backend *be, size_t *free_bytes, size_t *total_bytes);
+    /* host memory that to_device and to_host copy from and to: page-locked where the device's
+     * copies then run at the bus's full rate (cudaMallocHost); zeroed, 64-byte aligned, NULL with a
+     * message when there is none. NULL hooks: ordinary host memory. Reached through
+     * backend_host_alloc / backend_host_free, and freed before the backend is destroyed. */
+    void *(*host_alloc)(dt_backend *be, size_t bytes);
+    void (*host_free)(dt_backend *be, void *p);
 
     /* C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C (row-major, like cblas_sgemm) */
     int (*gemm)(dt_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
@@ -190,7 +198,7 @@ typedef struct dt_backend_desc {
 
 /* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
  * which returns NULL when it was built for another ABI. */
-#define DT_BACKEND_ABI 3
+#define DT_BACKEND_ABI 4
 typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
 
 /* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise
@@ -209,6 +217,11 @@ int backend_create(const char *name, const dt_backend_opts *o, dt_backend **out)
 const char *backend_auto(char *why, size_t n);
 /* The most device memory be has held at once (bytes; 0 for host-memory backends). */
 size_t backend_peak_memory(const dt_backend *be);
+/* Staging memory on the host for be's copies (its host_alloc, else dt_zalloc), and its free. */
+void *backend_host_alloc(dt_backend *be, size_t bytes);
+void backend_host_free(dt_backend *be, void *p);
+/* The same as an allocator for code that cannot see backends (the data loader). */
+dt_host_allocator backend_host_allocator(dt_backend *be);
 /* The describe line of a backend's kind. */
 const char *backend_describe(const dt_backend *be);
 /* Adds a kind (tests register the guarded backend this way); at most a few. */

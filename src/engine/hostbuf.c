@@ -10,7 +10,7 @@ static int make_host(dt_hostbuf *h)
         h->host = h->dev;
         return 0;
     }
-    return (h->host = dt_zalloc((h->n ? h->n : 1) * sizeof(float))) ? 0 : -1;
+    return (h->host = backend_host_alloc(h->be, (h->n ? h->n : 1) * sizeof(float))) ? 0 : -1;
 }
 
 int hostbuf_view(dt_hostbuf *h, dt_backend *be, float *dev, size_t n)
@@ -57,7 +57,7 @@ int hostbuf_push(const dt_hostbuf *h, size_t off, size_t n)
 void hostbuf_free(dt_hostbuf *h)
 {
     if (!h->be) return;
-    if (h->host != h->dev) dt_free(h->host);
+    if (h->host != h->dev) backend_host_free(h->be, h->host);
     if (h->own_dev) h->be->free(h->be, h->dev);
     memset(h, 0, sizeof *h);
 }
