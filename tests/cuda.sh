@@ -22,6 +22,10 @@ export DTRAIN_MODULE_PATH=${DTRAIN_MODULE_PATH:-$top_builddir}
 if ldd "$DTRAIN" | grep -E 'libcuda|libcudart|libcublas|libcudnn'; then fail "dtrain links a CUDA library itself"; fi
 "$DTRAIN" --list-devices > "$T/devices" 2>&1 || { cat "$T/devices"; fail "--list-devices failed"; }
 grep -q '^cuda ' "$T/devices" || fail "--list-devices does not list cuda"
+if [ -f "$top_builddir/dtrain-cuda.so" ]; then # built: it says what has run on a GPU and what only compiled
+    grep -A1 '^cuda ' "$T/devices" | grep -q 'run on a GPU .*only compiled' ||
+        { cat "$T/devices"; fail "--list-devices does not say which CUDA paths have run on a GPU"; }
+fi
 if ! grep -q '^cuda  *yes' "$T/devices"; then
     why=$(sed -n 's/^cuda *no: //p' "$T/devices")
     if [ -f "$top_builddir/dtrain-cuda.so" ]; then

@@ -85,8 +85,9 @@ int main(int argc, char **argv)
             double sent = comm_bytes_sent(c) - sent0;
             MPI_Allreduce(MPI_IN_PLACE, m, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 
-            double worst = 0.0;
+            double worst = 0.0, all_max = 0.0; /* all_max: the largest sum anywhere (one scale per message) */
             size_t at = 0;
+            for (size_t i = 0; i < n; i++) all_max = fmax(all_max, abs_sum[i]);
             for (size_t i = 0; i < n; i++) {
                 double S = abs_sum[i], b;
                 if (!strcmp(codecs[ci], "none")) b = (p - 1) * u * S * 1.0001 + 1e-30;
@@ -94,8 +95,11 @@ int main(int argc, char **argv)
                 else if (!strcmp(codecs[ci], "fp16")) b = p * (ldexp(1.0, -11) * S + ldexp(1.0, -25)) + p * u * S;
                 else {
                     double M = 0.0; /* the largest sum a scale can cover: within a block, or anywhere */
-                    size_t lo = i >= 64 && blocks[ci] > 0 ? i - 64 : 0, hi = i + 64 < n && blocks[ci] > 0 ? i + 64 : n;
-                    for (size_t k = lo; k < hi; k++) M = fmax(M, abs_sum[k]);
+                    size_t lo = i >= 64 ? i - 64 : 0, hi = i + 64 < n ? i + 64 : n;
+                    if (blocks[ci] > 0)
+                        for (size_t k = lo; k < hi; k++) M = fmax(M, abs_sum[k]);
+                    else
+                        M = all_max;
                     b = p * M / 254.0 * (1 + 1e-5) + p * u * M;
                 }
                 double ratio = fabs((double)x[i] - exact[i]) / b;

@@ -155,6 +155,7 @@ void backend_list_devices(FILE *f)
         }
         int ok = d->available(why, sizeof why);
         fprintf(f, "%-12s %s%s: %s\n", d->name, ok ? "yes" : "no: ", ok ? "" : why, d->describe());
+        if (d->verified) fprintf(f, "%-12s %s\n", "", d->verified);
         if (ok && d->list_devices) d->list_devices(f);
     }
 }

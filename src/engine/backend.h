@@ -194,6 +194,9 @@ typedef struct dt_backend_desc {
     void (*list_devices)(FILE *f);
     /* the most device memory a backend of this kind has held at once, in bytes (may be NULL) */
     size_t (*peak_memory)(const dt_backend *be);
+    /* --list-devices: which of its paths have run on the hardware and which were only compiled
+     * (a backend CI cannot run: NULL where the tests run all of it) */
+    const char *verified;
 } dt_backend_desc;
 
 /* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
