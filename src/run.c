@@ -328,6 +328,10 @@ static int dry_check(dt_run *r, char *data, size_t data_n)
         return -1;
     }
     if (check_targets(r) != 0 || setup_mode(r, p, n_train) != 0) return -1;
+    if (r->auto_mode && o->comm.model_compute > 0 && (o->comm.model_alpha < 0 || o->comm.model_beta < 0)) {
+        r->usage_error = 1; /* nothing to measure the link with in a dry run */
+        return dt_fail("--dry-run with --model-compute predicts for a given link: give --model-alpha and --model-beta too");
+    }
     if (lr_schedule_parse(o->lr_schedule, o->lr, o->lr_warmup_epochs, (double)o->epochs, &r->lr) != 0) return -1;
     return net_check_memory(r->net, r->be, r->local_batch, NULL);
 }

@@ -99,4 +99,5 @@ bad 2 "--resume with --mode auto" --mode auto --resume "$T/none.ckpt"
 bad 2 "--density applies to none of --mode auto's candidates" --mode auto --density 0.1
 bad 2 "--clip applies to none of --mode auto's candidates" --mode auto --auto-allow dsync,topk --clip 2
 bad 2 "--model-compute applies to --mode auto, not to --mode dsync" --mode dsync --model-compute 0.01
+bad 2 "give --model-alpha and --model-beta too" --mode auto --dry-run --model-compute 0.01 --model-alpha 1e-5
 echo "PASS: --mode auto picks dsync on shared memory, ranks the sparse modes, equals its one candidate's explicit run, predicts for given links and compute, refuses what it cannot do"
