@@ -355,9 +355,8 @@ static int dry_rank(dt_run *r, char *out, size_t n_out)
     if (o->model_gamma >= 0)
         for (int i = 0; i < n; i++) c[i].gamma = o->model_gamma;
     if (auto_rank(c, n, &env, o->model_compute, o->model_compute, &best) != 0) return -1;
-    size_t off = (size_t)snprintf(out, n_out, "would choose %s; predicted per iteration:", best.name);
-    for (int i = 0; i < n && off < n_out; i++)
-        off += (size_t)snprintf(out + off, n_out - off, "%s %s %.3f ms", i ? "," : "", c[i].name, 1e3 * c[i].t);
+    int off = snprintf(out, n_out, "would choose %s; predicted per iteration: ", best.name);
+    if (off > 0 && (size_t)off < n_out) auto_format(c, n, out + off, n_out - (size_t)off);
     return 0;
 }
 
@@ -668,10 +667,7 @@ static int choose_mode(dt_run *r)
     for (int i = 0; i < n; i++) c[i].gamma = v[2 + 3 * i], c[i].encode = v[3 + 3 * i], c[i].decode = v[4 + 3 * i];
     dt_auto_cand best;
     if (auto_rank(c, n, env, v[0], v[1], &best) != 0) return -1;
-    size_t off = 0;
-    for (int i = 0; i < n && off < sizeof r->auto_ranking; i++)
-        off += (size_t)snprintf(r->auto_ranking + off, sizeof r->auto_ranking - off, "%s%s %.3f ms", i ? ", " : "",
-                                c[i].name, 1e3 * c[i].t);
+    auto_format(c, n, r->auto_ranking, sizeof r->auto_ranking);
     log_text(r->log, "--mode auto: compute %.3f ms per iteration (forward, backward and update, %s); predicted per "
              "iteration: %s; chose %s\n", 1e3 * v[0], env->opts.model_compute > 0 ? "--model-compute" : "measured",
              r->auto_ranking, best.name);
@@ -738,10 +734,8 @@ void run_teardown(dt_run *r)
     log_close(r->log);
     loader_destroy(r->loader);
     optim_destroy(r->optim);
-    if (r->be) { /* staging memory: the backend's, freed before it */
-        backend_host_free(r->be, r->x_host);
-        backend_host_free(r->be, r->y_host);
-    }
+    backend_host_free(r->be, r->x_host); /* the backend's staging memory, freed before it (NULL without one) */
+    backend_host_free(r->be, r->y_host);
     dt_free(r->eval_idx);
     net_destroy(r->net);
     dataset_close(r->ds);

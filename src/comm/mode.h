@@ -239,6 +239,8 @@ int auto_calibrate(dt_auto_cand *c, int n, const dt_mode_env *env);
 /* Fills each t; *chosen: the first candidate (in the list's order of preference) predicted within
  * 15% of the fastest; then sorts c by predicted time. */
 int auto_rank(dt_auto_cand *c, int n, const dt_mode_env *env, double comp, double comp_cpu, dt_auto_cand *chosen);
+/* "NAME T ms, NAME T ms, ..." of the n candidates, in their order. */
+void auto_format(const dt_auto_cand *c, int n, char *buf, size_t size);
 /* Seconds per value of a reduce step with the codec on this CPU (encode, decode-and-add, decode). */
 double netmodel_codec_gamma(const dt_codec *codec);
 

@@ -98,6 +98,14 @@ int auto_calibrate(dt_auto_cand *c, int n, const dt_mode_env *env)
     return 0;
 }
 
+void auto_format(const dt_auto_cand *c, int n, char *buf, size_t size)
+{
+    size_t off = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && off < size; i++)
+        off += (size_t)snprintf(buf + off, size - off, "%s%s %.3f ms", i ? ", " : "", c[i].name, 1e3 * c[i].t);
+}
+
 static int by_time(const void *a, const void *b)
 {
     const dt_auto_cand *x = a, *y = b;

@@ -214,7 +214,8 @@ size_t backend_peak_memory(const dt_backend *be)
 
 void *backend_host_alloc(dt_backend *be, size_t bytes)
 {
-    return be->host_alloc ? be->host_alloc(be, bytes ? bytes : 1) : dt_zalloc(bytes ? bytes : 1);
+    if (bytes == 0) bytes = 1;
+    return be->host_alloc ? be->host_alloc(be, bytes) : dt_zalloc(bytes);
 }
 
 void backend_host_free(dt_backend *be, void *p)

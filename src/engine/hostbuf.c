@@ -10,7 +10,7 @@ static int make_host(dt_hostbuf *h)
         h->host = h->dev;
         return 0;
     }
-    return (h->host = backend_host_alloc(h->be, (h->n ? h->n : 1) * sizeof(float))) ? 0 : -1;
+    return (h->host = backend_host_alloc(h->be, h->n * sizeof(float))) ? 0 : -1;
 }
 
 int hostbuf_view(dt_hostbuf *h, dt_backend *be, float *dev, size_t n)

@@ -5,7 +5,8 @@
  * host memory of the same size: pull copies backend → host, push host → backend, for a range.
  * For a backend whose memory is host memory (cpu) the view is the buffer itself and pull and
  * push do nothing, so the CPU path pays nothing. The host memory is allocated once, when the
- * view is made, from the backend's staging memory (page-locked on a GPU: backend_host_alloc). This is the one way host code reaches backend memory; the guarded test backend
+ * view is made, from the backend's staging memory (page-locked on a GPU: backend_host_alloc).
+ * This is the one way host code reaches backend memory; the guarded test backend
  * proves no path goes around it.
  */
 #ifndef DT_HOSTBUF_H
