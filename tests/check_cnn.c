@@ -1,6 +1,6 @@
 /* CNN layers: (1) every gradient formula of the double reference (ref_cnn.c) checked by central
  * finite differences; (2) the backend's fast fp32 kernels (oneDNN on the CPU) equal the reference
- * on random shapes, in plain and blocked layouts, within TOL_FAST; (3) a residual net built by
+ * on random shapes, in plain and both blocked layouts, within TOL_FAST; (3) a residual net built by
  * the parser (conv, batchnorm, relu, add, shortcut, pooling, flatten, dense) equals the same net
  * composed from the reference, forward and backward. */
 #include <check.h>
@@ -211,6 +211,13 @@ END_TEST
 static dt_backend *be;
 
 static void be_setup(void) { ck_assert_int_eq(backend_cpu_create(&be, 2), 0); }
+/* the CPU backend keeping activations channels last, as it does under bf16 on a CPU with AMX */
+static void be_setup_nhwc(void)
+{
+    dt_backend_opts o = {.n_threads = 2, .device = -1, .channels_last = 1};
+    ck_assert_int_eq(backend_cpu_create_with(&be, &o), 0);
+    ck_assert_int_eq(be->layout_for(be, 32, 4, 4), DT_LAYOUT_NHWC);
+}
 static void be_teardown(void) { backend_destroy(be); }
 
 /* a device activation in layout l from a plain double array */
@@ -244,15 +251,19 @@ static int same_act(const float *d, dt_layout l, const double *ref, int rows, in
 
 static int pick(dt_rng *r, int lo, int hi) { return lo + (int)(rng_next(r) % (uint64_t)(hi - lo + 1)); }
 
-/* layouts to try for c channels: plain always, blocked where the backend would choose it */
+static const char *lname(dt_layout l)
+{
+    return l == DT_LAYOUT_NHWC ? "NHWC" : l == DT_LAYOUT_BLOCK16 ? "nChw16c" : "plain";
+}
+
+/* layouts to try for c channels: plain always; with 16k channels both blocked layouts of the CPU
+ * backend (nChw16c, its choice in fp32, and NHWC, its choice under bf16 with AMX) */
 static int layouts(int c, dt_layout *out)
 {
     out[0] = DT_LAYOUT_PLAIN;
-    if (be->layout_for(be, c, 1, 1) != DT_LAYOUT_PLAIN) {
-        out[1] = be->layout_for(be, c, 1, 1);
-        return 2;
-    }
-    return 1;
+    if (c % 16) return 1;
+    out[1] = DT_LAYOUT_BLOCK16, out[2] = DT_LAYOUT_NHWC;
+    return 3;
 }
 
 /* random convolutions: channels 3/8/16/32, groups, strides, asymmetric padding, 1-5 kernels;
@@ -283,7 +294,7 @@ START_TEST(fast_conv_matches_reference)
         ref_conv_fwd(&g, x, w, bias ? b : NULL, y);
         ref_conv_bwd(&g, x, w, dy, dx, dw, db);
         for (size_t i = 0; i < nx; i++) dx2[i] = x0[i] + dx[i];
-        dt_layout li[2], lo[2];
+        dt_layout li[3], lo[3];
         int nli = layouts(g.c, li), nlo = layouts(g.o, lo);
         for (int a = 0; a < nli; a++)
             for (int c = 0; c < nlo; c++) {
@@ -298,7 +309,7 @@ START_TEST(fast_conv_matches_reference)
                 char what[160];
                 snprintf(what, sizeof what, "case %d (%dx%dx%d -> %dx%dx%d, k %dx%d, s %dx%d, pad %d,%d,%d,%d, g %d, %s->%s)",
                          t, g.c, g.h, g.w, g.o, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pt, pb, g.pl, pr, g.groups,
-                         li[a] ? "blocked" : "plain", lo[c] ? "blocked" : "plain");
+                         lname(li[a]), lname(lo[c]));
                 ck_assert_msg(be->conv_fwd(be, plan, g.rows, fx, fw, bias ? fb : NULL, fy) == 0, "%s", dt_errmsg());
                 ck_assert_msg(same_act(fy, lo[c], y, g.rows, g.o, g.oh, g.ow, "y"), "%s: %s", what, msg);
                 /* accumulate into x0, then overwrite */
@@ -339,7 +350,7 @@ START_TEST(fast_pool_matches_reference)
                *dx = malloc(sizeof(double) * nx);
         ref_pool_fwd(&g, x, y);
         ref_pool_bwd(&g, x, dy, dx);
-        dt_layout l[2];
+        dt_layout l[3];
         int nl = layouts(g.c, l);
         for (int a = 0; a < nl; a++) {
             dt_pool_cfg cfg = {g.max, g.c, g.h, g.w, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pt, ph, g.pl, pw, l[a]};
@@ -347,7 +358,7 @@ START_TEST(fast_pool_matches_reference)
             char what[160];
             snprintf(what, sizeof what, "case %d (%s %dx%dx%d -> %dx%d, k %d, s %d, pad %d%s, %s)", t,
                      g.max ? "max" : "avg", g.c, g.h, g.w, g.oh, g.ow, g.kh, g.sh, pad, ceil_mode ? ", ceil" : "",
-                     l[a] ? "blocked" : "plain");
+                     lname(l[a]));
             ck_assert_msg(plan != NULL, "%s: %s", what, dt_errmsg());
             float *fx = dev_act(x, l[a], g.rows, g.c, g.h, g.w), *fdy = dev_act(dy, l[a], g.rows, g.c, g.oh, g.ow);
             float *fy = be->alloc(be, sizeof(float) * be->act_size(be, l[a], g.rows, g.c, g.oh, g.ow));
@@ -376,7 +387,7 @@ START_TEST(fast_batchnorm_matches_reference)
         for (size_t i = 0; i < n; i++) x[i] = 2.0 * x[i] + 0.5; /* a mean and variance away from 0 and 1 */
         ref_bn_fwd(x, gm, bt, y, mean, var, rows, c, h * w, 1e-5);
         ref_bn_bwd(x, gm, dy, dx, dg, dbt, rows, c, h * w, 1e-5);
-        dt_layout l[2];
+        dt_layout l[3];
         int nl = layouts(c, l);
         for (int a = 0; a < nl; a++) {
             dt_bn_cfg cfg = {c, h, w, 1e-5f, l[a]};
@@ -386,7 +397,7 @@ START_TEST(fast_batchnorm_matches_reference)
             float *fg = dev_vec(gm, c), *fb = dev_vec(bt, c), *fm = be->alloc(be, 4 * c), *fv = be->alloc(be, 4 * c);
             float *fdg = be->alloc(be, 4 * c), *fdb = be->alloc(be, 4 * c);
             ck_assert_msg(plan && be->bn_fwd(be, plan, rows, 1, fx, fg, fb, fm, fv, fy) == 0, "%s", dt_errmsg());
-            ck_assert_msg(same_act(fy, l[a], y, rows, c, h, w, "y"), "shape %zu %s: %s", t, l[a] ? "blocked" : "plain", msg);
+            ck_assert_msg(same_act(fy, l[a], y, rows, c, h, w, "y"), "shape %zu %s: %s", t, lname(l[a]), msg);
             ck_assert_msg(close_f32_f64(fm, mean, c, TOL_FAST_ATOL, TOL_FAST_RTOL, "mean", msg, sizeof msg), "%s", msg);
             ck_assert_msg(close_f32_f64(fv, var, c, TOL_FAST_ATOL, TOL_FAST_RTOL, "var", msg, sizeof msg), "%s", msg);
             ck_assert_msg(be->bn_bwd(be, plan, rows, fx, fg, fm, fv, fdy, fdx, 0.0f, fdg, fdb) == 0, "%s", dt_errmsg());
@@ -442,7 +453,7 @@ START_TEST(batchnorm_precise_on_resnet20_layers)
         for (int i = 0; i < c; i++) gm[i] = (float)(1.0 + 0.5 * gm[i]), bt[i] = (float)bt[i];
         ref_bn_fwd(x, gm, bt, y, mean, var, rows, c, h * w, 1e-5);
         ref_bn_bwd(x, gm, dy, dx, dg, dbt, rows, c, h * w, 1e-5);
-        dt_layout l[2];
+        dt_layout l[3];
         int nl = layouts(c, l);
         for (int a = 0; a < nl; a++) {
             dt_bn_cfg cfg = {c, h, w, 1e-5f, l[a]};
@@ -459,9 +470,9 @@ START_TEST(batchnorm_precise_on_resnet20_layers)
             const char *names[] = {"y", "mean", "var", "dx", "dweight", "dbias"};
             for (int k = 0; k < 6; k++)
                 ck_assert_msg(e[k] <= TOL_BN, "%dx%dx%dx%d %s: %s relative error %.2g > %g", rows, c, h, w,
-                              l[a] ? "blocked" : "plain", names[k], e[k], TOL_BN);
+                              lname(l[a]), names[k], e[k], TOL_BN);
             printf("batchnorm %dx%dx%dx%d %-7s relative error: y %.1e mean %.1e var %.1e dx %.1e dweight %.1e "
-                   "dbias %.1e\n", rows, c, h, w, l[a] ? "blocked" : "plain", e[0], e[1], e[2], e[3], e[4], e[5]);
+                   "dbias %.1e\n", rows, c, h, w, lname(l[a]), e[0], e[1], e[2], e[3], e[4], e[5]);
             be->plan_free(be, plan);
             be->free(be, fx), be->free(be, fdy), be->free(be, fy), be->free(be, fdx), be->free(be, fg);
             be->free(be, fb), be->free(be, fm), be->free(be, fv), be->free(be, fdg), be->free(be, fdb);
@@ -482,7 +493,7 @@ START_TEST(fast_lrn_matches_reference)
         for (size_t i = 0; i < n; i++) x[i] *= 3.0;
         ref_lrn_fwd(x, y, rows, c, h * w, 5, 0.5, 0.75, 2.0);
         ref_lrn_bwd(x, dy, dx, rows, c, h * w, 5, 0.5, 0.75, 2.0);
-        dt_layout l[2];
+        dt_layout l[3];
         int nl = layouts(c, l);
         for (int a = 0; a < nl; a++) {
             dt_lrn_cfg cfg = {c, h, w, 5, 0.5f, 0.75f, 2.0f, l[a]};
@@ -490,9 +501,9 @@ START_TEST(fast_lrn_matches_reference)
             float *fx = dev_act(x, l[a], rows, c, h, w), *fdy = dev_act(dy, l[a], rows, c, h, w);
             float *fy = be->alloc(be, sizeof(float) * n), *fdx = be->alloc(be, sizeof(float) * n);
             ck_assert_msg(plan && be->lrn_fwd(be, plan, rows, 1, fx, fy) == 0, "%s", dt_errmsg());
-            ck_assert_msg(same_act(fy, l[a], y, rows, c, h, w, "y"), "shape %zu %s: %s", t, l[a] ? "blocked" : "plain", msg);
+            ck_assert_msg(same_act(fy, l[a], y, rows, c, h, w, "y"), "shape %zu %s: %s", t, lname(l[a]), msg);
             ck_assert_msg(be->lrn_bwd(be, plan, rows, fx, fdy, fdx, 0.0f) == 0, "%s", dt_errmsg());
-            ck_assert_msg(same_act(fdx, l[a], dx, rows, c, h, w, "dx"), "shape %zu %s: %s", t, l[a] ? "blocked" : "plain",
+            ck_assert_msg(same_act(fdx, l[a], dx, rows, c, h, w, "dx"), "shape %zu %s: %s", t, lname(l[a]),
                           msg);
             be->plan_free(be, plan);
             be->free(be, fx), be->free(be, fdy), be->free(be, fy), be->free(be, fdx);
@@ -632,8 +643,8 @@ START_TEST(residual_net_matches_reference)
 }
 END_TEST
 
-/* concat: three convolutions from one input, concatenated (16 + 32 channels in the blocked layout:
- * one copy per sample; then + 8 plain channels: through plain scratch), equal one convolution
+/* concat: three convolutions from one input, concatenated (16 + 32 channels in nChw16c: one copy
+ * per sample; in NHWC and then + 8 plain channels: through plain scratch), equal one convolution
  * of all 56 channels, forward (the loss) and backward (every weight gradient, the convolutions'
  * as slices of the one's): concat moves values and its gradient is the slices of dy. */
 START_TEST(concat_equals_one_wide_conv)
@@ -779,6 +790,7 @@ int main(void)
     TCase *fd = tcase_create("finite differences (double reference)");
     TCase *fast = tcase_create("fast kernels vs reference");
     TCase *net = tcase_create("nets");
+    TCase *nhwc = tcase_create("nets, channels last");
     tcase_add_test(fd, fd_conv);
     tcase_add_test(fd, fd_pool);
     tcase_add_test(fd, fd_batchnorm);
@@ -796,9 +808,13 @@ int main(void)
     tcase_add_test(net, concat_equals_one_wide_conv);
     tcase_add_test(net, frozen_layers_pass_gradients_only);
     tcase_add_test(net, gradient_buffers_shared);
+    tcase_add_checked_fixture(nhwc, be_setup_nhwc, be_teardown);
+    tcase_add_test(nhwc, residual_net_matches_reference);
+    tcase_add_test(nhwc, concat_equals_one_wide_conv);
     suite_add_tcase(s, fd);
     suite_add_tcase(s, fast);
     suite_add_tcase(s, net);
+    suite_add_tcase(s, nhwc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

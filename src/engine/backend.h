@@ -32,6 +32,7 @@ typedef struct dt_backend dt_backend;
 typedef enum {
     DT_LAYOUT_PLAIN = 0,   /* NCHW */
     DT_LAYOUT_BLOCK16 = 1, /* oneDNN nChw16c: [N][C/16][H][W][16]; only for C a multiple of 16 */
+    DT_LAYOUT_NHWC = 2,    /* channels last, [N][H][W][C]; only for C a multiple of 16 */
 } dt_layout;
 
 /* Convolution: C x H x W in, O x OH x OW out; kernel KH x KW, stride SH x SW, padding top/bottom/
@@ -172,6 +173,7 @@ typedef struct dt_backend_opts {
     int exact;     /* --gpu-exact: only convolution algorithms whose sums are as exact as the CPU's */
     long workspace_mb; /* --gpu-workspace: the most a convolution algorithm may use (0: the default) */
     int precision;     /* --precision: DT_PRECISION_FP32, or a backend's GEMMs and convolutions take bf16 inputs */
+    int channels_last; /* CPU: 1 keeps activations NHWC where it would block them (tests); 0 its own choice */
 } dt_backend_opts;
 
 /* --precision: what GEMMs and convolutions multiply in. bf16: inputs rounded to bfloat16 (to

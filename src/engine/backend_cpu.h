@@ -12,6 +12,7 @@ typedef struct cpu_impl {
     dnnl_engine_t eng;
     dnnl_stream_t stream;
     int bf16;                 /* --precision bf16: GEMMs and convolutions on bf16 inputs */
+    int nhwc;                 /* activations of 16k channels NHWC, not nChw16c (layout_for) */
     struct gemm_bf16 *gemm;   /* bf16 GEMMs' primitives by shape (backend_cpu_dnnl.c) */
     uint16_t *ab16;           /* the operands of the last bf16 GEMM, rounded */
     size_t ab16_n;
@@ -34,5 +35,7 @@ int cpu_gemm_bf16(dt_backend *be, int ta, int tb, int m, int n, int k, float alp
 void cpu_round_bf16(int n_threads, uint16_t *dst, const float *src, size_t rows, size_t cols, size_t ld);
 /* 1 when oneDNN runs bf16 on this CPU's own instructions (AVX512_BF16 or AMX) */
 int cpu_has_bf16(void);
+/* 1 when oneDNN has AMX here (its bf16 convolutions then want channels-last activations) */
+int cpu_has_amx(void);
 
 #endif

@@ -10,8 +10,9 @@
  *
  * Rows are cut into at most NCHUNK chunks of consecutive rows, whatever the thread count; each
  * chunk's sums go to its own slot and the slots are added in order, so results do not depend on
- * --threads. Both layouts of the backend: plain NCHW, where a channel's H x W values of one row
- * are contiguous, and nChw16c, where the 16 channels of a block sit side by side and vectorise.
+ * --threads. Every layout of the backend: plain NCHW, where a channel's H x W values of one row
+ * are contiguous, and nChw16c and NHWC, where 16 channels sit side by side and vectorise (from one
+ * pixel to the next: 16 floats on in nChw16c, C in NHWC).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -24,8 +25,15 @@
 #define NCHUNK 32
 
 typedef struct bn_geom {
-    int c, hw, rows, blocked;
+    int c, hw, rows, blocked, nhwc; /* blocked: nChw16c or NHWC */
+    size_t step;                    /* blocked: floats from a pixel to the next (16 or C) */
 } bn_geom;
+
+/* blocked: where channels 16 cb .. 16 cb + 15 of row r start */
+static size_t blk(const bn_geom *g, int r, int cb)
+{
+    return g->nhwc ? (size_t)r * g->c * g->hw + (size_t)cb * 16 : ((size_t)r * g->c + (size_t)cb * 16) * g->hw;
+}
 
 /* chunk k of n rows cut into nk chunks */
 static int chunk_lo(int rows, int nk, int k) { return (int)((long)rows * k / nk); }
@@ -54,10 +62,10 @@ DT_CLONES static void stats_chunk(const bn_geom *g, const float *x, const double
     }
     for (int r = r0; r < r1; r++)
         for (int cb = 0; cb < g->c / 16; cb++) {
-            const float *p = x + ((size_t)r * g->c + (size_t)cb * 16) * g->hw;
+            const float *p = x + blk(g, r, cb);
             double a[16] = {0}, b[16] = {0}, kc[16];
             memcpy(kc, k + cb * 16, sizeof kc);
-            for (int i = 0; i < g->hw; i++, p += 16) {
+            for (int i = 0; i < g->hw; i++, p += g->step) {
 #pragma omp simd
                 for (int j = 0; j < 16; j++) {
                     double d = (double)p[j] - kc[j];
@@ -95,11 +103,11 @@ DT_CLONES static void grad_sums_chunk(const bn_geom *g, const float *x, const fl
     }
     for (int r = r0; r < r1; r++)
         for (int cb = 0; cb < g->c / 16; cb++) {
-            size_t o = ((size_t)r * g->c + (size_t)cb * 16) * g->hw;
+            size_t o = blk(g, r, cb);
             const float *p = x + o, *d = dy + o;
             double a[16] = {0}, b[16] = {0}, e[16] = {0}, mc[16];
             memcpy(mc, m + cb * 16, sizeof mc);
-            for (int i = 0; i < g->hw; i++, p += 16, d += 16) {
+            for (int i = 0; i < g->hw; i++, p += g->step, d += g->step) {
 #pragma omp simd
                 for (int k = 0; k < 16; k++) {
                     double xm = (double)p[k] - mc[k];
@@ -128,10 +136,10 @@ DT_CLONES static void normalize_rows(const bn_geom *g, const float *x, const flo
             continue;
         }
         for (int cb = 0; cb < g->c / 16; cb++) {
-            size_t o = ((size_t)r * g->c + (size_t)cb * 16) * g->hw;
+            size_t o = blk(g, r, cb);
             const float *restrict p = x + o, *mc = m + cb * 16, *ac = a + cb * 16, *bc = b + cb * 16;
             float *restrict q = y + o;
-            for (int i = 0; i < g->hw; i++, p += 16, q += 16) {
+            for (int i = 0; i < g->hw; i++, p += g->step, q += g->step) {
 #pragma omp simd
                 for (int k = 0; k < 16; k++) q[k] = (p[k] - mc[k]) * ac[k] + bc[k];
             }
@@ -160,11 +168,11 @@ DT_CLONES static void dx_rows(const bn_geom *g, const float *x, const float *dy,
             continue;
         }
         for (int cb = 0; cb < g->c / 16; cb++) {
-            size_t o = ((size_t)r * g->c + (size_t)cb * 16) * g->hw;
+            size_t o = blk(g, r, cb);
             const float *restrict p = x + o, *restrict d = dy + o;
             const float *mc = m + cb * 16, *uc = u + cb * 16, *kc = k + cb * 16, *ac = a + cb * 16;
             float *restrict q = dx + o;
-            for (int i = 0; i < g->hw; i++, p += 16, d += 16, q += 16) {
+            for (int i = 0; i < g->hw; i++, p += g->step, d += g->step, q += g->step) {
                 if (beta == 0.0f) {
 #pragma omp simd
                     for (int j = 0; j < 16; j++) q[j] = (d[j] - uc[j] - (p[j] - mc[j]) * kc[j]) * ac[j];
@@ -179,7 +187,8 @@ DT_CLONES static void dx_rows(const bn_geom *g, const float *x, const float *dy,
 
 static bn_geom geom_of(const dt_bn_cfg *c, int rows)
 {
-    return (bn_geom){c->c, c->h * c->w, rows, c->layout == DT_LAYOUT_BLOCK16};
+    int nhwc = c->layout == DT_LAYOUT_NHWC;
+    return (bn_geom){c->c, c->h * c->w, rows, c->layout == DT_LAYOUT_BLOCK16 || nhwc, nhwc, nhwc ? (size_t)c->c : 16};
 }
 
 /* the chunked per-channel sums s1, s2, s3, each summed over the chunks in order into t1, t2, t3 */
@@ -257,7 +266,7 @@ int cpu_bn_forward(const dt_bn_cfg *cfg, int n_threads, int rows, int train, con
     if (train) {
         double n = (double)rows * g.hw, *k = t.d + 2 * C; /* each channel's first value */
         for (int c = 0; c < C; c++)
-            k[c] = g.blocked ? x[(size_t)(c / 16) * g.hw * 16 + c % 16] : x[(size_t)c * g.hw];
+            k[c] = g.blocked ? x[blk(&g, 0, c / 16) + c % 16] : x[(size_t)c * g.hw];
         if (chunked_sums(&g, n_threads, SUM_STATS, x, NULL, k, dm, dv, NULL) != 0) return tmp_put(&t, -1);
         for (int c = 0; c < C; c++) {
             double d = dm[c] / n, v = dv[c] / n - d * d;

@@ -2,9 +2,11 @@
  *
  * Measured here (tools/bench, issue #3): oneDNN's JIT AVX-512 convolutions run 3-5x faster than
  * im2col + OpenBLAS sgemm on the CIFAR nets' layers, so convolution, pooling and LRN use oneDNN;
- * batch norm's plans live here but its kernels are ours (backend_cpu_bn.c: oneDNN's sums are float). Activations whose channels are a multiple of 16 stay in oneDNN's blocked layout
+ * batch norm's plans live here but its kernels are ours (backend_cpu_bn.c: oneDNN's sums are
+ * float). Activations whose channels are a multiple of 16 stay in oneDNN's blocked layout
  * (nChw16c) from layer to layer, so no layer pays a reorder in and out the way frameworks that
- * keep NCHW do; weights stay in the arena in PyTorch's layout and are reordered per call (they
+ * keep NCHW do; under --precision bf16 on a CPU with AMX they stay channels-last (NHWC) instead,
+ * the layout oneDNN's AMX convolutions take; weights stay in the arena in PyTorch's layout and are reordered per call (they
  * are small). Each plan builds its primitives on first use for a number of rows and keeps them
  * (a few: the training batch, the last short batch, evaluation).
  */
@@ -49,7 +51,10 @@ static void destroy_all(dnnl_primitive_t *ps, size_t n_ps, dnnl_memory_t *ms, si
         if (ms[i]) dnnl_memory_destroy(ms[i]);
 }
 
-static dnnl_format_tag_t tag_of(dt_layout l) { return l == DT_LAYOUT_BLOCK16 ? dnnl_nChw16c : dnnl_nchw; }
+static dnnl_format_tag_t tag_of(dt_layout l)
+{
+    return l == DT_LAYOUT_BLOCK16 ? dnnl_nChw16c : l == DT_LAYOUT_NHWC ? dnnl_nhwc : dnnl_nchw;
+}
 
 static void md4t(dnnl_memory_desc_t *md, int n, int c, int h, int w, dt_layout l, dnnl_data_type_t t)
 {
@@ -235,6 +240,13 @@ static int conv_entry_make(dt_backend *be, const dt_conv_cfg *c, int rows, conv_
         dnnl_memory_desc_init_by_tag(&dsrc_p, 4, sd, dnnl_f32, dnnl_format_tag_any);
         dnnl_memory_desc_init_by_tag(&dst_p, 4, dd, dnnl_f32, dnnl_format_tag_any);
         dnnl_memory_desc_init_by_tag(&ddst_p, 4, dd, lo, dnnl_format_tag_any);
+    } else if (lo != dnnl_f32 && (c->in_layout == DT_LAYOUT_NHWC || c->out_layout == DT_LAYOUT_NHWC)) {
+        /* channels last on both sides: from plain to NHWC (the first layer's 3 channels) oneDNN
+         * has no bf16 kernel but its reference one (ref:any in ONEDNN_VERBOSE) */
+        md4t(&src_p, rows, c->c, c->h, c->w, DT_LAYOUT_NHWC, lo);
+        md4t(&dsrc_p, rows, c->c, c->h, c->w, DT_LAYOUT_NHWC, dnnl_f32);
+        md4t(&dst_p, rows, c->o, c->oh, c->ow, DT_LAYOUT_NHWC, dnnl_f32);
+        md4t(&ddst_p, rows, c->o, c->oh, c->ow, DT_LAYOUT_NHWC, lo);
     } else { /* the layer's layouts; the inputs in the type the primitives multiply in */
         md4t(&src_p, rows, c->c, c->h, c->w, c->in_layout, lo);
         md4t(&ddst_p, rows, c->o, c->oh, c->ow, c->out_layout, lo);
@@ -597,8 +609,9 @@ static void lrn_entry_free(lrn_entry *e)
 
 static dt_layout cpu_layout_for(dt_backend *be, int c, int h, int w)
 {
-    (void)be, (void)h, (void)w;
-    return c % 16 == 0 ? DT_LAYOUT_BLOCK16 : DT_LAYOUT_PLAIN;
+    (void)h, (void)w;
+    if (c % 16) return DT_LAYOUT_PLAIN;
+    return ((cpu_impl *)be->impl)->nhwc ? DT_LAYOUT_NHWC : DT_LAYOUT_BLOCK16;
 }
 
 static size_t cpu_act_size(dt_backend *be, dt_layout l, int rows, int c, int h, int w)
@@ -608,36 +621,6 @@ static size_t cpu_act_size(dt_backend *be, dt_layout l, int rows, int c, int h, 
     return (size_t)rows * cp * (size_t)h * (size_t)w;
 }
 
-/* blocked <-> plain without oneDNN objects: a plain index permutation */
-static void relayout(int to_plain, const float *x, float *y, int rows, int c, int h, int w, float beta)
-{
-    size_t hw = (size_t)h * w, cb = (size_t)(c + 15) / 16;
-    for (int n = 0; n < rows; n++)
-        for (int ch = 0; ch < c; ch++) {
-            const size_t plain = ((size_t)n * c + ch) * hw, blk = (((size_t)n * cb + (size_t)ch / 16) * hw) * 16 + (size_t)ch % 16;
-            for (size_t s = 0; s < hw; s++) {
-                size_t pi = plain + s, bi = blk + s * 16;
-                if (to_plain) y[pi] = beta == 0.0f ? x[bi] : y[pi] + x[bi];
-                else y[bi] = beta == 0.0f ? x[pi] : y[bi] + x[pi];
-            }
-        }
-}
-
-static int cpu_to_plain(dt_backend *be, dt_layout from, const float *x, float *y, int rows, int c, int h, int w)
-{
-    if (from == DT_LAYOUT_PLAIN) return be->copy(be, y, x, sizeof(float) * (size_t)rows * c * h * w);
-    relayout(1, x, y, rows, c, h, w, 0.0f);
-    return 0;
-}
-
-static int cpu_from_plain(dt_backend *be, dt_layout to, const float *x, float *y, int rows, int c, int h, int w,
-                          float beta)
-{
-    if (to == DT_LAYOUT_PLAIN) return be->add(be, y, x, (size_t)rows * c * h * w, beta);
-    relayout(0, x, y, rows, c, h, w, beta);
-    return 0;
-}
-
 /* element (n, c, h, w) of a [rows][C][H][W] tensor in layout l */
 static size_t at(dt_layout l, int n, int c, int h, int w, int C, int H, int W)
 {
@@ -645,7 +628,39 @@ static size_t at(dt_layout l, int n, int c, int h, int w, int C, int H, int W)
         size_t cb = (size_t)(C + 15) / 16;
         return ((((size_t)n * cb + (size_t)c / 16) * H + h) * W + w) * 16 + (size_t)c % 16;
     }
+    if (l == DT_LAYOUT_NHWC) return (((size_t)n * H + h) * W + w) * C + c;
     return (((size_t)n * C + c) * H + h) * W + w;
+}
+
+/* layout l <-> plain without oneDNN objects: an index permutation, y = beta y + x */
+static void relayout(dt_layout l, int to_plain, const float *x, float *y, int rows, int c, int h, int w, float beta)
+{
+    size_t hw = (size_t)h * w;
+    for (int n = 0; n < rows; n++)
+        for (int ch = 0; ch < c; ch++) {
+            const size_t plain = ((size_t)n * c + ch) * hw, other = at(l, n, ch, 0, 0, c, h, w);
+            const size_t step = l == DT_LAYOUT_BLOCK16 ? 16 : (size_t)c; /* from pixel to pixel */
+            for (size_t s = 0; s < hw; s++) {
+                size_t pi = plain + s, oi = other + s * step;
+                if (to_plain) y[pi] = beta == 0.0f ? x[oi] : y[pi] + x[oi];
+                else y[oi] = beta == 0.0f ? x[pi] : y[oi] + x[pi];
+            }
+        }
+}
+
+static int cpu_to_plain(dt_backend *be, dt_layout from, const float *x, float *y, int rows, int c, int h, int w)
+{
+    if (from == DT_LAYOUT_PLAIN) return be->copy(be, y, x, sizeof(float) * (size_t)rows * c * h * w);
+    relayout(from, 1, x, y, rows, c, h, w, 0.0f);
+    return 0;
+}
+
+static int cpu_from_plain(dt_backend *be, dt_layout to, const float *x, float *y, int rows, int c, int h, int w,
+                          float beta)
+{
+    if (to == DT_LAYOUT_PLAIN) return be->add(be, y, x, (size_t)rows * c * h * w, beta);
+    relayout(to, 0, x, y, rows, c, h, w, beta);
+    return 0;
 }
 
 static int cpu_shortcut_fwd(dt_backend *be, const dt_shortcut_cfg *s, int rows, const float *x, float *y)

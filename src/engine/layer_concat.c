@@ -2,11 +2,12 @@
  * the same H x W give a (C1 + C2 + ...) x H x W output; vectors give their concatenation.
  * backward: each input's gradient is its slice of dy. Inputs by name: in=a,b,c. No keys.
  *
- * Each sample of an activation is contiguous in both layouts the backend keeps (NCHW, and
- * nChw16c when every channel count is a multiple of 16), and the channels of a sample come first
- * to last, so when the inputs share the output's layout the concatenation of a sample is its
+ * Each sample of an activation is contiguous in the layouts the backend keeps, and in NCHW and
+ * nChw16c (when every channel count is a multiple of 16) the channels of a sample come first to
+ * last, so when the inputs share the output's layout the concatenation of a sample is its
  * inputs' samples one after the other: one copy per input and sample. Otherwise (a branch of 8
- * channels, say) the inputs go through plain NCHW scratch (to_plain / from_plain). */
+ * channels, or channels last over more than one pixel) the inputs go through plain NCHW scratch
+ * (to_plain / from_plain). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,7 +56,7 @@ static int concat_alloc(dt_layer *l, dt_backend *be, int max_rows)
     int hw = l->out.n_dims == 3 ? l->out.d[1] * l->out.d[2] : 1, largest = 0;
     if (!s) return dt_fail("out of memory");
     l->state = s;
-    s->direct = 1;
+    s->direct = l->layout != DT_LAYOUT_NHWC || hw == 1;
     for (int i = 0; i < l->n_in; i++) {
         s->direct &= l->in[i]->layout == l->layout;
         if (l->in[i]->out.d[0] > largest) largest = l->in[i]->out.d[0];
