@@ -20,10 +20,12 @@
  *        what a link that never idles delivers, as Pipe-SGD's back-to-back allreduces have it when
  *        communication outlasts compute. On tools/netem's 1 Gbit/s links (TCP BBR over a token
  *        bucket) back-to-back allreduces run at ~60 MB/s against ~104 MB/s with idle gaps between.
- * cpu_byte: CPU seconds per byte sent or received, from the thread's CPU time over one more chain
- *        of 1 MiB steps, waiting as a communication thread does (comm_set_sleepy): MPI's calls
- *        and the kernel's network stack (on emulated links, both ends' and the switch's, which
- *        all run on this machine's cores: ~3.5 ns/byte on tools/netem's 1 Gbit/s links).
+ * cpu_byte: CPU seconds per byte sent or received, over one more chain of 1 MiB steps (half a
+ *        second of them, at most 400), waiting as a communication thread does (comm_set_sleepy):
+ *        MPI's calls and the kernel's network stack (on emulated links, both ends' and the
+ *        switch's, which all run on this machine's cores). The larger of the thread's CPU time
+ *        (maximum over ranks) and the machine's busy time over the bytes its ranks moved (mean
+ *        over ranks), see chain_cpu.
  * cores: this machine's cores (affinity) over the ranks on it (comm_machine_ranks).
  * Every rank takes the maximum over ranks (the minimum of cores), so all ranks predict the same.
  * Flags override. */
@@ -50,6 +52,8 @@ static double median(double *v, int n)
 
 #define TAG_PROBE 201
 #define SUSTAINED_STEPS 16
+#define CPU_WINDOW 0.5    /* seconds: the chain that measures cpu_byte */
+#define CPU_MAX_STEPS 400 /* ... at most so many 1 MiB steps (0.1-0.2 s on shared memory) */
 
 /* seconds per step of a chain of `steps` neighbour exchanges of `bytes` (median over reps) */
 static int chain_time(dt_comm *c, void *sbuf, void *rbuf, size_t bytes, int steps, int reps, double *out)
@@ -75,12 +79,13 @@ static double thread_cpu(void)
 }
 
 /* CPU seconds per byte moved by `steps` neighbour exchanges of `bytes`, waiting with sleeps: the
- * rank's thread's, or where more of the machine's time went per byte (on_machine ranks sending
- * there, all of the machine's busy cores counted), that: on tools/netem's hosts the emulated
- * links' queues and the receivers' softirqs run in no rank's thread (6 ranks on 2 cores: the
- * thread's own 1.6-1.7 ns per byte, the machine's 1.75-2.1) */
+ * rank's thread's (*thread), and the machine's busy cores' over the bytes of the on_machine ranks
+ * sending there (*machine; -1 where /proc/stat cannot be read): on tools/netem's hosts the
+ * emulated links' queues and the receivers' softirqs run in no rank's thread (6 ranks on 2 cores:
+ * the thread's own 1.6-1.7 ns per byte, the machine's 1.75-2.1). /proc/stat counts in ticks of
+ * 10 ms: the caller makes the chain long enough for them not to matter. */
 static int chain_cpu(dt_comm *c, void *sbuf, void *rbuf, size_t bytes, int steps, int sleepy_after, int on_machine,
-                     double *out)
+                     double *thread, double *machine)
 {
     int p = comm_size(c), me = comm_rank(c), rc = comm_barrier(c);
     comm_set_sleepy(c, 1, NULL);
@@ -88,10 +93,10 @@ static int chain_cpu(dt_comm *c, void *sbuf, void *rbuf, size_t bytes, int steps
     for (int s = 0; rc == 0 && s < steps; s++)
         rc = comm_sendrecv(c, sbuf, bytes, (me + 1) % p, rbuf, bytes, (me - 1 + p) % p, TAG_PROBE);
     double moved = 2.0 * (double)bytes * steps; /* sent and received by this rank */
-    *out = (thread_cpu() - c0) / moved;
+    *thread = (thread_cpu() - c0) / moved;
     if (rc == 0) rc = comm_barrier(c);
     double b1 = cpu_busy_seconds();
-    if (rc == 0 && b0 >= 0 && b1 >= b0) *out = DT_MAX(*out, (b1 - b0) / (moved * on_machine));
+    *machine = rc == 0 && b0 >= 0 && b1 >= b0 ? (b1 - b0) / (moved * on_machine) : -1.0;
     comm_set_sleepy(c, sleepy_after, NULL);
     return rc;
 }
@@ -138,7 +143,17 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
         if (rc == 0) rc = chain_time(c, s, r, big, steps, 3, &tb);
         if (rc == 0) rc = chain_time(c, s, r, stream, 1, 3, &tl);
         if (rc == 0) rc = chain_time(c, s, r, big, DT_MAX(steps, SUSTAINED_STEPS), 1, &tbusy);
-        if (rc == 0) rc = chain_cpu(c, s, r, big, steps, strcmp(o->comm_wait, "sleep") == 0, on_machine, &v[4]);
+        /* cpu_byte's chain lasts CPU_WINDOW: at 2(p-1) steps (~50 ms on 1 Gbit/s links) one tick of
+         * /proc/stat was a tenth of it, and the maximum over ranks read 2.4-3.6 ns per byte on one
+         * machine from one run to the next */
+        double want = CPU_WINDOW / DT_MAX(tb, 1e-6), mach = -1.0, mean[2];
+        if (rc == 0) rc = comm_allreduce_max_f64(c, &want, 1);
+        int csteps = (int)DT_MIN(DT_MAX(want, (double)steps), (double)CPU_MAX_STEPS);
+        if (rc == 0) rc = chain_cpu(c, s, r, big, csteps, strcmp(o->comm_wait, "sleep") == 0, on_machine, &v[4], &mach);
+        /* the machine's figure is the same quantity on every rank: their mean, not the noisiest */
+        mean[0] = mach >= 0 ? mach : 0.0, mean[1] = mach >= 0;
+        if (rc == 0) rc = comm_allreduce_sum_f64(c, mean, 2);
+        if (rc == 0 && mean[1] > 0) v[4] = DT_MAX(v[4], mean[0] / mean[1]);
         dt_free(s);
         dt_free(r);
         if (rc != 0) return dt_fail_prefix("timing-model probe");
