@@ -28,5 +28,7 @@ int cpu_count(void);
  * softirqs: the network stack's work that no thread is charged for), from /proc/stat; -1 where
  * it cannot be read. */
 double cpu_busy_seconds(void);
+/* CPU seconds the calling thread has used. */
+double cpu_thread_seconds(void);
 
 #endif

@@ -71,13 +71,6 @@ static int chain_time(dt_comm *c, void *sbuf, void *rbuf, size_t bytes, int step
     return 0;
 }
 
-static double thread_cpu(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* CPU seconds per byte moved by `steps` neighbour exchanges of `bytes`, waiting with sleeps: the
  * rank's thread's (*thread), and the machine's busy cores' over the bytes of the on_machine ranks
  * sending there (*machine; -1 where /proc/stat cannot be read): on tools/netem's hosts the
@@ -89,11 +82,11 @@ static int chain_cpu(dt_comm *c, void *sbuf, void *rbuf, size_t bytes, int steps
 {
     int p = comm_size(c), me = comm_rank(c), rc = comm_barrier(c);
     comm_set_sleepy(c, 1, NULL);
-    double c0 = thread_cpu(), b0 = cpu_busy_seconds();
+    double c0 = cpu_thread_seconds(), b0 = cpu_busy_seconds();
     for (int s = 0; rc == 0 && s < steps; s++)
         rc = comm_sendrecv(c, sbuf, bytes, (me + 1) % p, rbuf, bytes, (me - 1 + p) % p, TAG_PROBE);
     double moved = 2.0 * (double)bytes * steps; /* sent and received by this rank */
-    *thread = (thread_cpu() - c0) / moved;
+    *thread = (cpu_thread_seconds() - c0) / moved;
     if (rc == 0) rc = comm_barrier(c);
     double b1 = cpu_busy_seconds();
     *machine = rc == 0 && b0 >= 0 && b1 >= b0 ? (b1 - b0) / (moved * on_machine) : -1.0;
