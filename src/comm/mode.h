@@ -207,6 +207,15 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
 double netmodel_ring(const dt_netmodel *m, int p, size_t n, const dt_codec *codec);
 /* CPU seconds one rank spends on that allreduce: bytes through MPI and the kernel, and the codec. */
 double netmodel_ring_cpu(const dt_netmodel *m, int p, size_t n, const dt_codec *codec);
+/* netmodel_ring, at the link's back-to-back rate (beta_busy) when it outlasts the comp seconds of
+ * compute between allreduces: then the link hardly idles. */
+double netmodel_ring_paced(const dt_netmodel *m, int p, size_t n, const dt_codec *codec, double comp);
+/* Compute's CPU seconds per iteration: the rank's less its communication's where that was
+ * measured, else comp (the compute phases' time). */
+static inline double mode_comp_cpu(const dt_times *m, double comp)
+{
+    return m->cpu > m->cpu_comm && m->cpu_comm > 0 ? m->cpu - m->cpu_comm : comp;
+}
 /* Seconds per iteration when communication (comm seconds, comm_cpu of them on a CPU) runs on its
  * own thread beside compute (comp seconds on `threads` threads, comp_cpu CPU seconds in all):
  * the slower of the two while the rank has a core for the communication thread; with fewer, both

@@ -146,19 +146,13 @@ static double dsync_predict(void *state, const dt_mode_env *env, const dt_times 
      * what it does back to back (beta_busy: 2 ranks on 1 Gbit/s, -17% with beta). */
     int p = mode_ranks(env);
     double comp = m->data + m->forward + m->backward + m->update;
-    dt_netmodel link = env->model;
-    double ring = netmodel_ring(&link, p, env->arena.n, &env->codec);
-    if (ring > comp) {
-        link.beta = link.beta_busy;
-        ring = netmodel_ring(&link, p, env->arena.n, &env->codec);
-    }
-    double t = comp + m->sync + ring;
+    double t = comp + m->sync + netmodel_ring_paced(&env->model, p, env->arena.n, &env->codec, comp);
     /* Where ranks share cores (tools/netem's hosts), no faster than the CPU the rank needs for its
      * compute (measured: the rank's CPU less the allreduce's) and its allreduce (modelled) over its
      * share of the cores: 4 ranks on 2 cores without a codec, -10 to -22% without this term */
     if (env->model.cores > 0 && env->model.cores < env->threads) {
-        double comp_cpu = m->cpu > m->cpu_comm && m->cpu_comm > 0 ? m->cpu - m->cpu_comm : comp;
-        t = DT_MAX(t, (comp_cpu + netmodel_ring_cpu(&env->model, p, env->arena.n, &env->codec)) / env->model.cores);
+        double cpu = mode_comp_cpu(m, comp) + netmodel_ring_cpu(&env->model, p, env->arena.n, &env->codec);
+        t = DT_MAX(t, cpu / env->model.cores);
     }
     return t;
 }

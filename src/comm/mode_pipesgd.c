@@ -213,15 +213,10 @@ static double pipe_predict(void *state, const dt_mode_env *env, const dt_times *
      * time (the rank's less the communication thread's) where that is known. */
     int p = mode_ranks(env);
     double comp = m->data + m->forward + m->backward + m->update;
-    double comp_cpu = m->cpu > m->cpu_comm && m->cpu_comm > 0 ? m->cpu - m->cpu_comm : comp;
+    double comp_cpu = mode_comp_cpu(m, comp);
     double lanes = env->model.cores > 0 && env->model.cores < env->threads ? env->model.cores : env->threads;
     if (m->cpu_comm > 0 && lanes > 0 && comp_cpu / lanes < comp) comp = comp_cpu / lanes;
-    double comm = netmodel_ring(&env->model, p, env->arena.n, &env->codec);
-    if (comm > comp) { /* the allreduces follow each other back to back: the link never idles */
-        dt_netmodel busy = env->model;
-        busy.beta = busy.beta_busy;
-        comm = netmodel_ring(&busy, p, env->arena.n, &env->codec);
-    }
+    double comm = netmodel_ring_paced(&env->model, p, env->arena.n, &env->codec, comp);
     return netmodel_overlap(&env->model, env->threads, comp, comp_cpu, comm,
                             netmodel_ring_cpu(&env->model, p, env->arena.n, &env->codec));
 }

@@ -175,6 +175,15 @@ double netmodel_ring(const dt_netmodel *m, int p, size_t n, const dt_codec *code
     return 2.0 * (p - 1) * m->alpha + 2.0 * f * (double)codec_bytes(codec, n) * m->beta + f * (double)n * m->gamma;
 }
 
+double netmodel_ring_paced(const dt_netmodel *m, int p, size_t n, const dt_codec *codec, double comp)
+{
+    double t = netmodel_ring(m, p, n, codec);
+    if (t <= comp) return t;
+    dt_netmodel busy = *m;
+    busy.beta = busy.beta_busy;
+    return netmodel_ring(&busy, p, n, codec);
+}
+
 double netmodel_ring_cpu(const dt_netmodel *m, int p, size_t n, const dt_codec *codec)
 {
     if (p <= 1 || n == 0) return 0.0;

@@ -6,8 +6,8 @@
  * float). Activations whose channels are a multiple of 16 stay in oneDNN's blocked layout
  * (nChw16c) from layer to layer, so no layer pays a reorder in and out the way frameworks that
  * keep NCHW do; under --precision bf16 on a CPU with AMX they stay channels-last (NHWC) instead,
- * the layout oneDNN's AMX convolutions take; weights stay in the arena in PyTorch's layout and are reordered per call (they
- * are small). Each plan builds its primitives on first use for a number of rows and keeps them
+ * the layout oneDNN's AMX convolutions take. Weights stay in the arena in PyTorch's layout and
+ * are reordered per call (they are small). Each plan builds its primitives on first use for a number of rows and keeps them
  * (a few: the training batch, the last short batch, evaluation).
  */
 #include <dnnl.h>
@@ -635,11 +635,10 @@ static size_t at(dt_layout l, int n, int c, int h, int w, int C, int H, int W)
 /* layout l <-> plain without oneDNN objects: an index permutation, y = beta y + x */
 static void relayout(dt_layout l, int to_plain, const float *x, float *y, int rows, int c, int h, int w, float beta)
 {
-    size_t hw = (size_t)h * w;
+    const size_t hw = (size_t)h * w, step = l == DT_LAYOUT_BLOCK16 ? 16 : (size_t)c; /* from pixel to pixel */
     for (int n = 0; n < rows; n++)
         for (int ch = 0; ch < c; ch++) {
             const size_t plain = ((size_t)n * c + ch) * hw, other = at(l, n, ch, 0, 0, c, h, w);
-            const size_t step = l == DT_LAYOUT_BLOCK16 ? 16 : (size_t)c; /* from pixel to pixel */
             for (size_t s = 0; s < hw; s++) {
                 size_t pi = plain + s, oi = other + s * step;
                 if (to_plain) y[pi] = beta == 0.0f ? x[oi] : y[pi] + x[oi];
