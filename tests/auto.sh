@@ -16,7 +16,17 @@ need_mpirun
 make_idx "$T/data" 400 100
 D="--dataset mnist --data-dir $T/data --batch 40 --epochs 1 --threads 1 --progress none"
 
-mpi -np 2 "$DTRAIN" --net mlp $D --mode auto --log "$T/log.jsonl" > "$T/out" 2>&1 || { cat "$T/out"; fail "--mode auto failed"; }
+# The probe measures the machine as it is: beside other tests of a parallel make check its 64-byte
+# exchanges have read ~1 ms (shared memory idle: a few us), and then a codec with Pipe-SGD's
+# overlap honestly ranks first. Up to three tries while the measured latency says the cores are
+# taken; the choice is asserted on the last.
+for try in 1 2 3; do
+    mpi -np 2 "$DTRAIN" --net mlp $D --mode auto --log "$T/log.jsonl" > "$T/out" 2>&1 || { cat "$T/out"; fail "--mode auto failed"; }
+    alpha=$(json_last "$T/log.jsonl" summary model_alpha)
+    awk -v a="$alpha" 'BEGIN { exit !(a > 1e-4) }' || break
+    note "try $try: latency measured at $alpha s, the cores are busy: again"
+    sleep 5
+done
 grep -Eq "^--mode auto: compute .* ms per iteration .*; chose dsync(\+[a-z0-9]+)?$" "$T/out" ||
     { cat "$T/out"; fail "--mode auto on shared memory did not choose dsync"; }
 [ "$(json_last "$T/log.jsonl" summary mode)" = '"dsync"' ] || fail "summary mode: $(json_last "$T/log.jsonl" summary mode)"
