@@ -171,6 +171,16 @@ START_TEST(conv_rounds_operands)
                 if (bias)
                     ck_assert_msg(close_f32_f64(fdb, db, g.o, TOL_ATOL, TOL_RTOL, "db", msg, sizeof msg), "%s: %s", what,
                                   msg);
+                /* the backward after a forward of another x: its own x's rounding, not the forward's */
+                float *fx2 = be->alloc(be, sizeof(float) * sx);
+                for (size_t i = 0; i < nx; i++) tmp[i] = (float)x0[i];
+                be->from_plain(be, lin, tmp, fx2, g.rows, g.c, g.h, g.w, 0.0f);
+                ck_assert_int_eq(be->conv_fwd(be, plan, g.rows, fx2, fw, bias ? fb : NULL, fy), 0);
+                ck_assert_int_eq(be->conv_bwd(be, plan, g.rows, fx, fw, fdy, NULL, 0.0f, fdw, bias ? fdb : NULL), 0);
+                ck_assert_msg(close_f32_f64(fdw, dw, nw, TOL_ATOL, TOL_RTOL, "dW after another x's forward", msg,
+                                            sizeof msg),
+                              "%s: %s", what, msg);
+                be->free(be, fx2);
                 ck_assert_int_eq(be->conv_bwd(be, plan, g.rows, fx, fw, fdy, fdx, 0.0f, NULL, NULL), 0);
                 be->to_plain(be, lin, fdx, tmp, g.rows, g.c, g.h, g.w);
                 ck_assert_msg(close_f32_f64(tmp, dx, nx, TOL_ATOL, TOL_RTOL, "dx", msg, sizeof msg), "%s: %s", what, msg);

@@ -139,6 +139,8 @@ struct dt_backend {
     int (*from_plain)(dt_backend *be, dt_layout to, const float *x, float *y, int rows, int c, int h, int w,
                       float beta);
 
+    /* conv_bwd's x is its forward's: a backend may reuse what it made of x in the plan's last
+     * conv_fwd for as many rows at the same address (the CPU's rounding to bf16) */
     void *(*conv_plan)(dt_backend *be, const dt_conv_cfg *cfg);
     int (*conv_fwd)(dt_backend *be, void *plan, int rows, const float *x, const float *w, const float *b, float *y);
     int (*conv_bwd)(dt_backend *be, void *plan, int rows, const float *x, const float *w, const float *dy, float *dx,

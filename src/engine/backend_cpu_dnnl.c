@@ -155,6 +155,8 @@ typedef struct conv_entry {
     float *dw_buf;                                   /* the weight gradient in the primitive's format */
     float *y_buf, *dx_buf;                           /* y and dx in the primitives' formats (with y_out, dx_out) */
     float *tmp;                                      /* dx when adding */
+    const float *x_lo_of; /* the x whose rounding x_lo's buffer holds from the forward, until the
+                           * backward-weights pass takes it (NULL: none) */
 } conv_entry;
 
 typedef struct pool_entry {
@@ -336,6 +338,7 @@ static int cpu_conv_fwd(dt_backend *be, void *pv, int rows, const float *x, cons
     if (!e) return -1;
     const float *wf = reorder_run(be, &e->w_fwd, w, NULL), *xl = reorder_run(be, &e->x_lo, x, NULL);
     if (!wf || !xl) return -1;
+    e->x_lo_of = e->x_lo.prim ? x : NULL;
     set(e->src, xl), set(e->wei, wf), set(e->dst, e->y_out.prim ? e->y_buf : y);
     if (b) set(e->bias, b);
     dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_WEIGHTS, e->wei}, {DNNL_ARG_DST, e->dst},
@@ -368,8 +371,12 @@ static int cpu_conv_bwd(dt_backend *be, void *pv, int rows, const float *x, cons
     }
     if (dw) {
         float *out = e->dw_out.prim ? e->dw_buf : dw;
-        const float *xw = reorder_run(be, e->x_w.prim ? &e->x_w : &e->x_lo, x, NULL),
+        /* the forward's rounding of this x where this pass takes x as the forward does: backward
+         * follows its forward (backend.h), and a third of the activations' roundings is saved */
+        int again = !e->x_w.prim && e->x_lo_of == x;
+        const float *xw = again ? e->x_lo.buf : reorder_run(be, e->x_w.prim ? &e->x_w : &e->x_lo, x, NULL),
                     *dyw = e->dy_w.prim ? reorder_run(be, &e->dy_w, dy, NULL) : dyl;
+        e->x_lo_of = NULL;
         if (!xw || !dyw) return -1;
         set(e->b_src, xw), set(e->b_d_dst, dyw), set(e->d_wei, out);
         if (db) set(e->d_bias, db);
