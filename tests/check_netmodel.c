@@ -32,6 +32,35 @@ START_TEST(ring_time)
 }
 END_TEST
 
+START_TEST(ring_steps)
+{
+    /* measured chains: 64 B 40 us, 64 KiB 0.5 ms, 256 KiB 2.2 ms, 1 MiB 10 ms (beta of the line 1e-8) */
+    dt_netmodel m = model(2);
+    const double b[4] = {64, 65536, 262144, 1048576}, t[4] = {40e-6, 0.5e-3, 2.2e-3, 10e-3};
+    m.n_steps = 4, m.step_beta = 1e-8;
+    for (int i = 0; i < 4; i++) m.step_bytes[i] = b[i], m.step_t[i] = t[i];
+    /* at a measured size its time; between two, on the straight line through them; beyond the
+     * largest, the line's beta; below the smallest, the smallest's time */
+    CLOSE(netmodel_step(&m, 65536), 0.5e-3);
+    CLOSE(netmodel_step(&m, 163840), 0.5e-3 + (2.2e-3 - 0.5e-3) * (163840.0 - 65536) / (262144 - 65536));
+    CLOSE(netmodel_step(&m, 2097152), 10e-3 + 1048576 * 1e-8);
+    CLOSE(netmodel_step(&m, 8), 40e-6);
+    /* the ring: 2(P-1) steps of a P-th of the encoded arena (4 ranks, 655360 floats: 655360 B a step) */
+    dt_codec none;
+    ck_assert_int_eq(codec_create("none", 0, &none), 0);
+    size_t n = 655360;
+    double step = 2.2e-3 + (10e-3 - 2.2e-3) * (655360.0 - 262144) / (1048576 - 262144);
+    CLOSE(netmodel_ring(&m, 4, n, &none), 6 * step + 0.75 * n * 2e-9);
+    /* a busy link (netmodel_ring_paced: beta raised to beta_busy) adds its excess per byte */
+    m.beta_busy = 1.2e-8;
+    CLOSE(netmodel_ring_paced(&m, 4, n, &none, 1.0), 6 * step + 0.75 * n * 2e-9);
+    CLOSE(netmodel_ring_paced(&m, 4, n, &none, 0.0), 6 * (step + 655360 * 0.2e-8) + 0.75 * n * 2e-9);
+    /* no chains (alpha and beta given): the line */
+    m.n_steps = 0;
+    CLOSE(netmodel_step(&m, 163840), 50e-6 + 163840 * 1e-8);
+}
+END_TEST
+
 START_TEST(ring_cpu)
 {
     dt_netmodel m = model(2);
@@ -120,6 +149,7 @@ int main(void)
     Suite *s = suite_create("netmodel");
     TCase *tc = tcase_create("formulas");
     tcase_add_test(tc, ring_time);
+    tcase_add_test(tc, ring_steps);
     tcase_add_test(tc, ring_cpu);
     tcase_add_test(tc, overlap_own_core);
     tcase_add_test(tc, overlap_shared_core);

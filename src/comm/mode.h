@@ -64,6 +64,7 @@ typedef struct dt_comm_opts {
     long compute_nice; /* niceness of the compute threads while a communication thread runs beside them */
 } dt_comm_opts;
 
+#define DT_NETMODEL_STEPS 4
 /* The timing model of PAPERS.md §3: alpha latency (s), beta seconds per byte on the wire,
  * gamma seconds per value to decode, add and re-encode in a reduce step (codec included). */
 typedef struct dt_netmodel {
@@ -77,6 +78,11 @@ typedef struct dt_netmodel {
                         compute when they share cores */
     double cores;    /* cores per rank: this machine's cores over the ranks on it (--model-cores) */
     int measured; /* 1: from the start-up probe, 0: given by flags */
+    /* the probe's chained steps: seconds per step of step_bytes[i] (increasing), and the beta of its
+     * line (the ring's per-byte excess over them is beta - step_beta); n_steps = 0 where alpha and
+     * beta were given: then a step of m bytes costs alpha + m beta */
+    int n_steps;
+    double step_bytes[DT_NETMODEL_STEPS], step_t[DT_NETMODEL_STEPS], step_beta;
 } dt_netmodel;
 
 typedef struct dt_mode_env {
@@ -202,8 +208,11 @@ void mode_describe(const dt_mode_desc *m, const dt_mode_env *env, char *buf, siz
 /* Timing model (netmodel.c): measures alpha and beta with a neighbour exchange over the
  * ring and gamma with the codec on this CPU, unless given; collective. */
 int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_comm_opts *o);
+/* Seconds for one chained ring step of `bytes` each way: interpolated between the probe's steps,
+ * and alpha + bytes beta where none were measured or beyond the largest. */
+double netmodel_step(const dt_netmodel *m, double bytes);
 /* Seconds for one ring allreduce of n values over p ranks (Pipe-SGD eq. 5, communication term,
- * with n in encoded bytes on the wire). */
+ * with n in encoded bytes on the wire): 2(p-1) steps of a p-th of them, and the codec. */
 double netmodel_ring(const dt_netmodel *m, int p, size_t n, const dt_codec *codec);
 /* CPU seconds one rank spends on that allreduce: bytes through MPI and the kernel, and the codec. */
 double netmodel_ring_cpu(const dt_netmodel *m, int p, size_t n, const dt_codec *codec);

@@ -5,7 +5,11 @@
  *        once, step after step, as the ring does), median of 3 chains each after a warm-up:
  *        alpha is a step of 64 bytes, beta the slope between steps of 64 KiB and 1 MiB. (The
  *        intercept of that line scattered from 0 to ~1 ms on tools/netem's links, where a 64 KiB
- *        step rides the token bucket's burst.) Chained steps are what the ring pays: on TCP they run ~20%
+ *        step rides the token bucket's burst.) The ring's own steps are priced from the chains
+ *        themselves (netmodel_step): steps of 64 B, 64 KiB, 256 KiB and 1 MiB, interpolated
+ *        between, and the line beyond 1 MiB. On tools/netem's 1 Gbit/s links a q8 ring step of
+ *        162 KB (the MNIST MLP, 4 ranks) ran at 9.6 ns per byte where the line gave 10.8, 15-18%
+ *        slow on D-Sync+q8 and Pipe-SGD+q8. Chained steps are what the ring pays: on TCP they run ~20%
  *        slower than one isolated exchange of the same size (rendezvous per message, the
  *        links' queues), and a fit to isolated or tiny messages predicts the ring too fast.
  * beta_stream: seconds per byte of one isolated exchange of 4 MiB, less alpha: what one long
@@ -119,20 +123,21 @@ double netmodel_codec_gamma(const dt_codec *codec)
 
 int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_comm_opts *o)
 {
-    const size_t tiny = 64, small = 64u << 10, big = 1u << 20, stream = 4u << 20;
-    double v[7] = {0, 0, 0, 0, 0, 0, 0};
+    const size_t tiny = 64, small = 64u << 10, mid = 256u << 10, big = 1u << 20, stream = 4u << 20;
+    double v[11] = {0}; /* alpha, beta, gamma, beta_stream, cpu_byte, -cores, beta_busy, the 4 steps */
     int p = comm_size(c), on_machine = 1;
     m->measured = o->model_alpha < 0 || o->model_beta < 0 || o->model_gamma < 0;
     if (comm_machine_ranks(c, &on_machine) != 0) return -1;
     if (p > 1 && (o->model_alpha < 0 || o->model_beta < 0)) {
         char *s = dt_alloc(stream), *r = dt_alloc(stream);
-        double tt, ts, tb, tl, tbusy;
+        double tt, ts, tm, tb, tl, tbusy;
         int rc = (!s || !r) ? -1 : 0, steps = 2 * (p - 1);
         if (rc == 0) {
             memset(s, 1, stream);
             rc = chain_time(c, s, r, tiny, steps, 3, &tt);
         }
         if (rc == 0) rc = chain_time(c, s, r, small, steps, 3, &ts);
+        if (rc == 0) rc = chain_time(c, s, r, mid, steps, 3, &tm);
         if (rc == 0) rc = chain_time(c, s, r, big, steps, 3, &tb);
         if (rc == 0) rc = chain_time(c, s, r, stream, 1, 3, &tl);
         if (rc == 0) rc = chain_time(c, s, r, big, DT_MAX(steps, SUSTAINED_STEPS), 1, &tbusy);
@@ -154,10 +159,21 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
         v[0] = DT_MAX(tt - (double)tiny * v[1], 1e-7);
         v[3] = DT_MAX(tl - v[0], 1e-12) / (double)stream;
         v[6] = DT_MAX(tbusy - v[0], 1e-12) / (double)big;
+        v[7] = tt, v[8] = ts, v[9] = tm, v[10] = tb;
     }
     v[2] = netmodel_codec_gamma(codec);
     v[5] = -(double)cpu_count() / on_machine;
-    if (comm_allreduce_max_f64(c, v, 7) != 0) return -1;
+    if (comm_allreduce_max_f64(c, v, 11) != 0) return -1;
+    m->n_steps = 0;
+    if (p > 1 && o->model_alpha < 0 && o->model_beta < 0) { /* each step no faster than a smaller one */
+        const double bytes[DT_NETMODEL_STEPS] = {(double)tiny, (double)small, (double)mid, (double)big};
+        for (int i = 0; i < DT_NETMODEL_STEPS; i++) {
+            m->step_bytes[i] = bytes[i];
+            m->step_t[i] = i ? DT_MAX(v[7 + i], m->step_t[i - 1]) : v[7];
+        }
+        m->n_steps = DT_NETMODEL_STEPS;
+        m->step_beta = v[1];
+    }
     m->alpha = o->model_alpha >= 0 ? o->model_alpha : v[0];
     m->beta = o->model_beta >= 0 ? o->model_beta : v[1];
     m->beta_stream = o->model_beta >= 0 ? o->model_beta : v[3];
@@ -168,11 +184,26 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
     return 0;
 }
 
+double netmodel_step(const dt_netmodel *m, double bytes)
+{
+    int k = m->n_steps;
+    if (k == 0) return m->alpha + bytes * m->beta;
+    if (bytes >= m->step_bytes[k - 1]) return m->step_t[k - 1] + (bytes - m->step_bytes[k - 1]) * m->beta;
+    int i = 1;
+    while (bytes > m->step_bytes[i]) i++;
+    double x0 = m->step_bytes[i - 1], x1 = m->step_bytes[i], y0 = m->step_t[i - 1], y1 = m->step_t[i];
+    if (bytes <= x0) return y0;
+    return y0 + (y1 - y0) * (bytes - x0) / (x1 - x0);
+}
+
 double netmodel_ring(const dt_netmodel *m, int p, size_t n, const dt_codec *codec)
 {
     if (p <= 1 || n == 0) return 0.0;
-    double f = (double)(p - 1) / p;
-    return 2.0 * (p - 1) * m->alpha + 2.0 * f * (double)codec_bytes(codec, n) * m->beta + f * (double)n * m->gamma;
+    double f = (double)(p - 1) / p, step = (double)codec_bytes(codec, n) / p;
+    /* a model given by flags is the line alpha + m beta; a measured one interpolates its chains,
+     * with the ring's excess rate per byte over them where netmodel_ring_paced raised beta */
+    double t = m->n_steps ? netmodel_step(m, step) + step * (m->beta - m->step_beta) : m->alpha + step * m->beta;
+    return 2.0 * (p - 1) * t + f * (double)n * m->gamma;
 }
 
 double netmodel_ring_paced(const dt_netmodel *m, int p, size_t n, const dt_codec *codec, double comp)
