@@ -208,8 +208,9 @@ void mode_describe(const dt_mode_desc *m, const dt_mode_env *env, char *buf, siz
 /* Timing model (netmodel.c): measures alpha and beta with a neighbour exchange over the
  * ring and gamma with the codec on this CPU, unless given; collective. */
 int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_comm_opts *o);
-/* Seconds for one chained ring step of `bytes` each way: interpolated between the probe's steps,
- * and alpha + bytes beta where none were measured or beyond the largest. */
+/* Seconds for one chained ring step of `bytes` each way: interpolated between the probe's steps
+ * (beyond the largest, their line's slope), plus beta's excess over that slope where a caller
+ * raised beta (netmodel_ring_paced); alpha + bytes beta where none were measured. */
 double netmodel_step(const dt_netmodel *m, double bytes);
 /* Seconds for one ring allreduce of n values over p ranks (Pipe-SGD eq. 5, communication term,
  * with n in encoded bytes on the wire): 2(p-1) steps of a p-th of them, and the codec. */

@@ -186,24 +186,28 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
 
 double netmodel_step(const dt_netmodel *m, double bytes)
 {
-    int k = m->n_steps;
+    int k = m->n_steps, i = 1;
     if (k == 0) return m->alpha + bytes * m->beta;
-    if (bytes >= m->step_bytes[k - 1]) return m->step_t[k - 1] + (bytes - m->step_bytes[k - 1]) * m->beta;
-    int i = 1;
-    while (bytes > m->step_bytes[i]) i++;
-    double x0 = m->step_bytes[i - 1], x1 = m->step_bytes[i], y0 = m->step_t[i - 1], y1 = m->step_t[i];
-    if (bytes <= x0) return y0;
-    return y0 + (y1 - y0) * (bytes - x0) / (x1 - x0);
+    /* the chains' time (their line's slope beyond the largest), and the excess per byte where
+     * netmodel_ring_paced raised beta above theirs */
+    double t, excess = bytes * (m->beta - m->step_beta);
+    if (bytes >= m->step_bytes[k - 1])
+        t = m->step_t[k - 1] + (bytes - m->step_bytes[k - 1]) * m->step_beta;
+    else if (bytes <= m->step_bytes[0])
+        t = m->step_t[0];
+    else {
+        while (bytes > m->step_bytes[i]) i++;
+        double x0 = m->step_bytes[i - 1], x1 = m->step_bytes[i], y0 = m->step_t[i - 1], y1 = m->step_t[i];
+        t = y0 + (y1 - y0) * (bytes - x0) / (x1 - x0);
+    }
+    return t + excess;
 }
 
 double netmodel_ring(const dt_netmodel *m, int p, size_t n, const dt_codec *codec)
 {
     if (p <= 1 || n == 0) return 0.0;
-    double f = (double)(p - 1) / p, step = (double)codec_bytes(codec, n) / p;
-    /* a model given by flags is the line alpha + m beta; a measured one interpolates its chains,
-     * with the ring's excess rate per byte over them where netmodel_ring_paced raised beta */
-    double t = m->n_steps ? netmodel_step(m, step) + step * (m->beta - m->step_beta) : m->alpha + step * m->beta;
-    return 2.0 * (p - 1) * t + f * (double)n * m->gamma;
+    double f = (double)(p - 1) / p;
+    return 2.0 * (p - 1) * netmodel_step(m, (double)codec_bytes(codec, n) / p) + f * (double)n * m->gamma;
 }
 
 double netmodel_ring_paced(const dt_netmodel *m, int p, size_t n, const dt_codec *codec, double comp)
