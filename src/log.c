@@ -129,7 +129,7 @@ static void json_times(FILE *f, const dt_record *r)
     fprintf(f, ",\"t_iter\":%.6g,\"overlapped\":%s", r->t.iter / n, r->overlapped ? "true" : "false");
     if (r->t_model > 0) fprintf(f, ",\"t_model\":%.6g", r->t_model);
     fprintf(f, ",\"cpu_iter\":%.6g", r->t.cpu / n);
-    if (r->overlapped) fprintf(f, ",\"cpu_comm\":%.6g", r->t.cpu_comm / n);
+    if (r->overlapped || r->t.cpu_comm > 0) fprintf(f, ",\"cpu_comm\":%.6g", r->t.cpu_comm / n);
     if (r->t.density > 0) fprintf(f, ",\"density\":%.6g", r->t.density / n);
     if (r->t.skipped > 0) fprintf(f, ",\"skipped_steps\":%.0f", r->t.skipped); /* a count, not per iteration */
     fprintf(f, ",\"bytes_sent\":%.0f,\"bytes_recv\":%.0f", r->t.bytes_sent / n, r->t.bytes_recv / n);

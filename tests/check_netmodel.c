@@ -104,13 +104,28 @@ START_TEST(ps_time)
 {
     dt_netmodel m = model(2);
     /* 4 workers; the busiest server holds 1e6 values (4 MB pushed by each worker, one message) */
+    const double parts[2] = {1e6, 0.5e6}, equal[2] = {1e6, 1e6};
     dt_ps_load l = {.workers = 4, .servers = 2, .n = 1e6, .enc = 4e6, .msgs = 1, .all_n = 1.5e6, .all_enc = 6e6,
-                    .in_turn = 1};
+                    .in_turn = 1, .part_n = parts};
     double pull = 4e6 * 8e-9, push = 4e6 * 8e-9, serve = 5e6 * 2e-9, comp = 0.005;
     double pull_all = 6e6 * 8e-9, push_all = 6e6 * 8e-9;
-    /* bulk-synchronous: the busiest server's pulls in turn, the rest of the last worker's arena from
-     * the other server, then its compute and its pushes to both, and serving */
-    CLOSE(netmodel_ps(&m, &l, comp), 4 * pull + (pull_all - pull) + comp + push_all + serve + 2 * 4 * 50e-6);
+    /* bulk-synchronous: server 0 sends to workers 0, 1, 2, 3 in turn (32 ms each), server 1 to 2, 3,
+     * 0, 1 (16 ms each): they hold their weights at 48, 64, 96, 128 ms. The last worker's compute and
+     * its pushes to both servers; or the busiest server's downlink taking all four pushes from the
+     * first ready on (equal here); then serving */
+    CLOSE(netmodel_ps(&m, &l, comp), 4 * pull + comp + push_all + serve + 2 * 4 * 50e-6);
+    CLOSE(4 * pull + comp + push_all, 0.048 + comp + 4 * push);
+    /* a codec: the last worker's own pushes bind */
+    dt_ps_load small = l;
+    small.enc = 1e6, small.all_enc = 1.5e6;
+    CLOSE(netmodel_ps(&m, &small, comp), 4 * pull + comp + 1.5e6 * 8e-9 + serve + 2 * 4 * 50e-6);
+    /* equal parts: ready at 96, 128, 96, 128 ms; the server's downlink binds, from 96 ms on */
+    dt_ps_load eq = l;
+    eq.part_n = equal, eq.all_n = 2e6, eq.all_enc = 8e6;
+    CLOSE(netmodel_ps(&m, &eq, comp), 0.096 + comp + 4 * push + serve + 2 * 4 * 50e-6);
+    /* without the parts: as if every server held the busiest's */
+    eq.part_n = NULL;
+    CLOSE(netmodel_ps(&m, &eq, comp), 0.096 + comp + 4 * push + serve + 2 * 4 * 50e-6);
     /* one worker: its own link carries the whole arena both ways, however many servers */
     dt_ps_load one = l;
     one.workers = 1;

@@ -238,6 +238,7 @@ double netmodel_overlap(const dt_netmodel *m, int threads, double comp, double c
 typedef struct dt_ps_load {
     double workers, servers, n, enc, msgs, all_n, all_enc;
     int in_turn;
+    const double *part_n; /* in_turn: each server's values (servers of them); NULL: each holds n */
 } dt_ps_load;
 /* Seconds per iteration for compute seconds comp per worker. */
 double netmodel_ps(const dt_netmodel *m, const dt_ps_load *l, double comp);

@@ -80,6 +80,9 @@ int comm_irecv(dt_comm *c, void *buf, size_t bytes, int src, int tag, int *req);
 int comm_iallreduce_max_int(dt_comm *c, int *buf, int n, int *req);
 /* Waits for one request; for a receive, from and got (may be NULL) say from whom and how much. */
 int comm_wait(dt_comm *c, int req, int *from, size_t *got);
+/* Waits for one of n requests (entries < 0 are skipped; at least one is not), releases it and
+ * says which: its index in reqs. */
+int comm_wait_any(dt_comm *c, const int *reqs, int n, int *which);
 /* 1 if done (and then the request is released), 0 if not yet. */
 int comm_test(dt_comm *c, int req, int *done);
 

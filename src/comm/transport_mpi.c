@@ -184,11 +184,12 @@ static int roll_call(dt_comm *c, double grace, char *out, size_t n)
     return silent;
 }
 
-/* Waits for n requests; on the deadline, calls the roll and returns an error naming the operation,
- * the peer (-1: a collective of all ranks), where the job was and the ranks that do not answer. */
-static int wait_all(dt_comm *c, int n, MPI_Request *r, MPI_Status *st, const char *op, int peer)
+/* Waits for all n requests, or with `any` for one of them (its index there); on the deadline, calls
+ * the roll and returns an error naming the operation, the peer (-1: a collective of all ranks, or
+ * several peers), where the job was and the ranks that do not answer. */
+static int wait_reqs(dt_comm *c, int n, MPI_Request *r, MPI_Status *st, int *any, const char *op, int peer)
 {
-    int done = 0, rc = MPI_Testall(n, r, &done, st);
+    int done = 0, rc = any ? MPI_Testany(n, r, any, &done, st) : MPI_Testall(n, r, &done, st);
     double t0 = 0.0;
     for (unsigned spins = 0; rc == MPI_SUCCESS && !done; spins++) {
         if ((spins & 127) == 127) {
@@ -220,9 +221,14 @@ static int wait_all(dt_comm *c, int n, MPI_Request *r, MPI_Status *st, const cha
             } else if (now - t0 > 1e-3)
                 sched_yield(); /* a long wait: let compute threads have the core */
         }
-        rc = MPI_Testall(n, r, &done, st);
+        rc = any ? MPI_Testany(n, r, any, &done, st) : MPI_Testall(n, r, &done, st);
     }
     return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, op);
+}
+
+static int wait_all(dt_comm *c, int n, MPI_Request *r, MPI_Status *st, const char *op, int peer)
+{
+    return wait_reqs(c, n, r, st, NULL, op, peer);
 }
 
 void comm_finalize(dt_comm *c)
@@ -555,6 +561,30 @@ int comm_wait(dt_comm *c, int req, int *from, size_t *got)
     if (wait_all(c, 1, &c->req[req], &st, c->req_what[req], c->req_peer[req]) != 0)
         return -1;
     finish_req(c, req, &st, from, got);
+    return 0;
+}
+
+int comm_wait_any(dt_comm *c, const int *reqs, int n, int *which)
+{
+    MPI_Request r[DT_COMM_MAX_REQ];
+    int at[DT_COMM_MAX_REQ], live = 0, peer = -2, k = MPI_UNDEFINED, recvs = 1;
+    MPI_Status st;
+    for (int i = 0; i < n; i++) {
+        if (reqs[i] < 0) continue;
+        if (reqs[i] >= DT_COMM_MAX_REQ || !c->req_used[reqs[i]] || live == DT_COMM_MAX_REQ)
+            return dt_fail("internal: wait on a free request %d", reqs[i]);
+        peer = peer == -2 || peer == c->req_peer[reqs[i]] ? c->req_peer[reqs[i]] : -1;
+        recvs &= c->req_is_recv[reqs[i]];
+        r[live] = c->req[reqs[i]];
+        at[live++] = i;
+    }
+    if (live == 0) return dt_fail("internal: wait for any of no requests");
+    const char *what = live == 1 ? c->req_what[reqs[at[0]]] : recvs ? "several receives" : "several messages";
+    if (wait_reqs(c, live, r, &st, &k, what, peer) != 0) return -1;
+    if (k == MPI_UNDEFINED) return dt_fail("internal: wait for any of inactive requests");
+    c->req[reqs[at[k]]] = r[k]; /* MPI_REQUEST_NULL now */
+    finish_req(c, reqs[at[k]], &st, NULL, NULL);
+    *which = at[k];
     return 0;
 }
 
