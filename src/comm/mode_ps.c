@@ -296,47 +296,43 @@ static int stage_part(const ps_state *s, int k, const dt_hostbuf *h, int push)
     return 0;
 }
 
+/* worker, bulk-synchronous: server k's part of version v is in; the server sends the next worker
+ * its weights once it has this receipt */
+static int confirm_part(ps_state *s, dt_mode_env *env, int k, long v)
+{
+    char ack = 1;
+    return s->in_turn ? comm_send(env->comm, &ack, 1, server_rank(s, k), tag_ack(v)) : 0;
+}
+
 /* worker: version v has arrived from every server (wait for it if `block`); apply it */
 static int take_version(ps_state *s, dt_mode_env *env, long v, int block, int *taken)
 {
-    int sl = (int)(v % s->slots);
+    int sl = (int)(v % s->slots), *all = s->pull_req[sl];
     *taken = 0;
-    if (block) { /* whichever message comes next; a server's receipt goes as soon as its part is in */
-        int *req = s->pull_req[sl], j;
-        for (;;) {
-            int left = 0;
-            for (int q = 0; q < s->m_total; q++) left += req[q] >= 0;
-            if (left == 0) break;
-            if (comm_wait_any(env->comm, req, s->m_total, &j) != 0) return -1;
-            req[j] = -1;
-            int k = 0;
-            while (k + 1 < s->n_servers && s->m_base[k + 1] <= j) k++;
+    if (block) { /* whichever message comes next: each server's part confirmed as soon as it is in */
+        int left = 0, j, k;
+        for (int q = 0; q < s->m_total; q++) left += all[q] >= 0;
+        for (; left > 0; left--) {
+            if (comm_wait_any(env->comm, all, s->m_total, &j) != 0) return -1;
+            all[j] = -1;
+            for (k = 0; k + 1 < s->n_servers && s->m_base[k + 1] <= j; k++) {}
             int rest = 0;
-            for (int q = 0; q < s->m_count[k]; q++) rest += req[s->m_base[k] + q] >= 0;
-            char ack = 1;
-            if (s->in_turn && rest == 0 && comm_send(env->comm, &ack, 1, server_rank(s, k), tag_ack(v)) != 0) return -1;
+            for (int q = 0; q < s->m_count[k]; q++) rest += all[s->m_base[k] + q] >= 0;
+            if (rest == 0 && confirm_part(s, env, k, v) != 0) return -1;
         }
-    }
-    for (int k = 0; k < s->n_servers; k++) {
-        int *req = s->pull_req[sl] + s->m_base[k], posted = 0;
-        for (int j = 0; j < s->m_count[k]; j++) {
-            if (req[j] < 0) continue;
-            posted = 1;
-            if (block) {
-                if (comm_wait(env->comm, req[j], NULL, NULL) != 0) return -1;
-            } else {
+    } else
+        for (int k = 0; k < s->n_servers; k++) {
+            int *req = all + s->m_base[k], posted = 0;
+            for (int j = 0; j < s->m_count[k]; j++) {
+                if (req[j] < 0) continue;
+                posted = 1;
                 int done;
                 if (comm_test(env->comm, req[j], &done) != 0) return -1;
                 if (!done) return 0; /* what arrived is released; the rest is tested again later */
+                req[j] = -1;
             }
-            req[j] = -1;
+            if (posted && confirm_part(s, env, k, v) != 0) return -1;
         }
-        if (!posted) continue;
-        if (s->in_turn) { /* the server sends the next worker its weights once we have ours */
-            char ack = 1;
-            if (comm_send(env->comm, &ack, 1, server_rank(s, k), tag_ack(v)) != 0) return -1;
-        }
-    }
     for (int k = 0; k < s->n_servers; k++) unpack(s, k, s->wbuf[sl][k], env->wh.host);
     if (hostbuf_push(&env->wh, 0, env->arena.n) != 0) return -1;
     s->latest = v;
