@@ -68,8 +68,8 @@ static int check_precision(const char *v, const char *origin)
 {
     if (strcmp(v, "fp32") == 0 || strcmp(v, "bf16") == 0) return 0;
     if (strcmp(v, "fp16") == 0)
-        return dt_fail("%s: fp16 is not built yet (it needs loss scaling and a GPU or a CPU with AVX512-FP16); bf16 "
-                       "is, on CPUs with AVX512_BF16 or AMX",
+        return dt_fail("%s: fp16 is not built yet (the CPU backend's oneDNN 2.6 has no fp16 convolutions or GEMMs, "
+                       "AVX512-FP16 or not, and the GPU's needs loss scaling); bf16 is, on CPUs with AVX512_BF16 or AMX",
                        origin);
     return dt_fail("%s: expected one of fp32|bf16, found '%s'", origin, v);
 }
