@@ -154,15 +154,18 @@ static int recv_own(dt_ckpt_state *r, int src, gathered *g)
     return rc;
 }
 
-static char *options_text(const dt_ckpt_state *r)
+/* options text all without the lines that begin with one of the prefixes in skip (NULL-terminated) */
+static char *options_without(const char *all, const char *const *skip)
 {
-    const char *all = r->options;
     char *out, *o;
     if (!(out = o = malloc(strlen(all) + 1))) return NULL;
-    for (const char *line = all; *line;) { /* without epochs and iters: a resumed run may run longer */
+    for (const char *line = all; *line;) {
         const char *nl = strchr(line, '\n');
         size_t len = nl ? (size_t)(nl - line) + 1 : strlen(line);
-        if (strncmp(line, "epochs = ", 9) != 0 && strncmp(line, "iters = ", 8) != 0) {
+        int keep = 1;
+        for (const char *const *k = skip; *k; k++)
+            if (strncmp(line, *k, strlen(*k)) == 0) keep = 0;
+        if (keep) {
             memcpy(o, line, len);
             o += len;
         }
@@ -170,6 +173,28 @@ static char *options_text(const dt_ckpt_state *r)
     }
     *o = 0;
     return out;
+}
+
+/* the options a checkpoint records: without epochs and iters, as a resumed run may run longer */
+static char *options_text(const dt_ckpt_state *r)
+{
+    static const char *const skip[] = {"epochs = ", "iters = ", NULL};
+    return options_without(r->options, skip);
+}
+
+/* the value of the line "key = value" in an options text, into out ("" where there is none) */
+static void option_value(const char *all, const char *key, char *out, size_t n)
+{
+    size_t kl = strlen(key);
+    out[0] = 0;
+    for (const char *line = all; *line;) {
+        size_t len = strcspn(line, "\n");
+        if (len > kl + 3 && strncmp(line, key, kl) == 0 && strncmp(line + kl, " = ", 3) == 0) {
+            snprintf(out, n, "%.*s", (int)(len - kl - 3), line + kl + 3);
+            return;
+        }
+        line += len + (line[len] == '\n');
+    }
 }
 
 int ckpt_save(dt_ckpt_state *r, long done, const char *path)
@@ -299,16 +324,25 @@ static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float
         return dt_fail("%s: checkpoint metadata incomplete (expected net, dataset, mode, ranks, iteration, options)", path);
     if (strcmp(m_net, net->name) != 0)
         return dt_fail("%s: a checkpoint of net %s, not %s (expected the net it was made with)", path, m_net, net->name);
-    char *opts = options_text(r);
-    if (!opts) return dt_fail("out of memory");
-    if (strcmp(opts, m_opts) != 0) {
-        first_difference(m_opts, opts, why, sizeof why);
-        free(opts);
-        return dt_fail("%s: made with other options: %s (resume with the same options, except --epochs and --iters; "
-                       "or start a new run from its weights with --load)",
+    /* the precision may change: weights and optimizer state are fp32 under every precision */
+    static const char *const skip[] = {"precision = ", NULL};
+    char *opts = options_text(r), *theirs = options_without(m_opts, skip), *ours = opts ? options_without(opts, skip) : NULL;
+    if (!opts || !theirs || !ours) {
+        free(opts), free(theirs), free(ours);
+        return dt_fail("out of memory");
+    }
+    if (strcmp(ours, theirs) != 0) {
+        first_difference(theirs, ours, why, sizeof why);
+        free(opts), free(theirs), free(ours);
+        return dt_fail("%s: made with other options: %s (resume with the same options, except --epochs, --iters and "
+                       "--precision; or start a new run from its weights with --load)",
                        path, why);
     }
-    free(opts);
+    char was[sizeof r->precision_was], now[sizeof r->precision_was];
+    option_value(m_opts, "precision", was, sizeof was);
+    option_value(opts, "precision", now, sizeof now);
+    if (strcmp(was[0] ? was : "fp32", now[0] ? now : "fp32") != 0) snprintf(r->precision_was, sizeof r->precision_was, "%s", was[0] ? was : "fp32");
+    free(opts), free(theirs), free(ours);
     char samples[32];
     snprintf(samples, sizeof samples, "%zu", r->train_samples);
     if (strcmp(samples, m_samples) != 0)

@@ -551,6 +551,10 @@ static void banner(dt_run *r)
              o->lr_schedule, o->momentum, o->nesterov ? " (Nesterov)" : "", o->wd);
     log_text(r->log, "augmentation: %s; %ld batch%s prefetched\n", aug, o->prefetch, o->prefetch == 1 ? "" : "es");
     if (env->note[0]) log_text(r->log, "%s: %s\n", r->mode->name, env->note);
+    if (r->ckpt.precision_was[0])
+        log_text(r->log, "resumed in %s a checkpoint written in %s: its fp32 weights and optimizer state go on, "
+                         "computed from here in %s\n",
+                 o->precision, r->ckpt.precision_was, o->precision);
     log_text(r->log, "backend %s%s%s%s%s: %s; %s\n", r->be->name, r->auto_why[0] ? " (auto; " : "", r->auto_why,
              r->auto_why[0] ? ")" : "", strcmp(o->precision, "bf16") == 0 ? ", bf16 GEMMs and convolutions" : "",
              backend_describe(r->be), comm_library());
@@ -707,7 +711,7 @@ int run_setup(dt_run *r)
     comm_set_label(r->comm, r->comm_label);
     if (run_agree(r, rc) != 0) return -1;
     r->ckpt = (dt_ckpt_state){r->comm, r->be, r->net, r->optim->v, r->mode, r->mode_state, &r->env,
-                              r->dataset, r->ds->train.n, r->options, -1};
+                              r->dataset, r->ds->train.n, r->options, -1, ""};
     if (r->opts->resume && ckpt_restore(&r->ckpt, r->opts->resume, &r->it0) != 0) {
         r->failed_rank = r->ckpt.failed_rank;
         dt_fail_prefix("--resume");

@@ -8,7 +8,8 @@
 #    within 0.5 point (ResNet-20's runs take too long for make check, and its accuracy after a few
 #    hundred iterations varies by points from seed to seed: tools/bench_bf16 accuracy compares
 #    whole runs)
-#  - a bf16 checkpoint resumes exactly in bf16, and is refused for an fp32 run
+#  - a bf16 checkpoint resumes exactly in bf16, and in fp32 (issue 11, part 6: checkpoints are
+#    independent of precision) with a line saying so; other options are still refused
 . "$(dirname "$0")/lib.sh"
 need_mpirun
 FM=/usr/share/datasets/fashion-mnist
@@ -50,18 +51,22 @@ mpi -np 2 "$DTRAIN" --rerun "$T/bf16.jsonl" --progress none --save "$T/again.st"
 cmp -s "$T/bf16.st" "$T/again.st" || fail "--rerun of the bf16 run trained other weights"
 note "bf16 differs from fp32, is recorded, and --rerun repeats it bit for bit"
 
-# resume: a bf16 checkpoint continues exactly in bf16 and is refused by fp32
+# resume: a bf16 checkpoint continues exactly in bf16, and in fp32 saying so
 mpi -np 2 "$DTRAIN" "${common[@]}" --iters 0 --epochs 2 --batch 200 --precision bf16 --save "$T/straight.st" \
     > "$T/s.out" 2>&1 || { cat "$T/s.out"; fail "the straight bf16 run failed"; }
 mpi -np 2 "$DTRAIN" "${common[@]}" --iters 0 --epochs 1 --batch 200 --precision bf16 --checkpoint "$T/c.ckpt" \
     > "$T/c1.out" 2>&1 || { cat "$T/c1.out"; fail "the first half failed"; }
 mpi -np 2 "$DTRAIN" "${common[@]}" --iters 0 --epochs 2 --batch 200 --precision fp32 --resume "$T/c.ckpt" \
-    > "$T/c2.out" 2>&1 && fail "an fp32 run resumed a bf16 checkpoint"
-grep -q "precision = bf16" "$T/c2.out" || { cat "$T/c2.out"; fail "the refusal does not name the precision"; }
+    --save "$T/in32.st" > "$T/c2.out" 2>&1 || { cat "$T/c2.out"; fail "an fp32 run did not resume a bf16 checkpoint"; }
+grep -q "resumed in fp32 a checkpoint written in bf16" "$T/c2.out" || { cat "$T/c2.out"; fail "the fp32 resume does not say it changed the precision"; }
+cmp -s "$T/straight.st" "$T/in32.st" && fail "the second epoch in fp32 trained the same weights as in bf16"
+mpi -np 2 "$DTRAIN" "${common[@]}" --iters 0 --epochs 2 --batch 200 --precision bf16 --lr 0.05 --resume "$T/c.ckpt" \
+    > "$T/c4.out" 2>&1 && fail "a run with another --lr resumed the checkpoint"
+grep -q "made with other options.*lr" "$T/c4.out" || { cat "$T/c4.out"; fail "the refusal of another --lr does not name it"; }
 mpi -np 2 "$DTRAIN" "${common[@]}" --iters 0 --epochs 2 --batch 200 --precision bf16 --resume "$T/c.ckpt" \
     --save "$T/resumed.st" > "$T/c3.out" 2>&1 || { cat "$T/c3.out"; fail "resuming in bf16 failed"; }
 cmp -s "$T/straight.st" "$T/resumed.st" || fail "bf16: 1 epoch + resume 1 trained other weights than 2 epochs"
-note "a bf16 checkpoint resumes bit for bit in bf16; fp32 refuses it"
+note "a bf16 checkpoint resumes bit for bit in bf16, in fp32 with a line that says so; another --lr is refused"
 
 skip_if_sanitized "training for an accuracy bound"
 acc_of() { json_last "$1" summary test_acc; }
