@@ -139,10 +139,11 @@ enum { PLAN_CONV, PLAN_POOL, PLAN_BN, PLAN_LRN, PLAN_REORDER };
 /* Under --precision bf16 the primitives take bf16 sources, weights and output gradients and write
  * fp32 outputs and gradients: x and dy are rounded into the entry's own buffers by reorders
  * (x_lo, x_w, dy_lo, dy_w), the weights by theirs. Where a layer's activations are plain (channels
- * not a multiple of 16) and it has 16 channels or more, the bf16 primitives choose their own
- * formats (oneDNN's blocked bf16 kernels, 1.7x its GEMM-based bf16 convolution on lenet's conv2
- * here) and y and dx are reordered back (y_out, dx_out). In fp32 every one of these reorders is
- * empty and passes the pointers through.
+ * not a multiple of 16) on either side and it has 16 input channels or more, the primitives choose
+ * their own formats, in either precision (oneDNN's blocked kernels: 1.7x its GEMM-based bf16
+ * convolution on lenet's conv2 here, 1.6x its im2col fp32 one), and x, dy are reordered to them and
+ * y, dx back (y_out, dx_out). Between blocked or NHWC layers in fp32 these reorders are empty and
+ * pass the pointers through.
  * A narrow layer (fewer than 16 input channels, a plain output: lenet's first) multiplies in fp32
  * in either precision, into the primitives' own (blocked) y and dy: oneDNN has no direct kernel
  * for a plain output and falls back on im2col GEMM, and with so few input channels bf16 gains
