@@ -330,9 +330,10 @@ static int pack_write(const char *root, const char *split, char **classes, int n
     while (started > 0 && atomic_load(&j.done) < t->n && !atomic_load(&j.failed)) {
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
-        if (o->progress && now() - last >= 1.0) {
+        size_t done = atomic_load(&j.done);
+        if (o->progress && done < t->n && now() - last >= 1.0) { /* the whole count: the one line after the loop */
             last = now();
-            o->progress(o->progress_arg, what, atomic_load(&j.done), t->n, last - t0);
+            o->progress(o->progress_arg, what, done, t->n, last - t0);
         }
     }
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
