@@ -182,11 +182,11 @@ static char *options_text(const dt_ckpt_state *r)
     return options_without(r->options, skip);
 }
 
-/* the value of the line "key = value" in an options text, into out ("" where there is none) */
-static void option_value(const char *all, const char *key, char *out, size_t n)
+/* the value of the line "key = value" in an options text, into out (def where there is none) */
+static void option_value(const char *all, const char *key, const char *def, char *out, size_t n)
 {
     size_t kl = strlen(key);
-    out[0] = 0;
+    snprintf(out, n, "%s", def);
     for (const char *line = all; *line;) {
         size_t len = strcspn(line, "\n");
         if (len > kl + 3 && strncmp(line, key, kl) == 0 && strncmp(line + kl, " = ", 3) == 0) {
@@ -325,24 +325,21 @@ static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float
     if (strcmp(m_net, net->name) != 0)
         return dt_fail("%s: a checkpoint of net %s, not %s (expected the net it was made with)", path, m_net, net->name);
     /* the precision may change: weights and optimizer state are fp32 under every precision */
-    static const char *const skip[] = {"precision = ", NULL};
-    char *opts = options_text(r), *theirs = options_without(m_opts, skip), *ours = opts ? options_without(opts, skip) : NULL;
-    if (!opts || !theirs || !ours) {
-        free(opts), free(theirs), free(ours);
+    static const char *const skip[] = {"epochs = ", "iters = ", "precision = ", NULL};
+    char *ours = options_without(r->options, skip), *theirs = options_without(m_opts, skip);
+    if (!ours || !theirs) {
+        free(ours), free(theirs);
         return dt_fail("out of memory");
     }
-    if (strcmp(ours, theirs) != 0) {
-        first_difference(theirs, ours, why, sizeof why);
-        free(opts), free(theirs), free(ours);
+    int same = strcmp(ours, theirs) == 0;
+    if (!same) first_difference(theirs, ours, why, sizeof why);
+    free(ours), free(theirs);
+    if (!same)
         return dt_fail("%s: made with other options: %s (resume with the same options, except --epochs, --iters and "
                        "--precision; or start a new run from its weights with --load)",
                        path, why);
-    }
-    char was[sizeof r->precision_was], now[sizeof r->precision_was];
-    option_value(m_opts, "precision", was, sizeof was);
-    option_value(opts, "precision", now, sizeof now);
-    if (strcmp(was[0] ? was : "fp32", now[0] ? now : "fp32") != 0) snprintf(r->precision_was, sizeof r->precision_was, "%s", was[0] ? was : "fp32");
-    free(opts), free(theirs), free(ours);
+    /* none: a checkpoint from before --precision */
+    option_value(m_opts, "precision", "fp32", r->precision_was, sizeof r->precision_was);
     char samples[32];
     snprintf(samples, sizeof samples, "%zu", r->train_samples);
     if (strcmp(samples, m_samples) != 0)

@@ -29,8 +29,8 @@ typedef struct dt_ckpt_state {
     size_t train_samples;
     const char *options; /* the canonical options (cli_canonical); epochs and iters are left out */
     int failed_rank;     /* out: after a failure, the lowest rank that failed (it holds the message) */
-    char precision_was[16]; /* out (rank 0): the precision the checkpoint was written in, where it
-                             * is not this run's (a resume may change it); else "" */
+    char precision_was[16]; /* out (rank 0, after a restore): the precision the checkpoint was
+                             * written in (a resume may change it) */
 } dt_ckpt_state;
 
 /* Collective: writes a checkpoint after `done` iterations to path (rank 0 writes, atomically).

@@ -551,7 +551,7 @@ static void banner(dt_run *r)
              o->lr_schedule, o->momentum, o->nesterov ? " (Nesterov)" : "", o->wd);
     log_text(r->log, "augmentation: %s; %ld batch%s prefetched\n", aug, o->prefetch, o->prefetch == 1 ? "" : "es");
     if (env->note[0]) log_text(r->log, "%s: %s\n", r->mode->name, env->note);
-    if (r->ckpt.precision_was[0])
+    if (r->ckpt.precision_was[0] && strcmp(r->ckpt.precision_was, o->precision) != 0) /* rank 0, resumed */
         log_text(r->log, "resumed in %s a checkpoint written in %s: its fp32 weights and optimizer state go on, "
                          "computed from here in %s\n",
                  o->precision, r->ckpt.precision_was, o->precision);

@@ -168,17 +168,19 @@ START_TEST(conv_rounds_operands)
                          g.w, g.o, g.oh, g.ow, g.kh, g.sh, g.groups, lname[lin], lname[lout], f32 ? ", in fp32" : "");
                 ck_assert_msg(be->conv_fwd(be, plan, g.rows, fx, fw, bias ? fb : NULL, fy) == 0, "%s", dt_errmsg());
                 be->to_plain(be, lout, fy, tmp, g.rows, g.o, g.oh, g.ow);
-                ck_assert_msg(close_f32_f64(tmp, wy, ny, TOL_ATOL, TOL_RTOL, "y", msg, sizeof msg), "%s: %s", what, msg);
+                ck_assert_msg(close_f32_f64(tmp, wy, ny, TOL_ATOL, TOL_RTOL, "y", msg, sizeof msg), "%s: %s",
+                              what, msg);
                 if (!f32) ck_assert_msg(differs(tmp, yp, ny), "%s: y equals fp32's", what);
                 ck_assert_msg(be->conv_bwd(be, plan, g.rows, fx, fw, fdy, fdx, 1.0f, fdw, bias ? fdb : NULL) == 0, "%s",
                               dt_errmsg());
                 be->to_plain(be, lin, fdx, tmp, g.rows, g.c, g.h, g.w);
                 ck_assert_msg(close_f32_f64(tmp, wdx2, nx, TOL_ATOL, TOL_RTOL, "dx (added)", msg, sizeof msg), "%s: %s",
                               what, msg);
-                ck_assert_msg(close_f32_f64(fdw, wdw, nw, TOL_ATOL, TOL_RTOL, "dW", msg, sizeof msg), "%s: %s", what, msg);
+                ck_assert_msg(close_f32_f64(fdw, wdw, nw, TOL_ATOL, TOL_RTOL, "dW", msg, sizeof msg), "%s: %s",
+                              what, msg);
                 if (bias)
-                    ck_assert_msg(close_f32_f64(fdb, wdb, g.o, TOL_ATOL, TOL_RTOL, "db", msg, sizeof msg), "%s: %s", what,
-                                  msg);
+                    ck_assert_msg(close_f32_f64(fdb, wdb, g.o, TOL_ATOL, TOL_RTOL, "db", msg, sizeof msg), "%s: %s",
+                                  what, msg);
                 /* the backward after a forward of another x: its own x's rounding, not the forward's */
                 float *fx2 = be->alloc(be, sizeof(float) * sx);
                 for (size_t i = 0; i < nx; i++) tmp[i] = (float)x0[i];
@@ -191,7 +193,8 @@ START_TEST(conv_rounds_operands)
                 be->free(be, fx2);
                 ck_assert_int_eq(be->conv_bwd(be, plan, g.rows, fx, fw, fdy, fdx, 0.0f, NULL, NULL), 0);
                 be->to_plain(be, lin, fdx, tmp, g.rows, g.c, g.h, g.w);
-                ck_assert_msg(close_f32_f64(tmp, wdx, nx, TOL_ATOL, TOL_RTOL, "dx", msg, sizeof msg), "%s: %s", what, msg);
+                ck_assert_msg(close_f32_f64(tmp, wdx, nx, TOL_ATOL, TOL_RTOL, "dx", msg, sizeof msg), "%s: %s",
+                              what, msg);
                 be->plan_free(be, plan);
                 be->free(be, fx), be->free(be, fdx), be->free(be, fy), be->free(be, fdy);
                 be->free(be, fw), be->free(be, fb), be->free(be, fdw), be->free(be, fdb);

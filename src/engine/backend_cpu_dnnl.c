@@ -235,8 +235,9 @@ static void wei_md(const dt_conv_cfg *c, dnnl_memory_desc_t *md, int any, dnnl_d
 
 /* The formats the convolution's primitives take x, dx, y and dy in (see conv_entry); own: all
  * four chosen by oneDNN */
-static void conv_formats(const dt_conv_cfg *c, int rows, int own, int narrow, dnnl_data_type_t lo, dnnl_memory_desc_t *src_p,
-                         dnnl_memory_desc_t *dsrc_p, dnnl_memory_desc_t *dst_p, dnnl_memory_desc_t *ddst_p)
+static void conv_formats(const dt_conv_cfg *c, int rows, int own, int narrow, dnnl_data_type_t lo,
+                         dnnl_memory_desc_t *src_p, dnnl_memory_desc_t *dsrc_p, dnnl_memory_desc_t *dst_p,
+                         dnnl_memory_desc_t *ddst_p)
 {
     dnnl_dims_t sd = {rows, c->c, c->h, c->w}, dd = {rows, c->o, c->oh, c->ow};
     if (own) { /* the primitives' own formats */
