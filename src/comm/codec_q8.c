@@ -19,15 +19,21 @@ static size_t q8_bytes(const dt_codec *c, size_t n)
     return n + 4 * ((n + b - 1) / b);
 }
 
+/* max |x| as the bits of |x| (for non-negative floats the integers' order): NaN above infinity, so a
+ * block with a NaN always has a non-finite scale, whatever the vector width (a float max drops NaNs
+ * or keeps them by lane); the GPU's atomicMax takes the same */
 DT_CLONES static float absmax(const float *restrict x, size_t n)
 {
-    float m = 0.0f;
+    const uint32_t *restrict u = (const uint32_t *)x;
+    uint32_t m = 0;
 #pragma omp simd reduction(max : m)
     for (size_t i = 0; i < n; i++) {
-        float a = fabsf(x[i]);
-        m = m > a ? m : a; /* not fmaxf: a library call that stops vectorisation */
+        uint32_t a = u[i] & 0x7fffffffu;
+        m = m > a ? m : a;
     }
-    return m;
+    float f;
+    memcpy(&f, &m, sizeof f);
+    return f;
 }
 
 DT_CLONES static void quantise(const float *restrict x, size_t n, float inv, int8_t *restrict q)
@@ -40,7 +46,10 @@ DT_CLONES static void quantise(const float *restrict x, size_t n, float inv, int
     }
 }
 
-DT_CLONES static void dequantise(const int8_t *restrict q, size_t n, float s, float *restrict x, int add)
+/* x + q s rounded twice, never fused into one multiply-add (which the vector clones would otherwise
+ * make): the same sums on every CPU and on the GPU (cuda/elementwise.h, ew_q8_dec_add) */
+__attribute__((optimize("fp-contract=off"))) DT_CLONES static void dequantise(const int8_t *restrict q, size_t n,
+                                                                           float s, float *restrict x, int add)
 {
     if (add) {
 #pragma omp simd
