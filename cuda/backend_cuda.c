@@ -274,6 +274,68 @@ static int cu_add(dt_backend *be, float *y, const float *x, size_t n, float beta
     return cuda_launched(cuk_add(S(be), y, x, n, beta), "add", "%zu elements", n);
 }
 
+static const char *wire_name(int kind)
+{
+    return kind == DT_WIRE_T16 ? "t16" : kind == DT_WIRE_FP16 ? "fp16" : kind == DT_WIRE_Q8 ? "q8" : "unknown codec";
+}
+
+static int cu_wire_encode(dt_backend *be, int kind, int block, const float *x, size_t n, void *out)
+{
+    ENTER(be);
+    return cuda_launched(cuk_wire_encode(S(be), kind, block, x, n, out), "codec encode", "%s, %zu values, block %d",
+                         wire_name(kind), n, block);
+}
+
+static int cu_wire_decode(dt_backend *be, int kind, int block, const void *in, size_t n, float *x, int add)
+{
+    ENTER(be);
+    return cuda_launched(cuk_wire_decode(S(be), kind, block, in, n, x, add), add ? "codec decode-add" : "codec decode",
+                         "%s, %zu values, block %d", wire_name(kind), n, block);
+}
+
+/* A queue for a communication thread: a stream of its own on the same GPU, with the ops a ring
+ * needs (copies, add, scale, the codecs); it has no cuBLAS or cuDNN handle and allocates nothing. */
+static int cu_queue_create(dt_backend *be, dt_backend **out)
+{
+    ENTER(be);
+    dt_backend *q = calloc(1, sizeof *q);
+    cuda_impl *c = calloc(1, sizeof *c);
+    if (!q || !c) {
+        free(q), free(c);
+        return dt_fail("out of memory");
+    }
+    c->dev = cuda_of(be)->dev;
+    cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        free(q), free(c);
+        return cuda_fail("CUDA", "cudaStreamCreateWithFlags", "a stream for communication", cudaGetErrorString(e));
+    }
+    q->name = be->name;
+    q->n_threads = be->n_threads;
+    q->impl = c;
+    q->to_device = cu_to_device;
+    q->to_host = cu_to_host;
+    q->copy = cu_copy;
+    q->sync = cu_sync;
+    q->add = cu_add;
+    q->scale = cu_scale;
+    q->wire_encode = cu_wire_encode;
+    q->wire_decode = cu_wire_decode;
+    *out = q;
+    return 0;
+}
+
+static void cu_queue_free(dt_backend *be, dt_backend *q)
+{
+    (void)be;
+    cuda_impl *c = q->impl;
+    cudaSetDevice(c->dev);
+    cudaStreamSynchronize(c->stream);
+    cudaStreamDestroy(c->stream);
+    free(c);
+    free(q);
+}
+
 /* ---- the backend's life -------------------------------------------------------------------------- */
 
 static void cu_destroy(dt_backend *be)
@@ -396,6 +458,10 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     be->sgd_step = cu_sgd_step;
     be->scale = cu_scale;
     be->add = cu_add;
+    be->wire_encode = cu_wire_encode;
+    be->wire_decode = cu_wire_decode;
+    be->queue_create = cu_queue_create;
+    be->queue_free = cu_queue_free;
     cuda_blas_init(be);
     cuda_dnn_init(be);
     g_dev = dev;
@@ -449,7 +515,8 @@ static void cuda_list_devices(FILE *f)
                 p.minor, (double)p.totalGlobalMem / (1 << 30), (double)fr / (1 << 30), p.multiProcessorCount);
     }
     fprintf(f, "  run on a GPU (an H200, 2026-11-26): every op against the CPU, training, every mode with 2 ranks on one\n"
-               "  GPU, checkpoints across devices; not yet: NCCL and device codecs (not built); README.md, \"On a GPU\"\n");
+               "  GPU, checkpoints across devices; only compiled: the codecs (t16, fp16, q8) and D-Sync's ring on the GPU;\n"
+               "  not built: NCCL; README.md, \"On a GPU\"\n");
 }
 
 static size_t cuda_peak(const dt_backend *be) { return cuda_of((dt_backend *)be)->peak + cuda_of((dt_backend *)be)->workspace_bytes; }
@@ -465,7 +532,8 @@ static const dt_backend_desc cuda_desc = {
     /* keep in step with README.md, "What has run on a GPU" */
     .verified = "run on a GPU (one H200, 2026-11-26): every op against the CPU, training equal to the CPU's, every "
                 "mode with 2 ranks on one GPU, checkpoints between devices; only compiled so far: --gpu-exact's "
-                "bit-for-bit repeat, 4 ranks on one GPU, page-locked staging, the --precision bf16 refusal",
+                "bit-for-bit repeat, 4 ranks on one GPU, page-locked staging, the --precision bf16 refusal, the "
+                "codecs and D-Sync's ring on the GPU",
 };
 
 const dt_backend_desc *dtrain_backend_module(int abi);

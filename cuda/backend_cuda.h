@@ -105,6 +105,9 @@ int cuk_bn_fwd(cudaStream_t s, const dt_bn_cfg *c, int rows, int train, const fl
                const float *shift, float *mean, float *var, float *y, double *tmp);
 int cuk_bn_bwd(cudaStream_t s, const dt_bn_cfg *c, int rows, const float *x, const float *scale, const float *mean,
                const float *var, const float *dy, float *dx, float beta, float *dscale, float *dshift, double *tmp);
+/* backend_cuda_codec.cu: the gradient codecs (be->wire_encode, wire_decode: DT_WIRE_* of backend.h) */
+int cuk_wire_encode(cudaStream_t s, int kind, int block, const float *x, size_t n, void *out);
+int cuk_wire_decode(cudaStream_t s, int kind, int block, const void *in, size_t n, float *x, int add);
 #ifdef __cplusplus
 }
 #endif

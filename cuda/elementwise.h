@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "rng.h"
 
@@ -235,5 +236,71 @@ DT_HD long long ew_shortcut_dst(int n, int c, int y, int x, int O, int OH, int O
     if (y % stride || x % stride || y / stride >= OH || x / stride >= OW) return -1;
     return (((long long)n * O + c + front) * OH + y / stride) * OW + x / stride;
 }
+
+/* ---- the gradient codecs of src/comm/codec_*.c (--compress), value by value ---------------------
+ * The same bytes as the CPU's codecs for the same input, and the same floats decoded: the device
+ * and the host never fuse a multiply and an add here (the CPU's q8 decode-and-add rounds twice). */
+
+#ifdef __CUDA_ARCH__
+#define EW_MUL(a, b) __fmul_rn(a, b)
+#define EW_ADD(a, b) __fadd_rn(a, b)
+#else
+#define EW_MUL(a, b) ((a) * (b))
+#define EW_ADD(a, b) ((a) + (b))
+#endif
+
+DT_HD uint32_t ew_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+DT_HD float ew_float(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* t16: the upper half of the fp32 (bfloat16 rounded toward zero) */
+DT_HD uint16_t ew_t16(float x) { return (uint16_t)(ew_bits(x) >> 16); }
+DT_HD float ew_t16_dec(uint16_t v) { return ew_float((uint32_t)v << 16); }
+
+/* fp16: IEEE half, round to nearest even, saturating at +-65504, NaN kept (codec_fp16.c) */
+DT_HD uint16_t ew_fp16(float f)
+{
+    uint32_t x = ew_bits(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7bffu);
+    if (ax < 0x38800000u) return (uint16_t)(sign | (uint32_t)nearbyintf(EW_MUL(ew_float(ax), 16777216.0f)));
+    return (uint16_t)(sign | ((ax - (112u << 23) + 0x0fffu + ((ax >> 13) & 1u)) >> 13));
+}
+DT_HD float ew_fp16_dec(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0) {
+        float f = EW_MUL((float)m, 1.0f / 16777216.0f);
+        return sign ? -f : f;
+    }
+    return ew_float(e == 31 ? (sign | 0x7f800000u | (m << 13)) : (sign | ((e + 112u) << 23) | (m << 13)));
+}
+
+/* q8: a block's scale from the largest bits of |x| over it (ew_q8_absbits; NaN above infinity), 0
+ * when that is not finite; q = round(127 x / s) half away from zero; decoded q s / 127 */
+DT_HD uint32_t ew_q8_absbits(float x) { return ew_bits(x) & 0x7fffffffu; }
+DT_HD float ew_q8_scale(uint32_t absmax_bits)
+{
+    return absmax_bits < 0x7f800000u ? ew_float(absmax_bits) : 0.0f;
+}
+DT_HD float ew_q8_inv(float s) { return s > 0.0f ? 127.0f / s : 0.0f; }
+DT_HD int8_t ew_q8(float x, float inv)
+{
+    float v = EW_MUL(x, inv);
+    v = v >= 0.0f ? EW_ADD(v, 0.5f) : EW_ADD(v, -0.5f);
+    return (int8_t)(int)v;
+}
+DT_HD float ew_q8_step(float s) { return s / 127.0f; }
+DT_HD float ew_q8_dec(int8_t q, float step) { return EW_MUL((float)q, step); }
+DT_HD float ew_q8_dec_add(float x, int8_t q, float step) { return EW_ADD(x, EW_MUL((float)q, step)); }
 
 #endif

@@ -14,7 +14,8 @@
  *
  * Staging memory (host_alloc, as a GPU's page-locked memory) is ordinary host memory behind a
  * marked header: freeing anything else through host_free, or destroying the backend while any is
- * still allocated (a GPU's would then be freed after its context), aborts with a message.
+ * still allocated (a GPU's would then be freed after its context), aborts with a message. So does
+ * destroying it with a queue (queue_create: a GPU's second stream) not freed.
  *
  * Built twice: into the test library (the Check suites call backend_guarded_desc directly) and
  * as the module dtrain-cpu-guarded.so that `dtrain --device cpu-guarded` loads from
@@ -29,6 +30,7 @@
 #include <unistd.h>
 
 #include "backend_guarded.h"
+#include "comm/codec.h"
 #include "util.h"
 
 typedef struct region {
@@ -43,6 +45,7 @@ typedef struct guarded {
     region *r;
     int n, cap;
     long staging; /* host_alloc'd buffers not yet freed */
+    long queues;  /* queue_create'd queues not yet freed */
 } guarded;
 
 #define STAGING_MAGIC 0x5354414749494e47ull /* "STAGIING" */
@@ -213,6 +216,36 @@ OP(shortcut_fwd, (dt_backend * be, const dt_shortcut_cfg *cfg, int rows, const f
 OP(shortcut_bwd, (dt_backend * be, const dt_shortcut_cfg *cfg, int rows, const float *dy, float *dx, float dx_beta),
    (in, cfg, rows, dy, dx, dx_beta))
 
+/* The gradient codecs (a device's run its kernels): the CPU codecs on the guarded memory, so that
+ * the comm code's device paths (ring_create_on) run here */
+static int wire_codec(int kind, int block, dt_codec *c)
+{
+    const char *name = kind == DT_WIRE_T16 ? "t16" : kind == DT_WIRE_FP16 ? "fp16" : kind == DT_WIRE_Q8 ? "q8" : NULL;
+    if (!name) return dt_fail("cpu-guarded: no codec %d", kind);
+    return codec_create(name, block > 0 ? block : DT_CODEC_PER_VECTOR, c);
+}
+
+static int g_wire_encode(dt_backend *be, int kind, int block, const float *x, size_t n, void *out)
+{
+    dt_codec c;
+    if (wire_codec(kind, block, &c) != 0) return -1;
+    guarded *g = enter(be);
+    codec_encode(&c, x, n, out);
+    leave(g);
+    return 0;
+}
+
+static int g_wire_decode(dt_backend *be, int kind, int block, const void *in, size_t n, float *x, int add)
+{
+    dt_codec c;
+    if (wire_codec(kind, block, &c) != 0) return -1;
+    guarded *g = enter(be);
+    if (add) codec_decode_add(&c, in, n, x);
+    else codec_decode(&c, in, n, x);
+    leave(g);
+    return 0;
+}
+
 /* Plans and layout queries touch no data: straight to the CPU backend. */
 static dt_layout g_layout_for(dt_backend *be, int c, int h, int w)
 {
@@ -283,9 +316,45 @@ static void g_host_free(dt_backend *be, void *p)
     pthread_mutex_unlock(&g->lock);
 }
 
+/* A second queue (a GPU's stream for a communication thread): the same ops on the same memory, as
+ * a table of its own, so the comm code's two-queue paths run here; it allocates nothing (a GPU's
+ * queue allocates through its backend), and one not freed before the backend aborts. */
+static int g_queue_create(dt_backend *be, dt_backend **out)
+{
+    guarded *g = be->impl;
+    dt_backend *q = malloc(sizeof *q);
+    if (!q) return dt_fail("out of memory");
+    *q = *be;
+    q->alloc = NULL, q->free = NULL, q->host_alloc = NULL, q->host_free = NULL;
+    q->queue_create = NULL, q->queue_free = NULL, q->destroy = NULL;
+    pthread_mutex_lock(&g->lock);
+    g->queues++;
+    pthread_mutex_unlock(&g->lock);
+    *out = q;
+    return 0;
+}
+
+static void g_queue_free(dt_backend *be, dt_backend *q)
+{
+    guarded *g = be->impl;
+    if (q->impl != g) {
+        fprintf(stderr, "cpu-guarded: queue_free of a queue another backend made\n");
+        abort();
+    }
+    free(q);
+    pthread_mutex_lock(&g->lock);
+    g->queues--;
+    pthread_mutex_unlock(&g->lock);
+}
+
 static void g_destroy(dt_backend *be)
 {
     guarded *g = be->impl;
+    if (g->queues != 0) {
+        fprintf(stderr, "cpu-guarded: destroyed with %ld queue%s (queue_create) not freed\n", g->queues,
+                g->queues == 1 ? "" : "s");
+        abort();
+    }
     if (g->staging != 0) {
         fprintf(stderr, "cpu-guarded: destroyed with %ld staging buffer%s (host_alloc) still allocated\n", g->staging,
                 g->staging == 1 ? "" : "s");
@@ -327,13 +396,15 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
     be->free = g_free;
     be->host_alloc = g_host_alloc;
     be->host_free = g_host_free;
+    be->queue_create = g_queue_create;
+    be->queue_free = g_queue_free;
 #define WRAP(name) be->name = g_##name
     WRAP(to_device), WRAP(to_host), WRAP(copy), WRAP(sync), WRAP(gemm), WRAP(bias_add), WRAP(bias_grad);
     WRAP(relu_fwd), WRAP(relu_bwd), WRAP(dropout_fwd), WRAP(dropout_bwd), WRAP(softmax_xent_fwd);
     WRAP(softmax_xent_bwd), WRAP(sgd_step), WRAP(scale), WRAP(add), WRAP(to_plain), WRAP(from_plain);
     WRAP(layout_for), WRAP(act_size), WRAP(conv_plan), WRAP(conv_fwd), WRAP(conv_bwd), WRAP(pool_plan);
     WRAP(pool_fwd), WRAP(pool_bwd), WRAP(bn_plan), WRAP(bn_fwd), WRAP(bn_bwd), WRAP(lrn_plan), WRAP(lrn_fwd);
-    WRAP(lrn_bwd), WRAP(plan_free), WRAP(shortcut_fwd), WRAP(shortcut_bwd);
+    WRAP(lrn_bwd), WRAP(plan_free), WRAP(shortcut_fwd), WRAP(shortcut_bwd), WRAP(wire_encode), WRAP(wire_decode);
 #undef WRAP
     pthread_mutex_lock(&instances_lock);
     int slot = -1;

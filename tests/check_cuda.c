@@ -5,7 +5,8 @@
  * compared with a tolerance per op: bit-identical for ReLU, dropout (the mask is the same
  * counter-based function on both), the shortcut and the bias gradient; 1e-6 relative for the
  * elementwise arithmetic and the softmax; 1e-4 for GEMM and convolution (fp32 sums in another
- * order: cuBLAS and cuDNN against oneDNN, TF32 off); 1e-5 for pooling, LRN and batch norm.
+ * order: cuBLAS and cuDNN against oneDNN, TF32 off); 1e-5 for pooling, LRN and batch norm; the
+ * codecs' bytes and decoded floats identical to the CPU codecs'.
  *
  * Exit 77 (skipped), saying why, where the CUDA backend cannot run: not built, no driver, no GPU.
  * Check runs without fork here: a CUDA context does not survive one.
@@ -16,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/codec.h"
+#include "cpu.h"
 #include "engine/backend.h"
 #include "rng.h"
 #include "testutil.h"
@@ -332,6 +335,54 @@ START_TEST(batch_norm)
 }
 END_TEST
 
+/* The codecs: the kernels' bytes equal the CPU codecs' for the same input (specials included),
+ * and decoding the CPU's bytes gives the CPU's floats (any NaN for a NaN). */
+START_TEST(codecs)
+{
+    static const char *names[] = {"t16", "fp16", "q8"};
+    static const int kinds[] = {DT_WIRE_T16, DT_WIRE_FP16, DT_WIRE_Q8};
+    static const size_t sizes[] = {1, 3, 7, 33, 1000, 4099, 10007, 1 << 20};
+    static const int q8_blocks[] = {DT_CODEC_PER_VECTOR, 1, 7, 256};
+    ck_assert_msg(gpu->wire_encode && gpu->wire_decode, "the CUDA backend has no codecs");
+    cpu_flush_denormals(); /* as dtrain runs; the kernels flush too (-ftz=true) */
+    for (int c = 0; c < 3; c++)
+        for (int bi = 0; bi < (kinds[c] == DT_WIRE_Q8 ? 4 : 1); bi++)
+            for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+                size_t n = sizes[si], at = 0;
+                int block = kinds[c] == DT_WIRE_Q8 ? q8_blocks[bi] : 0;
+                dt_codec codec;
+                ck_assert_int_eq(codec_create(names[c], block, &codec), 0);
+                size_t bytes = codec_bytes(&codec, n);
+                float *x = codec_input(n, 80 + si), *acc = randv(n, 90 + si, -1, 1);
+                uint8_t *ref = calloc(bytes, 1), *got = calloc(bytes, 1);
+                float *dx = up(x, n * 4);
+                uint8_t *denc = gpu->alloc(gpu, bytes);
+                ck_assert_ptr_nonnull(denc);
+                codec_encode(&codec, x, n, ref);
+                OK(gpu->wire_encode(gpu, kinds[c], block > 0 ? block : 0, dx, n, denc));
+                OK(gpu->to_host(gpu, got, denc, bytes));
+                for (at = 0; at < bytes && ref[at] == got[at]; at++) continue;
+                ck_assert_msg(at == bytes, "%s (block %d), %zu values: byte %zu of %zu: CPU %02x, GPU %02x", names[c],
+                              block, n, at, bytes, at < bytes ? ref[at] : 0, at < bytes ? got[at] : 0);
+                OK(gpu->to_device(gpu, denc, ref, bytes));
+                for (int add = 0; add < 2; add++) {
+                    float *yr = malloc(n * 4), *dy = up(acc, n * 4);
+                    memcpy(yr, acc, n * 4);
+                    if (add) codec_decode_add(&codec, ref, n, yr);
+                    else codec_decode(&codec, ref, n, yr);
+                    OK(gpu->wire_decode(gpu, kinds[c], block > 0 ? block : 0, denc, n, dy, add));
+                    float *yg = down(dy, n);
+                    ck_assert_msg(same_floats(yr, yg, n, &at), "%s (block %d) %s, %zu values: value %zu: CPU %a, GPU %a",
+                                  names[c], block, add ? "decode-add" : "decode", n, at, (double)yr[at], (double)yg[at]);
+                    free(yr), free(yg);
+                    gpu->free(gpu, dy);
+                }
+                gpu->free(gpu, dx), gpu->free(gpu, denc);
+                free(x), free(acc), free(ref), free(got);
+            }
+}
+END_TEST
+
 START_TEST(memory)
 {
     size_t fr = 0, tot = 0;
@@ -373,6 +424,7 @@ int main(void)
     tcase_add_test(tc, convolution);
     tcase_add_test(tc, pool_lrn_shortcut);
     tcase_add_test(tc, batch_norm);
+    tcase_add_test(tc, codecs);
     tcase_add_test(tc, memory);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "../cuda/elementwise.h"
+#include "comm/codec.h"
+#include "cpu.h"
 #include "engine/backend.h"
 #include "rng.h"
 #include "testutil.h"
@@ -326,6 +328,81 @@ START_TEST(shortcut)
 }
 END_TEST
 
+/* ---- the gradient codecs: the kernels' bytes and floats against the CPU codecs' ------------------ */
+
+/* what backend_cuda_codec.cu's kernels compute, value by value on the host */
+static void twin_encode(int kind, size_t b, const float *x, size_t n, uint8_t *out)
+{
+    if (kind != DT_WIRE_Q8) {
+        uint16_t *o = (uint16_t *)out;
+        for (size_t i = 0; i < n; i++) o[i] = kind == DT_WIRE_T16 ? ew_t16(x[i]) : ew_fp16(x[i]);
+        return;
+    }
+    for (size_t k = 0; k * b < n; k++) {
+        size_t len = n - k * b < b ? n - k * b : b;
+        uint32_t m = 0;
+        for (size_t j = len; j-- > 0;) m = m > ew_q8_absbits(x[k * b + j]) ? m : ew_q8_absbits(x[k * b + j]);
+        float sc = ew_q8_scale(m);
+        uint8_t *blk = out + k * (4 + b);
+        memcpy(blk, &sc, 4);
+        for (size_t j = 0; j < len; j++) blk[4 + j] = (uint8_t)ew_q8(x[k * b + j], ew_q8_inv(sc));
+    }
+}
+
+static void twin_decode(int kind, size_t b, const uint8_t *in, size_t n, float *x, int add)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v;
+        if (kind == DT_WIRE_Q8) {
+            size_t k = i / b;
+            float sc;
+            memcpy(&sc, in + k * (4 + b), 4);
+            int8_t q = (int8_t)in[k * (4 + b) + 4 + i - k * b];
+            x[i] = add ? ew_q8_dec_add(x[i], q, ew_q8_step(sc)) : ew_q8_dec(q, ew_q8_step(sc));
+            continue;
+        }
+        uint16_t h = ((const uint16_t *)in)[i];
+        v = kind == DT_WIRE_T16 ? ew_t16_dec(h) : ew_fp16_dec(h);
+        x[i] = add ? EW_ADD(x[i], v) : v;
+    }
+}
+
+START_TEST(codecs)
+{
+    static const char *names[] = {"t16", "fp16", "q8"};
+    static const int kinds[] = {DT_WIRE_T16, DT_WIRE_FP16, DT_WIRE_Q8};
+    static const size_t sizes[] = {1, 3, 7, 33, 1000, 4099, 10007};
+    static const int q8_blocks[] = {DT_CODEC_PER_VECTOR, 1, 7, 256};
+    cpu_flush_denormals(); /* as dtrain runs (and the kernels, compiled -ftz=true) */
+    for (int c = 0; c < 3; c++)
+        for (int bi = 0; bi < (kinds[c] == DT_WIRE_Q8 ? 4 : 1); bi++)
+            for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+                size_t n = sizes[si], at = 0;
+                int block = kinds[c] == DT_WIRE_Q8 ? q8_blocks[bi] : 0;
+                dt_codec codec;
+                ck_assert_int_eq(codec_create(names[c], block, &codec), 0);
+                size_t bytes = codec_bytes(&codec, n), b = block > 0 ? (size_t)block : n;
+                float *x = codec_input(n, 60 + si), *acc = randv(n, 70 + si, -1, 1);
+                uint8_t *ref = calloc(bytes, 1), *got = calloc(bytes, 1);
+                codec_encode(&codec, x, n, ref);
+                twin_encode(kinds[c], b, x, n, got);
+                for (at = 0; at < bytes && ref[at] == got[at]; at++) continue;
+                ck_assert_msg(at == bytes, "%s (block %d), %zu values: byte %zu of %zu: CPU %02x, kernel %02x",
+                              names[c], block, n, at, bytes, at < bytes ? ref[at] : 0, at < bytes ? got[at] : 0);
+                for (int add = 0; add < 2; add++) {
+                    float *yr = dup(acc, n), *yt = dup(acc, n);
+                    if (add) codec_decode_add(&codec, ref, n, yr);
+                    else codec_decode(&codec, ref, n, yr);
+                    twin_decode(kinds[c], b, ref, n, yt, add);
+                    ck_assert_msg(same_floats(yr, yt, n, &at), "%s (block %d) %s, %zu values: value %zu: CPU %a, kernel %a",
+                                  names[c], block, add ? "decode-add" : "decode", n, at, (double)yr[at], (double)yt[at]);
+                    free(yr), free(yt);
+                }
+                free(x), free(acc), free(ref), free(got);
+            }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_twins");
@@ -338,6 +415,7 @@ int main(void)
     tcase_add_test(tc, lrn);
     tcase_add_test(tc, pooling);
     tcase_add_test(tc, shortcut);
+    tcase_add_test(tc, codecs);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

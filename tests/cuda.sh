@@ -9,7 +9,8 @@
 #    CIFAR-shaped data) from the same seed on CPU and GPU (--gpu-exact): every logged loss within
 #    1e-4 relative (or, for resnet20, the spread rounding alone makes: below), final weights
 #    within 1e-3 absolute + relative;
-#  - every mode, 2 ranks sharing the GPU (and D-Sync and Pipe-SGD with 4), one epoch of
+#  - every mode, 2 ranks sharing the GPU (and D-Sync and Pipe-SGD with 4; their rings on the GPU with
+#    each codec, lazy D-Sync too), one epoch of
 #    Fashion-MNIST mlp: test accuracy within 0.5 point of the same run on the CPU (CSC: within its
 #    seed-to-seed spread on the CPU);
 #  - a checkpoint written on the GPU resumes on the CPU, and the reverse; --gpu-exact runs repeat
@@ -110,6 +111,22 @@ for m in dsync pipesgd; do
     a=$(acc "$T/$m-cpu-4.jsonl") b=$(acc "$T/$m-cuda-4.jsonl")
     note "mode $m, 4 ranks: test accuracy cpu $a, cuda $b"
     $PYTHON -c "import sys; sys.exit(abs($a - $b) > 0.005)" || bad "4 ranks --mode $m: accuracy $b on the GPU, $a on the CPU"
+done
+
+# the ring on the GPU: D-Sync and Pipe-SGD code there and send only the encoded segments through the
+# host, lazy D-Sync and Pipe-SGD from a stream of their own; the banner says so, accuracy as on the CPU
+for args in "dsync --compress q8" "dsync --fusion-bytes 65536 --compress t16" "pipesgd --compress fp16"; do
+    m=${args%% *}
+    for dev in cpu cuda; do
+        mpi -np 2 "$DTRAIN" --net mlp --dataset fashion-mnist --epochs 1 --seed 3 --threads 2 --progress none \
+            --mode $args --device $dev --log "$T/ring-$dev.jsonl" > "$T/out" 2>&1 ||
+            { cat "$T/out"; bad "--mode $args --device $dev failed"; }
+    done
+    grep -q "$m: the ring runs on cuda memory: only encoded segments cross to the host" "$T/out" ||
+        { cat "$T/out"; bad "--mode $args: the banner does not say that the ring runs on the GPU"; }
+    a=$(acc "$T/ring-cpu.jsonl") b=$(acc "$T/ring-cuda.jsonl")
+    note "--mode $args: test accuracy cpu $a, cuda $b"
+    $PYTHON -c "import sys; sys.exit(abs($a - $b) > 0.005)" || bad "--mode $args: accuracy $b on the GPU, $a on the CPU"
 done
 
 # ---- checkpoints across devices ----------------------------------------------------------------

@@ -30,6 +30,14 @@ same() { # ARGS...: the guarded run equals the cpu run
 }
 grep -q "backend cpu-guarded" <(mpi -np 1 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1) ||
     fail "the banner does not name the guarded backend"
+# D-Sync's and Pipe-SGD's rings run on the device's memory where the backend codes
+# (ring_create_on): the banner says so, and the runs below compare them with the host ring bit for bit
+for m in dsync pipesgd; do
+    mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode $m --compress q8 > "$T/log" 2>&1 ||
+        { cat "$T/log"; fail "$m on cpu-guarded failed"; }
+    grep -q "$m: the ring runs on cpu-guarded memory: only encoded segments cross to the host" "$T/log" ||
+        { cat "$T/log"; fail "$m on cpu-guarded does not say that its ring runs on the device"; }
+done
 for c in none t16 fp16 q8; do
     same --mode dsync --compress "$c"
     same --mode ps --compress "$c"
@@ -37,6 +45,7 @@ for c in none t16 fp16 q8; do
     same --mode csc --compress "$c" --chunk 512
 done
 same --mode dsync --fusion-bytes 20000
+same --mode dsync --fusion-bytes 20000 --compress q8
 same --mode ps --ps-messages range --ps-wait-free --compress q8
 same --mode csc --chunk 512 --fusion-bytes 20000 --momentum-correction --wd 1e-4
 same --mode pipesgd --pipeline-depth 3 --warmup-epochs 1 --compress q8

@@ -27,9 +27,14 @@ void tmpdir_remove(void);
 const char *write_bytes(const char *name, const void *data, size_t n);
 const char *write_text(const char *name, const char *text);
 
-/* uniform in [lo, hi) from a fixed-seed stream */
 /* n floats uniform in [lo, hi) from stream `stream` of seed (malloc'd; at least one) */
 float *rand_floats(size_t n, uint64_t seed, uint64_t stream, float lo, float hi);
 void fill_uniform_d(double *x, size_t n, double lo, double hi, uint64_t seed);
+/* n floats for codecs: random over many magnitudes, every fifth a special one (signed zeros, NaN,
+ * infinities, fp16's limits and subnormals, fp32 subnormals); malloc'd */
+float *codec_input(size_t n, uint64_t seed);
+/* 1 if a and b are the same bits, a NaN matching any NaN (a GPU's arithmetic makes its own);
+ * else 0 and the first difference in *at */
+int same_floats(const float *a, const float *b, size_t n, size_t *at);
 
 #endif

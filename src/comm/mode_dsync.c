@@ -11,6 +11,9 @@
  * backward, in the compute thread.
  * The gradient goes through its host view (env->gh): with a device backend each range is copied
  * to the host before it is sent and the sum back before the update (counted as encode and decode).
+ * Except where the device codes itself (the CUDA backend's codecs): then the ring runs on the
+ * device's arena and only encoded segments cross to the host (ring_create_on); the communication
+ * thread's allreduces run on a queue of their own (a CUDA stream), beside backward's kernels.
  *
  * --allreduce mpi: the same sums by the MPI library's own MPI_Allreduce (fp32, no codec), the
  * baseline the papers compare against; its bytes are counted as a ring allreduce of fp32 would
@@ -33,9 +36,11 @@
 typedef struct {
     dt_ring *ring;
     int mpi;       /* --allreduce mpi */
+    int on_dev;    /* the ring runs on the backend's memory (ring_create_on): no staging of the arena */
     size_t fusion; /* values per fused allreduce; 0: no fusion */
     /* fusion */
     dt_comm *cc;
+    dt_backend *q; /* on_dev: the communication thread's queue */
     dt_ring *bg;
     dt_worker *worker;
     size_t sent;
@@ -76,14 +81,24 @@ static int dsync_init(void **state, dt_mode_env *env)
     if (mode_env_views(env) != 0) return -1;
     s->last_job = -1;
     s->mpi = env->opts.allreduce && strcmp(env->opts.allreduce, "mpi") == 0;
+    /* on a device that codes itself the ring runs on the arena: only encoded segments leave it */
+    s->on_dev = !s->mpi && ring_can_run_on(env->be, &env->codec);
     if (isfinite(env->opts.fusion_bytes)) {
         s->fusion = (size_t)(env->opts.fusion_bytes / sizeof(float));
         if (s->fusion == 0) s->fusion = 1;
         if (!comm_thread_multiple(env->comm))
             return dt_fail("--fusion-bytes needs an MPI library with MPI_THREAD_MULTIPLE");
-        if (mode_comm_thread(env, &s->cc, &s->worker) != 0 || ring_create(&s->bg, s->cc, env->codec, env->arena.n) != 0)
+        if (mode_comm_thread(env, &s->cc, &s->worker) != 0) return -1;
+        if (s->on_dev ? backend_queue(env->be, &s->q) != 0 ||
+                            ring_create_on(&s->bg, s->cc, env->codec, env->arena.n, env->be, s->q) != 0
+                      : ring_create(&s->bg, s->cc, env->codec, env->arena.n) != 0)
             return -1;
         env->overlapped = 1;
+    }
+    if (s->on_dev) {
+        snprintf(env->note, sizeof env->note, "the ring runs on %s memory: %s segments cross to the host", env->be->name,
+                 env->codec.desc->lossless ? "its" : "only encoded");
+        return ring_create_on(&s->ring, env->comm, env->codec, env->arena.n, env->be, NULL);
     }
     return ring_create(&s->ring, env->comm, env->codec, env->arena.n);
 }
@@ -92,10 +107,12 @@ static int submit(dsync_state *s, dt_mode_env *env, size_t upto)
 {
     struct job *j = &s->jobs[s->n_jobs % MAX_JOBS];
     if (s->n_jobs >= MAX_JOBS && worker_wait(s->worker, s->n_jobs - MAX_JOBS) != 0) return -1; /* slot free */
-    if (hostbuf_pull(&env->gh, s->sent, upto - s->sent) != 0) return -1;
+    /* the range must be final where the communication thread reads it: on the host, or on the device
+     * for its own queue */
+    if ((s->on_dev ? env->be->sync(env->be) : hostbuf_pull(&env->gh, s->sent, upto - s->sent)) != 0) return -1;
     j->ring = s->bg;
     j->c = s->mpi ? s->cc : NULL;
-    j->x = env->gh.host + s->sent;
+    j->x = (s->on_dev ? env->arena.g : env->gh.host) + s->sent;
     j->n = upto - s->sent;
     s->last_job = worker_submit(s->worker, job_run, j);
     s->n_jobs++;
@@ -123,14 +140,15 @@ static int dsync_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times 
             worker_take_times(s->worker, t);
             s->sent = 0;
         } else {
-            if (mode_pull(&env->gh, 0, n, &t->encode) != 0) return -1;
+            if (!s->on_dev && mode_pull(&env->gh, 0, n, &t->encode) != 0) return -1;
             double c0 = cpu_thread_seconds(); /* for the timing model: the allreduce's CPU */
-            if ((s->mpi ? mpi_allreduce(env->comm, s->ring, env->gh.host, n, t)
-                        : ring_allreduce(s->ring, env->gh.host, n, t)) != 0)
+            if ((s->mpi      ? mpi_allreduce(env->comm, s->ring, env->gh.host, n, t)
+                 : s->on_dev ? ring_allreduce(s->ring, env->arena.g, n, t)
+                             : ring_allreduce(s->ring, env->gh.host, n, t)) != 0)
                 return -1;
             t->cpu_comm += cpu_thread_seconds() - c0;
         }
-        if (mode_push(&env->gh, 0, n, &t->decode) != 0) return -1;
+        if (!s->on_dev && mode_push(&env->gh, 0, n, &t->decode) != 0) return -1;
     }
     double t1 = dt_now();
     if (optim_step(env->optim, env->arena.w, env->arena.g, it->lr, 0, n) != 0) return -1;
@@ -165,6 +183,7 @@ static void dsync_finalize(void *state, dt_mode_env *env)
     worker_destroy(s->worker);
     ring_destroy(s->bg);
     ring_destroy(s->ring);
+    backend_queue_free(env->be, s->q);
     if (s->cc) comm_free(s->cc);
     free(s);
 }

@@ -20,7 +20,9 @@
  * which held gsum[t-K] until begin(t) applied it. Each slot is backend memory with a host view:
  * the compute thread copies the gradient to the host before handing it over (a no-op on the
  * CPU), the communication thread allreduces the host copy, and the sum goes back before the
- * update.
+ * update. On a device that codes itself (the CUDA backend's codecs) the communication thread
+ * allreduces the slot where it is instead, on a queue of its own (a CUDA stream), and only encoded
+ * segments cross to the host (ring_create_on).
  */
 #include <math.h>
 #include <stddef.h>
@@ -47,6 +49,8 @@ typedef struct {
     dt_comm *cc;
     dt_ring *ring;
     dt_worker *worker;
+    int on_dev;    /* the ring runs on the slots in the backend's memory (ring_create_on) */
+    dt_backend *q; /* then: the communication thread's queue */
     struct job {
         dt_ring *ring;
         float *x;
@@ -85,9 +89,14 @@ static int pipe_init(void **state, dt_mode_env *env)
         s->job[i] = -1;
         if (hostbuf_alloc(&s->slot[i], env->be, env->arena.n) != 0) return -1;
     }
-    if (mode_comm_thread(env, &s->cc, &s->worker) != 0 || ring_create(&s->ring, s->cc, env->codec, env->arena.n) != 0)
-        return -1;
-    return 0;
+    if (mode_comm_thread(env, &s->cc, &s->worker) != 0) return -1;
+    /* on a device that codes itself the ring runs on the slots: only encoded segments leave it */
+    s->on_dev = ring_can_run_on(env->be, &env->codec);
+    if (!s->on_dev) return ring_create(&s->ring, s->cc, env->codec, env->arena.n);
+    snprintf(env->note, sizeof env->note, "the ring runs on %s memory: %s segments cross to the host", env->be->name,
+             env->codec.desc->lossless ? "its" : "only encoded");
+    if (backend_queue(env->be, &s->q) != 0) return -1;
+    return ring_create_on(&s->ring, s->cc, env->codec, env->arena.n, env->be, s->q);
 }
 
 /* Waits for the allreduce in slot i, if one is pending there, and applies it at learning rate lr
@@ -130,10 +139,16 @@ static int pipe_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
     s->job[i] = -1; /* one rank: the sum is the gradient itself */
     s->on_host[i] = 0;
     if (mode_ranks(env) > 1) {
-        if (mode_pull(&s->slot[i], 0, env->arena.n, &t->encode) != 0) return -1;
-        s->on_host[i] = 1;
+        if (s->on_dev) { /* backward's gradient final on the device for the communication queue */
+            double t0 = dt_now();
+            if (env->be->sync(env->be) != 0) return -1;
+            t->encode += dt_now() - t0;
+        } else {
+            if (mode_pull(&s->slot[i], 0, env->arena.n, &t->encode) != 0) return -1;
+            s->on_host[i] = 1;
+        }
         j->ring = s->ring;
-        j->x = s->slot[i].host;
+        j->x = s->on_dev ? s->slot[i].dev : s->slot[i].host;
         j->n = env->arena.n;
         if ((s->job[i] = worker_submit(s->worker, job_run, j)) < 0) return -1;
     }
@@ -228,6 +243,7 @@ static void pipe_finalize(void *state, dt_mode_env *env)
     mode_env_release(env);
     worker_destroy(s->worker);
     ring_destroy(s->ring);
+    backend_queue_free(env->be, s->q);
     if (s->cc) comm_free(s->cc);
     for (int i = 0; s->slot && i < s->k; i++) hostbuf_free(&s->slot[i]);
     free(s->slot);

@@ -11,7 +11,12 @@ struct dt_ring {
     dt_codec codec;
     int p, rank;
     size_t cap; /* encoded bytes of the largest segment */
-    unsigned char *buf[2];
+    unsigned char *buf[2]; /* host memory (be's page-locked staging on a device) */
+    /* ring_create_on: x lives in be's memory; kind: be's codec (0: none); dev: the segment encoded
+     * there, and the one received */
+    dt_backend *be, *q; /* q: the queue the ring's ops run on */
+    int kind;
+    void *dev[2];
 };
 
 static size_t seg_cap(dt_codec codec, size_t max_n, int p)
@@ -19,28 +24,71 @@ static size_t seg_cap(dt_codec codec, size_t max_n, int p)
     return codec_bytes(&codec, max_n / (size_t)p + 1);
 }
 
-int ring_create(dt_ring **out, dt_comm *c, dt_codec codec, size_t max_n)
+/* the backend's code for a codec (0: none, -1: none it runs) */
+static int wire_kind(const dt_codec *codec)
+{
+    const char *n = codec->desc->name;
+    if (codec->desc->lossless) return 0;
+    return !strcmp(n, "t16") ? DT_WIRE_T16 : !strcmp(n, "fp16") ? DT_WIRE_FP16 : !strcmp(n, "q8") ? DT_WIRE_Q8 : -1;
+}
+
+int ring_can_run_on(const dt_backend *be, const dt_codec *codec)
+{
+    int kind = wire_kind(codec);
+    return be && !be->host_memory && kind >= 0 && (kind == 0 || (be->wire_encode && be->wire_decode));
+}
+
+static int ring_make(dt_ring **out, dt_comm *c, dt_codec codec, size_t max_n, dt_backend *be, dt_backend *q)
 {
     dt_ring *r = calloc(1, sizeof *r);
     if (!r) return dt_fail("out of memory");
+    *out = r;
     r->c = c;
     r->codec = codec;
     r->p = comm_size(c);
     r->rank = comm_rank(c);
     r->cap = seg_cap(codec, max_n, r->p);
-    if (!(r->buf[0] = dt_alloc(r->cap)) || !(r->buf[1] = dt_alloc(r->cap))) {
-        ring_destroy(r);
-        return -1;
+    r->be = be;
+    r->q = q;
+    if (!be) {
+        if (!(r->buf[0] = dt_alloc(r->cap)) || !(r->buf[1] = dt_alloc(r->cap))) goto fail;
+        return 0;
     }
-    *out = r;
+    if (!ring_can_run_on(be, &codec)) {
+        dt_fail("internal: the %s backend cannot run the ring with codec %s", be->name, codec.desc->name);
+        goto fail;
+    }
+    r->kind = wire_kind(&codec);
+    for (int i = 0; i < 2; i++)
+        if (!(r->buf[i] = backend_host_alloc(be, r->cap)) || !(r->dev[i] = be->alloc(be, r->cap))) goto fail;
     return 0;
+fail:
+    ring_destroy(r);
+    *out = NULL;
+    return -1;
+}
+
+int ring_create(dt_ring **out, dt_comm *c, dt_codec codec, size_t max_n)
+{
+    return ring_make(out, c, codec, max_n, NULL, NULL);
+}
+
+int ring_create_on(dt_ring **out, dt_comm *c, dt_codec codec, size_t max_n, dt_backend *be, dt_backend *q)
+{
+    return ring_make(out, c, codec, max_n, be, q ? q : be);
 }
 
 void ring_destroy(dt_ring *r)
 {
     if (!r) return;
-    dt_free(r->buf[0]);
-    dt_free(r->buf[1]);
+    for (int i = 0; i < 2; i++) {
+        if (r->be) {
+            backend_host_free(r->be, r->buf[i]);
+            if (r->dev[i]) r->be->free(r->be, r->dev[i]);
+        } else {
+            dt_free(r->buf[i]);
+        }
+    }
     free(r);
 }
 
@@ -63,10 +111,59 @@ double ring_bytes_sent(const dt_ring *r, size_t n)
 #define TAG_RS 101
 #define TAG_AG 102
 
+/* ---- the ring on a device's memory (ring_create_on) ---------------------------------------------- */
+
+/* n values at x (device) encoded into host memory out */
+static int dev_encode(dt_ring *r, const float *x, size_t n, void *out)
+{
+    dt_backend *be = r->q;
+    if (r->kind == 0) return be->to_host(be, out, x, n * sizeof *x);
+    if (be->wire_encode(be, r->kind, r->codec.block, x, n, r->dev[0]) != 0) return -1;
+    return be->to_host(be, out, r->dev[0], codec_bytes(&r->codec, n));
+}
+
+/* the encoding of n values in host memory in, decoded into x (device), or added to it */
+static int dev_decode(dt_ring *r, const void *in, size_t n, float *x, int add)
+{
+    dt_backend *be = r->q;
+    if (r->kind == 0 && !add) return be->to_device(be, x, in, n * sizeof *x);
+    if (be->to_device(be, r->dev[1], in, codec_bytes(&r->codec, n)) != 0) return -1;
+    if (r->kind == 0) return be->add(be, x, r->dev[1], n, 1.0f);
+    return be->wire_decode(be, r->kind, r->codec.block, r->dev[1], n, x, add);
+}
+
+/* The owner's segment after dev_encode put it in out: x becomes its decoded form (lossy codecs),
+ * decoded from the device's copy of out */
+static int dev_own(dt_ring *r, const void *out, size_t n, float *x)
+{
+    (void)out;
+    return r->q->wire_decode(r->q, r->kind, r->codec.block, r->dev[0], n, x, 0);
+}
+
+/* ---- the ring on host memory ---------------------------------------------------------------------- */
+
+static int host_encode(dt_ring *r, const float *x, size_t n, void *out)
+{
+    codec_encode(&r->codec, x, n, out);
+    return 0;
+}
+
+static int host_decode(dt_ring *r, const void *in, size_t n, float *x, int add)
+{
+    if (add) codec_decode_add(&r->codec, in, n, x);
+    else codec_decode(&r->codec, in, n, x);
+    return 0;
+}
+
+static int host_own(dt_ring *r, const void *out, size_t n, float *x) { return host_decode(r, out, n, x, 0); }
+
 int ring_allreduce(dt_ring *r, float *x, size_t n, dt_times *t)
 {
     const int p = r->p, me = r->rank, right = (me + 1) % p, left = (me - 1 + p) % p;
     const dt_codec *codec = &r->codec;
+    int (*enc)(dt_ring *, const float *, size_t, void *) = r->be ? dev_encode : host_encode;
+    int (*dec)(dt_ring *, const void *, size_t, float *, int) = r->be ? dev_decode : host_decode;
+    int (*own)(dt_ring *, const void *, size_t, float *) = r->be ? dev_own : host_own;
     double sent0 = comm_bytes_sent(r->c), recv0 = comm_bytes_recv(r->c), te = 0, td = 0, tc = 0, t0;
     unsigned char *sbuf = r->buf[0], *rbuf = r->buf[1];
     if (p == 1 || n == 0) return 0;
@@ -78,14 +175,14 @@ int ring_allreduce(dt_ring *r, float *x, size_t n, dt_times *t)
         split_range(n, (me - s + p) % p, p, &sf, &sc);
         split_range(n, (me - s - 1 + p) % p, p, &rf, &rc);
         t0 = dt_now();
-        codec_encode(codec, x + sf, sc, sbuf);
+        if (enc(r, x + sf, sc, sbuf) != 0) return -1;
         te += dt_now() - t0;
         t0 = dt_now();
         if (comm_sendrecv(r->c, sbuf, codec_bytes(codec, sc), right, rbuf, codec_bytes(codec, rc), left, TAG_RS) != 0)
             return -1;
         tc += dt_now() - t0;
         t0 = dt_now();
-        codec_decode_add(codec, rbuf, rc, x + rf);
+        if (dec(r, rbuf, rc, x + rf, 1) != 0) return -1;
         td += dt_now() - t0;
     }
     /* this rank now owns the sum of segment me+1: encode it once, keep the decoded form too */
@@ -93,11 +190,11 @@ int ring_allreduce(dt_ring *r, float *x, size_t n, dt_times *t)
         size_t of, oc;
         split_range(n, (me + 1) % p, p, &of, &oc);
         t0 = dt_now();
-        codec_encode(codec, x + of, oc, sbuf);
+        if (enc(r, x + of, oc, sbuf) != 0) return -1;
         te += dt_now() - t0;
         if (!codec->desc->lossless) {
             t0 = dt_now();
-            codec_decode(codec, sbuf, oc, x + of);
+            if (own(r, sbuf, oc, x + of) != 0) return -1;
             td += dt_now() - t0;
         }
     }
@@ -111,11 +208,16 @@ int ring_allreduce(dt_ring *r, float *x, size_t n, dt_times *t)
             return -1;
         tc += dt_now() - t0;
         t0 = dt_now();
-        codec_decode(codec, rbuf, rc, x + rf);
+        if (dec(r, rbuf, rc, x + rf, 0) != 0) return -1;
         td += dt_now() - t0;
         unsigned char *tmp = sbuf; /* what came in goes out next */
         sbuf = rbuf;
         rbuf = tmp;
+    }
+    if (r->q != r->be) { /* the sums final for the other queue */
+        t0 = dt_now();
+        if (r->q->sync(r->q) != 0) return -1;
+        td += dt_now() - t0;
     }
     if (t) {
         t->encode += te;

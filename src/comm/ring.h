@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../engine/engine.h"
 #include "../stats.h"
 #include "codec.h"
 #include "transport.h"
@@ -23,6 +24,16 @@ typedef struct dt_ring dt_ring;
 
 /* For allreduces of up to max_n values over comm c. */
 int ring_create(dt_ring **out, dt_comm *c, dt_codec codec, size_t max_n);
+/* 1 if be's memory is a device's (not the host's) and be codes there itself (its wire_encode; or
+ * the codec is none): then the ring can run on that memory (ring_create_on). */
+int ring_can_run_on(const dt_backend *be, const dt_codec *codec);
+/* A ring whose ring_allreduce takes x in be's memory: each step's segment is encoded there, and
+ * only the encoded bytes cross to the host (page-locked staging) and back, where they are decoded
+ * and added. The same bytes on the wire and the same sums as the host ring (be's codecs give the
+ * CPU codecs' bytes and floats). Its buffers are be's; its ops run on queue q (be, or
+ * backend_queue's for a communication thread: then x must be final on the device when the
+ * allreduce starts, and the sums are when it returns). */
+int ring_create_on(dt_ring **out, dt_comm *c, dt_codec codec, size_t max_n, dt_backend *be, dt_backend *q);
 void ring_destroy(dt_ring *r);
 /* Sums x[0..n) over all ranks in place. Adds encode, decode and comm (wire + waiting for the
  * neighbours) times and the bytes to t. */

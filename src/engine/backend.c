@@ -200,6 +200,17 @@ const char *backend_auto(char *why, size_t n)
     return "cpu";
 }
 
+int backend_queue(dt_backend *be, dt_backend **q)
+{
+    *q = be;
+    return be->queue_create ? be->queue_create(be, q) : 0;
+}
+
+void backend_queue_free(dt_backend *be, dt_backend *q)
+{
+    if (q && q != be && be->queue_free) be->queue_free(be, q);
+}
+
 const char *backend_describe(const dt_backend *be)
 {
     const dt_backend_desc *d = backend_find(be->name);

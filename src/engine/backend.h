@@ -70,6 +70,9 @@ typedef struct dt_shortcut_cfg {
     dt_layout in_layout, out_layout;
 } dt_shortcut_cfg;
 
+/* the codecs a backend may run (wire_encode): t16, fp16 and q8 of comm/codec.h */
+enum { DT_WIRE_T16 = 1, DT_WIRE_FP16 = 2, DT_WIRE_Q8 = 3 };
+
 struct dt_backend {
     const char *name;
     int n_threads;
@@ -128,6 +131,21 @@ struct dt_backend {
     int (*scale)(dt_backend *be, float *x, float a, size_t n);
     /* y = beta * y + x */
     int (*add)(dt_backend *be, float *y, const float *x, size_t n, float beta);
+    /* Gradient codecs (--compress) on the backend's memory, for comm code that keeps gradients there:
+     * comm/codec.h's formats, the same bytes as the CPU codecs for the same input and the same floats
+     * decoded (subnormals aside: the CPU flushes them). kind: DT_WIRE_*; block: q8's values per scale
+     * (0: one for all n). out holds the encoding of x[0..n); decode writes x, or adds into it with add.
+     * NULL where the backend has none (the comm code then codes on host views). */
+    int (*wire_encode)(dt_backend *be, int kind, int block, const float *x, size_t n, void *out);
+    int (*wire_decode)(dt_backend *be, int kind, int block, const void *in, size_t n, float *x, int add);
+    /* A second queue on the same device and memory, for a communication thread: ops called through q
+     * run in their own order beside be's (a CUDA stream of its own), so that communication overlaps
+     * compute. q offers copies, sync, add, scale and the codecs; memory is allocated through be.
+     * Ordering between the two is the caller's: sync the one that wrote before the other reads.
+     * NULL where ops are done when they return (the CPU): be serves as its own queue
+     * (backend_queue). */
+    int (*queue_create)(dt_backend *be, dt_backend **q);
+    void (*queue_free)(dt_backend *be, dt_backend *q);
 
     /* --- the layers of CNNs. Each op gets a plan once per layer (from its configuration; NULL
      * and an error on failure) and then runs for any number of rows. Backward writes dx
@@ -205,7 +223,7 @@ typedef struct dt_backend_desc {
 
 /* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
  * which returns NULL when it was built for another ABI. */
-#define DT_BACKEND_ABI 4
+#define DT_BACKEND_ABI 5
 typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
 
 /* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise
@@ -229,6 +247,10 @@ void *backend_host_alloc(dt_backend *be, size_t bytes);
 void backend_host_free(dt_backend *be, void *p);
 /* The same as an allocator for code that cannot see backends (the data loader). */
 dt_host_allocator backend_host_allocator(dt_backend *be);
+/* A queue for a communication thread (be's queue_create), or be itself where ops are done when they
+ * return; and its free (nothing for be itself). */
+int backend_queue(dt_backend *be, dt_backend **q);
+void backend_queue_free(dt_backend *be, dt_backend *q);
 /* The describe line of a backend's kind. */
 const char *backend_describe(const dt_backend *be);
 /* Adds a kind (tests register the guarded backend this way); at most a few. */
