@@ -339,47 +339,43 @@ END_TEST
  * and decoding the CPU's bytes gives the CPU's floats (any NaN for a NaN). */
 START_TEST(codecs)
 {
-    static const char *names[] = {"t16", "fp16", "q8"};
-    static const int kinds[] = {DT_WIRE_T16, DT_WIRE_FP16, DT_WIRE_Q8};
-    static const size_t sizes[] = {1, 3, 7, 33, 1000, 4099, 10007, 1 << 20};
-    static const int q8_blocks[] = {DT_CODEC_PER_VECTOR, 1, 7, 256};
+    const char *name;
+    int kind, block;
+    size_t n, at = 0;
     ck_assert_msg(gpu->wire_encode && gpu->wire_decode, "the CUDA backend has no codecs");
     cpu_flush_denormals(); /* as dtrain runs; the kernels flush too (-ftz=true) */
-    for (int c = 0; c < 3; c++)
-        for (int bi = 0; bi < (kinds[c] == DT_WIRE_Q8 ? 4 : 1); bi++)
-            for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
-                size_t n = sizes[si], at = 0;
-                int block = kinds[c] == DT_WIRE_Q8 ? q8_blocks[bi] : 0;
-                dt_codec codec;
-                ck_assert_int_eq(codec_create(names[c], block, &codec), 0);
-                size_t bytes = codec_bytes(&codec, n);
-                float *x = codec_input(n, 80 + si), *acc = randv(n, 90 + si, -1, 1);
-                uint8_t *ref = calloc(bytes, 1), *got = calloc(bytes, 1);
-                float *dx = up(x, n * 4);
-                uint8_t *denc = gpu->alloc(gpu, bytes);
-                ck_assert_ptr_nonnull(denc);
-                codec_encode(&codec, x, n, ref);
-                OK(gpu->wire_encode(gpu, kinds[c], block > 0 ? block : 0, dx, n, denc));
-                OK(gpu->to_host(gpu, got, denc, bytes));
-                for (at = 0; at < bytes && ref[at] == got[at]; at++) continue;
-                ck_assert_msg(at == bytes, "%s (block %d), %zu values: byte %zu of %zu: CPU %02x, GPU %02x", names[c],
-                              block, n, at, bytes, at < bytes ? ref[at] : 0, at < bytes ? got[at] : 0);
-                OK(gpu->to_device(gpu, denc, ref, bytes));
-                for (int add = 0; add < 2; add++) {
-                    float *yr = malloc(n * 4), *dy = up(acc, n * 4);
-                    memcpy(yr, acc, n * 4);
-                    if (add) codec_decode_add(&codec, ref, n, yr);
-                    else codec_decode(&codec, ref, n, yr);
-                    OK(gpu->wire_decode(gpu, kinds[c], block > 0 ? block : 0, denc, n, dy, add));
-                    float *yg = down(dy, n);
-                    ck_assert_msg(same_floats(yr, yg, n, &at), "%s (block %d) %s, %zu values: value %zu: CPU %a, GPU %a",
-                                  names[c], block, add ? "decode-add" : "decode", n, at, (double)yr[at], (double)yg[at]);
-                    free(yr), free(yg);
-                    gpu->free(gpu, dy);
-                }
-                gpu->free(gpu, dx), gpu->free(gpu, denc);
-                free(x), free(acc), free(ref), free(got);
-            }
+    for (int i = 0; codec_case(i, 1, &name, &kind, &block, &n); i++) {
+        dt_codec codec;
+        ck_assert_int_eq(codec_create(name, block, &codec), 0);
+        int wire_block = block > 0 ? block : 0;
+        size_t bytes = codec_bytes(&codec, n);
+        float *x = codec_input(n, 80 + (uint64_t)i), *acc = randv(n, 90 + (uint64_t)i, -1, 1);
+        uint8_t *ref = calloc(bytes, 1), *got = calloc(bytes, 1);
+        float *dx = up(x, n * 4);
+        uint8_t *denc = gpu->alloc(gpu, bytes);
+        ck_assert_ptr_nonnull(denc);
+        codec_encode(&codec, x, n, ref);
+        OK(gpu->wire_encode(gpu, kind, wire_block, dx, n, denc));
+        OK(gpu->to_host(gpu, got, denc, bytes));
+        for (at = 0; at < bytes && ref[at] == got[at]; at++) continue;
+        ck_assert_msg(at == bytes, "%s (block %d), %zu values: byte %zu of %zu: CPU %02x, GPU %02x", name, block, n, at,
+                      bytes, at < bytes ? ref[at] : 0, at < bytes ? got[at] : 0);
+        OK(gpu->to_device(gpu, denc, ref, bytes));
+        for (int add = 0; add < 2; add++) {
+            float *yr = malloc(n * 4), *dy = up(acc, n * 4);
+            memcpy(yr, acc, n * 4);
+            if (add) codec_decode_add(&codec, ref, n, yr);
+            else codec_decode(&codec, ref, n, yr);
+            OK(gpu->wire_decode(gpu, kind, wire_block, denc, n, dy, add));
+            float *yg = down(dy, n);
+            ck_assert_msg(same_floats(yr, yg, n, &at), "%s (block %d) %s, %zu values: value %zu: CPU %a, GPU %a", name,
+                          block, add ? "decode-add" : "decode", n, at, (double)yr[at], (double)yg[at]);
+            free(yr), free(yg);
+            gpu->free(gpu, dy);
+        }
+        gpu->free(gpu, dx), gpu->free(gpu, denc);
+        free(x), free(acc), free(ref), free(got);
+    }
 }
 END_TEST
 

@@ -369,37 +369,32 @@ static void twin_decode(int kind, size_t b, const uint8_t *in, size_t n, float *
 
 START_TEST(codecs)
 {
-    static const char *names[] = {"t16", "fp16", "q8"};
-    static const int kinds[] = {DT_WIRE_T16, DT_WIRE_FP16, DT_WIRE_Q8};
-    static const size_t sizes[] = {1, 3, 7, 33, 1000, 4099, 10007};
-    static const int q8_blocks[] = {DT_CODEC_PER_VECTOR, 1, 7, 256};
+    const char *name;
+    int kind, block;
+    size_t n, at = 0;
     cpu_flush_denormals(); /* as dtrain runs (and the kernels, compiled -ftz=true) */
-    for (int c = 0; c < 3; c++)
-        for (int bi = 0; bi < (kinds[c] == DT_WIRE_Q8 ? 4 : 1); bi++)
-            for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
-                size_t n = sizes[si], at = 0;
-                int block = kinds[c] == DT_WIRE_Q8 ? q8_blocks[bi] : 0;
-                dt_codec codec;
-                ck_assert_int_eq(codec_create(names[c], block, &codec), 0);
-                size_t bytes = codec_bytes(&codec, n), b = block > 0 ? (size_t)block : n;
-                float *x = codec_input(n, 60 + si), *acc = randv(n, 70 + si, -1, 1);
-                uint8_t *ref = calloc(bytes, 1), *got = calloc(bytes, 1);
-                codec_encode(&codec, x, n, ref);
-                twin_encode(kinds[c], b, x, n, got);
-                for (at = 0; at < bytes && ref[at] == got[at]; at++) continue;
-                ck_assert_msg(at == bytes, "%s (block %d), %zu values: byte %zu of %zu: CPU %02x, kernel %02x",
-                              names[c], block, n, at, bytes, at < bytes ? ref[at] : 0, at < bytes ? got[at] : 0);
-                for (int add = 0; add < 2; add++) {
-                    float *yr = dup(acc, n), *yt = dup(acc, n);
-                    if (add) codec_decode_add(&codec, ref, n, yr);
-                    else codec_decode(&codec, ref, n, yr);
-                    twin_decode(kinds[c], b, ref, n, yt, add);
-                    ck_assert_msg(same_floats(yr, yt, n, &at), "%s (block %d) %s, %zu values: value %zu: CPU %a, kernel %a",
-                                  names[c], block, add ? "decode-add" : "decode", n, at, (double)yr[at], (double)yt[at]);
-                    free(yr), free(yt);
-                }
-                free(x), free(acc), free(ref), free(got);
-            }
+    for (int i = 0; codec_case(i, 0, &name, &kind, &block, &n); i++) {
+        dt_codec codec;
+        ck_assert_int_eq(codec_create(name, block, &codec), 0);
+        size_t bytes = codec_bytes(&codec, n), b = block > 0 ? (size_t)block : n;
+        float *x = codec_input(n, 60 + (uint64_t)i), *acc = randv(n, 70 + (uint64_t)i, -1, 1);
+        uint8_t *ref = calloc(bytes, 1), *got = calloc(bytes, 1);
+        codec_encode(&codec, x, n, ref);
+        twin_encode(kind, b, x, n, got);
+        for (at = 0; at < bytes && ref[at] == got[at]; at++) continue;
+        ck_assert_msg(at == bytes, "%s (block %d), %zu values: byte %zu of %zu: CPU %02x, kernel %02x", name, block, n,
+                      at, bytes, at < bytes ? ref[at] : 0, at < bytes ? got[at] : 0);
+        for (int add = 0; add < 2; add++) {
+            float *yr = dup(acc, n), *yt = dup(acc, n);
+            if (add) codec_decode_add(&codec, ref, n, yr);
+            else codec_decode(&codec, ref, n, yr);
+            twin_decode(kind, b, ref, n, yt, add);
+            ck_assert_msg(same_floats(yr, yt, n, &at), "%s (block %d) %s, %zu values: value %zu: CPU %a, kernel %a",
+                          name, block, add ? "decode-add" : "decode", n, at, (double)yr[at], (double)yt[at]);
+            free(yr), free(yt);
+        }
+        free(x), free(acc), free(ref), free(got);
+    }
 }
 END_TEST
 

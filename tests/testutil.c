@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/codec.h"
+#include "engine/backend.h"
 #include "rng.h"
 
 static int worst(const double *diff_scaled, size_t n, size_t *at)
@@ -108,6 +110,24 @@ float *codec_input(size_t n, uint64_t seed)
     for (size_t i = 0; i < n; i += 5) x[i] = special[(i / 5) % (sizeof special / sizeof *special)];
     free(e);
     return x;
+}
+
+int codec_case(int i, int big, const char **name, int *kind, int *block, size_t *n)
+{
+    static const char *names[] = {"t16", "fp16", "q8"};
+    static const int kinds[] = {DT_WIRE_T16, DT_WIRE_FP16, DT_WIRE_Q8};
+    static const size_t sizes[] = {1, 3, 7, 33, 1000, 4099, 10007, 1 << 20};
+    static const int q8_blocks[] = {DT_CODEC_PER_VECTOR, 1, 7, 256};
+    int n_sizes = big ? 8 : 7;
+    for (int c = 0; c < 3; c++)
+        for (int b = 0; b < (c == 2 ? 4 : 1); b++) {
+            if (i < n_sizes) {
+                *name = names[c], *kind = kinds[c], *block = c == 2 ? q8_blocks[b] : 0, *n = sizes[i];
+                return 1;
+            }
+            i -= n_sizes;
+        }
+    return 0;
 }
 
 int same_floats(const float *a, const float *b, size_t n, size_t *at)

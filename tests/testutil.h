@@ -33,6 +33,10 @@ void fill_uniform_d(double *x, size_t n, double lo, double hi, uint64_t seed);
 /* n floats for codecs: random over many magnitudes, every fifth a special one (signed zeros, NaN,
  * infinities, fp16's limits and subnormals, fp32 subnormals); malloc'd */
 float *codec_input(size_t n, uint64_t seed);
+/* The codec cases of the device twin tests, i = 0, 1, ... until it returns 0: each codec a device
+ * runs (its --compress name and DT_WIRE_* kind), q8 with a scale per vector (block
+ * DT_CODEC_PER_VECTOR) and per 1, 7 and 256 values, over n = 1 ... 10007 (and 2^20 with big). */
+int codec_case(int i, int big, const char **name, int *kind, int *block, size_t *n);
 /* 1 if a and b are the same bits, a NaN matching any NaN (a GPU's arithmetic makes its own);
  * else 0 and the first difference in *at */
 int same_floats(const float *a, const float *b, size_t n, size_t *at);
