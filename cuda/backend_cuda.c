@@ -293,6 +293,26 @@ static int cu_wire_decode(dt_backend *be, int kind, int block, const void *in, s
                          "%s, %zu values, block %d", wire_name(kind), n, block);
 }
 
+static int cu_residual_add(dt_backend *be, float *r, float *u, const float *g, const float *w, size_t n, float m,
+                           float wd)
+{
+    ENTER(be);
+    return cuda_launched(cuk_residual_add(S(be), r, u, g, w, n, m, wd), "residual", "%zu values%s", n,
+                         u ? ", momentum correction" : "");
+}
+
+static int cu_topk(dt_backend *be, const float *x, size_t n, size_t k, void *pairs)
+{
+    ENTER(be);
+    return cuda_launched(cuk_topk(S(be), x, n, k, pairs), "top-k selection", "%zu of %zu values", k, n);
+}
+
+static int cu_pairs_apply(dt_backend *be, float *x, const void *pairs, size_t k, int how, float a)
+{
+    ENTER(be);
+    return cuda_launched(cuk_pairs_apply(S(be), x, pairs, k, how, a), "sparse update", "%zu pairs", k);
+}
+
 /* A queue for a communication thread: a stream of its own on the same GPU, with the ops a ring
  * needs (copies, add, scale, the codecs); it has no cuBLAS or cuDNN handle and allocates nothing. */
 static int cu_queue_create(dt_backend *be, dt_backend **out)
@@ -460,6 +480,9 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     be->add = cu_add;
     be->wire_encode = cu_wire_encode;
     be->wire_decode = cu_wire_decode;
+    be->residual_add = cu_residual_add;
+    be->topk = cu_topk;
+    be->pairs_apply = cu_pairs_apply;
     be->queue_create = cu_queue_create;
     be->queue_free = cu_queue_free;
     cuda_blas_init(be);
@@ -515,8 +538,8 @@ static void cuda_list_devices(FILE *f)
                 p.minor, (double)p.totalGlobalMem / (1 << 30), (double)fr / (1 << 30), p.multiProcessorCount);
     }
     fprintf(f, "  run on a GPU (an H200, 2026-11-26): every op against the CPU, training, every mode with 2 ranks on one\n"
-               "  GPU, checkpoints across devices; only compiled: the codecs (t16, fp16, q8) and D-Sync's ring on the GPU;\n"
-               "  not built: NCCL; README.md, \"On a GPU\"\n");
+               "  GPU, checkpoints across devices; only compiled: the codecs (t16, fp16, q8), the D-Sync and Pipe-SGD\n"
+               "  rings and the Top-k residuals and selection on the GPU; not built: NCCL; README.md, \"On a GPU\"\n");
 }
 
 static size_t cuda_peak(const dt_backend *be) { return cuda_of((dt_backend *)be)->peak + cuda_of((dt_backend *)be)->workspace_bytes; }
@@ -533,7 +556,7 @@ static const dt_backend_desc cuda_desc = {
     .verified = "run on a GPU (one H200, 2026-11-26): every op against the CPU, training equal to the CPU's, every "
                 "mode with 2 ranks on one GPU, checkpoints between devices; only compiled so far: --gpu-exact's "
                 "bit-for-bit repeat, 4 ranks on one GPU, page-locked staging, the --precision bf16 refusal, the "
-                "codecs and D-Sync's ring on the GPU",
+                "codecs, the D-Sync and Pipe-SGD rings and Top-k's residuals and selection on the GPU",
 };
 
 const dt_backend_desc *dtrain_backend_module(int abi);

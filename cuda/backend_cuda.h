@@ -108,6 +108,11 @@ int cuk_bn_bwd(cudaStream_t s, const dt_bn_cfg *c, int rows, const float *x, con
 /* backend_cuda_codec.cu: the gradient codecs (be->wire_encode, wire_decode: DT_WIRE_* of backend.h) */
 int cuk_wire_encode(cudaStream_t s, int kind, int block, const float *x, size_t n, void *out);
 int cuk_wire_decode(cudaStream_t s, int kind, int block, const void *in, size_t n, float *x, int add);
+/* backend_cuda_sparse.cu: the sparse modes' residuals, top-k and sparse updates (be->residual_add,
+ * topk, pairs_apply) */
+int cuk_residual_add(cudaStream_t s, float *r, float *u, const float *g, const float *w, size_t n, float m, float wd);
+int cuk_topk(cudaStream_t s, const float *x, size_t n, size_t k, void *pairs);
+int cuk_pairs_apply(cudaStream_t s, float *x, const void *pairs, size_t k, int how, float a);
 #ifdef __cplusplus
 }
 #endif

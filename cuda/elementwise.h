@@ -244,9 +244,11 @@ DT_HD long long ew_shortcut_dst(int n, int c, int y, int x, int O, int OH, int O
 #ifdef __CUDA_ARCH__
 #define EW_MUL(a, b) __fmul_rn(a, b)
 #define EW_ADD(a, b) __fadd_rn(a, b)
+#define EW_SUB(a, b) __fsub_rn(a, b)
 #else
 #define EW_MUL(a, b) ((a) * (b))
 #define EW_ADD(a, b) ((a) + (b))
+#define EW_SUB(a, b) ((a) - (b))
 #endif
 
 DT_HD uint32_t ew_bits(float f)
@@ -302,5 +304,20 @@ DT_HD int8_t ew_q8(float x, float inv)
 DT_HD float ew_q8_step(float s) { return s / 127.0f; }
 DT_HD float ew_q8_dec(int8_t q, float step) { return EW_MUL((float)q, step); }
 DT_HD float ew_q8_dec_add(float x, int8_t q, float step) { return EW_ADD(x, EW_MUL((float)q, step)); }
+
+/* ---- the sparse modes' residuals (src/comm/memory.c), each product and sum rounded on its own ---- */
+
+/* momentum correction's velocity: v = m u + g + wd w (then u = v, r += v) */
+DT_HD float ew_velocity(float u, float g, float w, float m, float wd)
+{
+    return EW_ADD(EW_ADD(EW_MUL(m, u), g), EW_MUL(wd, w));
+}
+/* a pair applied to x[i]: DT_PAIRS_SET (0) v, DT_PAIRS_ZERO (1) 0, DT_PAIRS_SUB (2) x - a v */
+DT_HD float ew_pair(float x, float v, int how, float a)
+{
+    return how == 0 ? v : how == 1 ? 0.0f : EW_SUB(x, EW_MUL(a, v));
+}
+/* top-k's sort key: |x| as its bits (larger |x|, larger key) */
+DT_HD uint32_t ew_topk_key(float x) { return ew_bits(x) & 0x7fffffffu; }
 
 #endif

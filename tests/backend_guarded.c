@@ -31,6 +31,7 @@
 
 #include "backend_guarded.h"
 #include "comm/codec.h"
+#include "comm/sparse.h"
 #include "util.h"
 
 typedef struct region {
@@ -246,6 +247,46 @@ static int g_wire_decode(dt_backend *be, int kind, int block, const void *in, si
     return 0;
 }
 
+/* The sparse modes' residuals (a device's run its kernels): the CPU's arithmetic on the guarded
+ * memory, each product and sum rounded on its own as memory.c, so that comm/memory.c's device paths
+ * run here and must give the CPU's bits */
+__attribute__((optimize("fp-contract=off"))) static int g_residual_add(dt_backend *be, float *r, float *u,
+                                                                        const float *gr, const float *w, size_t n,
+                                                                        float m, float wd)
+{
+    guarded *g = enter(be);
+    for (size_t i = 0; i < n; i++) {
+        if (!u) {
+            r[i] += gr[i];
+            continue;
+        }
+        float v = m * u[i] + gr[i] + wd * w[i];
+        u[i] = v;
+        r[i] += v;
+    }
+    leave(g);
+    return 0;
+}
+
+static int g_topk(dt_backend *be, const float *x, size_t n, size_t k, void *pairs)
+{
+    guarded *g = enter(be);
+    int rc = topk_select_sort(x, n, k, pairs);
+    leave(g);
+    return rc;
+}
+
+__attribute__((optimize("fp-contract=off"))) static int g_pairs_apply(dt_backend *be, float *x, const void *pairs,
+                                                                       size_t k, int how, float a)
+{
+    guarded *g = enter(be);
+    const dt_pair *p = pairs;
+    for (size_t j = 0; j < k; j++)
+        x[p[j].i] = how == DT_PAIRS_SET ? p[j].v : how == DT_PAIRS_ZERO ? 0.0f : x[p[j].i] - a * p[j].v;
+    leave(g);
+    return 0;
+}
+
 /* Plans and layout queries touch no data: straight to the CPU backend. */
 static dt_layout g_layout_for(dt_backend *be, int c, int h, int w)
 {
@@ -405,6 +446,7 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
     WRAP(layout_for), WRAP(act_size), WRAP(conv_plan), WRAP(conv_fwd), WRAP(conv_bwd), WRAP(pool_plan);
     WRAP(pool_fwd), WRAP(pool_bwd), WRAP(bn_plan), WRAP(bn_fwd), WRAP(bn_bwd), WRAP(lrn_plan), WRAP(lrn_fwd);
     WRAP(lrn_bwd), WRAP(plan_free), WRAP(shortcut_fwd), WRAP(shortcut_bwd), WRAP(wire_encode), WRAP(wire_decode);
+    WRAP(residual_add), WRAP(topk), WRAP(pairs_apply);
 #undef WRAP
     pthread_mutex_lock(&instances_lock);
     int slot = -1;

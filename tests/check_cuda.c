@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "comm/codec.h"
+#include "comm/memory.h"
+#include "comm/sparse.h"
 #include "cpu.h"
 #include "engine/backend.h"
 #include "rng.h"
@@ -379,6 +381,69 @@ START_TEST(codecs)
 }
 END_TEST
 
+/* The sparse modes' ops: residual_add equal to memory_accumulate on the CPU (both ways), topk equal
+ * to topk_select (pairs, ties included), pairs_apply equal to the CPU's updates; bit for bit. */
+START_TEST(sparse)
+{
+    const size_t n = 100003;
+    const size_t ks[] = {1, 7, 1000, 50000, n};
+    ck_assert_msg(gpu->residual_add && gpu->topk && gpu->pairs_apply, "the CUDA backend has no sparse ops");
+    cpu_flush_denormals();
+    float *g = randv(n, 100, -1, 1), *w = randv(n, 101, -1, 1), *t = randv(n, 102, -1, 1);
+    for (size_t i = 0; i < n; i++) t[i] = (t[i] < 0 ? -1.0f : 1.0f) * (float)(int)(fabsf(t[i]) * 8.0f) / 8.0f; /* ties */
+    float *dg = up(g, n * 4), *dw = up(w, n * 4);
+    for (int mc = 0; mc < 2; mc++) {
+        dt_memory *mem;
+        dt_hostbuf gh, wh;
+        ck_assert_int_eq(memory_create(&mem, n, mc, 0.9f, 1e-4f), 0);
+        ck_assert_int_eq(hostbuf_view(&gh, cpu, g, n), 0);
+        ck_assert_int_eq(hostbuf_view(&wh, cpu, w, n), 0);
+        float *zero = calloc(n, 4), *dr = up(zero, n * 4), *du = up(zero, n * 4);
+        for (int round = 0; round < 3; round++) {
+            ck_assert_int_eq(memory_accumulate(mem, &gh, &wh), 0);
+            OK(gpu->residual_add(gpu, dr, mc ? du : NULL, dg, dw, n, 0.9f, 1e-4f));
+        }
+        expect(dr, mem->r, n, 0.0, mc ? "residual (momentum correction)" : "residual");
+        if (mc) expect(du, mem->u, n, 0.0, "velocity");
+        hostbuf_free(&gh), hostbuf_free(&wh);
+        memory_destroy(mem);
+        gpu->free(gpu, dr), gpu->free(gpu, du);
+        free(zero);
+    }
+    dt_topk *sel;
+    ck_assert_int_eq(topk_create(&sel, n, n), 0);
+    dt_pair *ref = malloc(n * sizeof *ref), *got = malloc(n * sizeof *got);
+    void *dp = gpu->alloc(gpu, n * sizeof *ref);
+    float *dt = up(t, n * 4);
+    for (int which = 0; which < 2; which++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+            size_t k = ks[ki];
+            ck_assert_int_eq(topk_select(sel, which ? t : g, n, k, ref), 0);
+            OK(gpu->topk(gpu, which ? dt : dg, n, k, dp));
+            OK(gpu->to_host(gpu, got, dp, k * sizeof *got));
+            size_t j = 0;
+            while (j < k && got[j].i == ref[j].i && memcmp(&got[j].v, &ref[j].v, 4) == 0) j++;
+            ck_assert_msg(j == k, "top-%zu of %s values: pair %zu is (%u, %g) on the GPU, (%u, %g) on the CPU", k,
+                          which ? "tied" : "random", j, got[j].i, got[j].v, ref[j].i, ref[j].v);
+        }
+    /* pairs_apply: the last selection's pairs set, subtracted (x - 0.05 v) and zeroed */
+    size_t k = 1000;
+    ck_assert_int_eq(topk_select(sel, g, n, k, ref), 0);
+    OK(gpu->to_device(gpu, dp, ref, k * sizeof *ref));
+    float *x = malloc(n * 4), *dx = up(w, n * 4);
+    memcpy(x, w, n * 4);
+    for (int how = 0; how < 3; how++) {
+        for (size_t j = 0; j < k; j++)
+            x[ref[j].i] = how == DT_PAIRS_SET ? ref[j].v : how == DT_PAIRS_ZERO ? 0.0f : x[ref[j].i] - 0.05f * ref[j].v;
+        OK(gpu->pairs_apply(gpu, dx, dp, k, how, 0.05f));
+        expect(dx, x, n, 0.0, how == DT_PAIRS_SET ? "pairs set" : how == DT_PAIRS_ZERO ? "pairs zeroed" : "pairs subtracted");
+    }
+    topk_destroy(sel);
+    gpu->free(gpu, dp), gpu->free(gpu, dt), gpu->free(gpu, dx), gpu->free(gpu, dg), gpu->free(gpu, dw);
+    free(ref), free(got), free(x), free(g), free(w), free(t);
+}
+END_TEST
+
 START_TEST(memory)
 {
     size_t fr = 0, tot = 0;
@@ -421,6 +486,7 @@ int main(void)
     tcase_add_test(tc, pool_lrn_shortcut);
     tcase_add_test(tc, batch_norm);
     tcase_add_test(tc, codecs);
+    tcase_add_test(tc, sparse);
     tcase_add_test(tc, memory);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -13,6 +13,8 @@
 
 #include "../cuda/elementwise.h"
 #include "comm/codec.h"
+#include "comm/memory.h"
+#include "comm/sparse.h"
 #include "cpu.h"
 #include "engine/backend.h"
 #include "rng.h"
@@ -398,6 +400,96 @@ START_TEST(codecs)
 }
 END_TEST
 
+/* ---- the sparse modes' residuals, top-k and sparse updates against comm/memory.c and sparse.c ---- */
+
+/* a gradient with ties: values from a few levels, both signs */
+static float *tied(size_t n, uint64_t seed)
+{
+    float *x = randv(n, seed, -1, 1);
+    for (size_t i = 0; i < n; i++) x[i] = (x[i] < 0 ? -1.0f : 1.0f) * (float)(int)(fabsf(x[i]) * 8.0f) / 8.0f;
+    return x;
+}
+
+/* what backend_cuda_sparse.cu's top-k gives: by key (ew_topk_key) descending, equal keys in index order
+ * (its stable radix sort), the first k, then sorted by index */
+static int by_key_then_index(const void *a, const void *b)
+{
+    const dt_pair *x = a, *y = b;
+    uint32_t kx = ew_topk_key(x->v), ky = ew_topk_key(y->v);
+    if (kx != ky) return kx > ky ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int by_index(const void *a, const void *b)
+{
+    const dt_pair *x = a, *y = b;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+START_TEST(sparse)
+{
+    const size_t n = 10007;
+    const size_t ks[] = {1, 7, 100, 5000, n};
+    cpu_flush_denormals();
+    float *g = randv(n, 100, -1, 1), *w = randv(n, 101, -1, 1), *t = tied(n, 102);
+    /* residual_add, both ways, three rounds against memory_accumulate on the CPU */
+    for (int mc = 0; mc < 2; mc++) {
+        dt_memory *mem;
+        dt_hostbuf gh, wh;
+        ck_assert_int_eq(memory_create(&mem, n, mc, 0.9f, 1e-4f), 0);
+        ck_assert_int_eq(hostbuf_view(&gh, cpu, g, n), 0);
+        ck_assert_int_eq(hostbuf_view(&wh, cpu, w, n), 0);
+        float *r = calloc(n, 4), *u = calloc(n, 4);
+        for (int round = 0; round < 3; round++) {
+            ck_assert_int_eq(memory_accumulate(mem, &gh, &wh), 0);
+            for (size_t i = 0; i < n; i++) {
+                if (!mc) {
+                    r[i] = EW_ADD(r[i], g[i]);
+                    continue;
+                }
+                u[i] = ew_velocity(u[i], g[i], w[i], 0.9f, 1e-4f);
+                r[i] = EW_ADD(r[i], u[i]);
+            }
+        }
+        SAME(r, mem->r, n, mc ? "residual (momentum correction)" : "residual");
+        if (mc) SAME(u, mem->u, n, "velocity");
+        /* the sparse update w -= lr v at the pairs, against memory_update's */
+        dt_pair p[3] = {{2, 0.3f}, {17, -1.7f}, {9000, 2.5e-3f}};
+        float *w2 = dup(w, n), *wt = dup(w, n);
+        dt_hostbuf w2h;
+        ck_assert_int_eq(hostbuf_view(&w2h, cpu, w2, n), 0);
+        if (mc) {
+            ck_assert_int_eq(memory_update(mem, NULL, &w2h, p, 3, NULL, 0.05f), 0);
+            for (int j = 0; j < 3; j++) wt[p[j].i] = ew_pair(wt[p[j].i], p[j].v, DT_PAIRS_SUB, 0.05f);
+            SAME(wt, w2, n, "sparse update");
+        }
+        ck_assert_int_eq(memory_used(mem, p, 3), 0);
+        for (int j = 0; j < 3; j++) ck_assert(mem->r[p[j].i] == ew_pair(1.0f, 5.0f, DT_PAIRS_ZERO, 0.0f));
+        hostbuf_free(&gh), hostbuf_free(&wh), hostbuf_free(&w2h);
+        memory_destroy(mem);
+        free(r), free(u), free(w2), free(wt);
+    }
+    /* top-k: the kernel's order (stable by key, then by index) gives topk_select's pairs, ties included */
+    dt_topk *sel;
+    ck_assert_int_eq(topk_create(&sel, n, n), 0);
+    dt_pair *all = malloc(n * sizeof *all), *ref = malloc(n * sizeof *ref);
+    for (int which = 0; which < 2; which++) {
+        const float *x = which ? t : g;
+        for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+            size_t k = ks[ki];
+            for (size_t i = 0; i < n; i++) all[i] = (dt_pair){(uint32_t)i, x[i]};
+            qsort(all, n, sizeof *all, by_key_then_index); /* stable: the index decides ties */
+            qsort(all, k, sizeof *all, by_index);
+            ck_assert_int_eq(topk_select(sel, x, n, k, ref), 0);
+            ck_assert_msg(memcmp(all, ref, k * sizeof *ref) == 0, "top-%zu of %s values differs from topk_select", k,
+                          which ? "tied" : "random");
+        }
+    }
+    topk_destroy(sel);
+    free(all), free(ref), free(g), free(w), free(t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_twins");
@@ -411,6 +503,7 @@ int main(void)
     tcase_add_test(tc, pooling);
     tcase_add_test(tc, shortcut);
     tcase_add_test(tc, codecs);
+    tcase_add_test(tc, sparse);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -10,7 +10,7 @@
 #    1e-4 relative (or, for resnet20, the spread rounding alone makes: below), final weights
 #    within 1e-3 absolute + relative;
 #  - every mode, 2 ranks sharing the GPU (and D-Sync and Pipe-SGD with 4; their rings on the GPU with
-#    each codec, lazy D-Sync too), one epoch of
+#    each codec, lazy D-Sync too; Top-k's residuals on the GPU), one epoch of
 #    Fashion-MNIST mlp: test accuracy within 0.5 point of the same run on the CPU (CSC: within its
 #    seed-to-seed spread on the CPU);
 #  - a checkpoint written on the GPU resumes on the CPU, and the reverse; --gpu-exact runs repeat
@@ -92,6 +92,10 @@ for m in ps dsync pipesgd topk gtopk csc terngrad; do
             --mode $m "${extra[@]}" --device $dev --log "$T/$m-$dev.jsonl" > "$T/out" 2>&1 ||
             { cat "$T/out"; bad "--mode $m --device $dev failed"; }
     done
+    case $m in topk | gtopk) # the last run's banner: the residuals and the selection stay on the GPU
+        grep -q "$m: residuals and selection on cuda memory: only pairs cross to the host" "$T/out" ||
+            { cat "$T/out"; bad "--mode $m: the banner does not say that its residuals stay on the GPU"; } ;;
+    esac
     a=$(acc "$T/$m-cpu.jsonl") b=$(acc "$T/$m-cuda.jsonl") tol=0.005
     if [ $m = csc ]; then # one epoch of CSC lands 2 points apart from seed to seed: its tolerance is that spread
         mpi -np 2 "$DTRAIN" --net mlp --dataset fashion-mnist --epochs 1 --seed 4 --threads 2 --progress none \

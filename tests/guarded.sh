@@ -4,8 +4,10 @@
 # (backend_guarded.c, loaded as the module dtrain-cpu-guarded.so), whose memory faults when any
 # code touches it outside a backend op. Each run must end with exactly (bit for bit) the weights
 # of the same run on the cpu backend: the kernels are the same, so any difference is a staging
-# bug. Checkpoints go through it too: a Pipe-SGD run checkpointed and resumed on the guarded
-# backend equals the straight cpu run. The guard must bite: a direct access aborts
+# bug (the guarded backend also runs the device-side paths: the rings on device memory with its
+# codecs and a second queue, the sparse modes' residuals and top-k there). Checkpoints go through
+# it too: Pipe-SGD and Top-k runs checkpointed and resumed on the guarded backend equal the straight
+# cpu runs. The guard must bite: a direct access aborts
 # (tests/check_guarded does that one).
 . "$(dirname "$0")/lib.sh"
 need_mpirun
@@ -38,6 +40,13 @@ for m in dsync pipesgd; do
     grep -q "$m: the ring runs on cpu-guarded memory: only encoded segments cross to the host" "$T/log" ||
         { cat "$T/log"; fail "$m on cpu-guarded does not say that its ring runs on the device"; }
 done
+# Top-k's and gTop-k's residuals, selection and sparse updates stay on the device (memory_create_on)
+for m in topk gtopk; do
+    mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode $m --density 0.02 > "$T/log" 2>&1 ||
+        { cat "$T/log"; fail "$m on cpu-guarded failed"; }
+    grep -q "$m: residuals and selection on cpu-guarded memory: only pairs cross to the host" "$T/log" ||
+        { cat "$T/log"; fail "$m on cpu-guarded does not say that its residuals stay on the device"; }
+done
 for c in none t16 fp16 q8; do
     same --mode dsync --compress "$c"
     same --mode ps --compress "$c"
@@ -58,9 +67,13 @@ for m in topk gtopk; do
 done
 same --mode terngrad
 same --mode terngrad --tern-skip-last
-# a checkpoint after epoch 1, resumed: device state goes to the file and back through backend ops
-run cpu "$T/straight.st" --mode pipesgd --compress q8
-run cpu-guarded "$T/first.st" --mode pipesgd --compress q8 --epochs 1 --checkpoint "$T/run.ckpt"
-run cpu-guarded "$T/resumed.st" --mode pipesgd --compress q8 --checkpoint "$T/run.ckpt" --resume "$T/run.ckpt"
-"$STDIFF" "$T/straight.st" "$T/resumed.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "resume on cpu-guarded differs"; }
+# a checkpoint after epoch 1, resumed: device state (Pipe-SGD's slots, Top-k's residuals and
+# velocities) goes to the file and back through backend ops
+for args in "pipesgd --compress q8" "topk --density 0.02 --momentum-correction --wd 1e-4"; do
+    run cpu "$T/straight.st" --mode $args
+    run cpu-guarded "$T/first.st" --mode $args --epochs 1 --checkpoint "$T/run.ckpt"
+    run cpu-guarded "$T/resumed.st" --mode $args --checkpoint "$T/run.ckpt" --resume "$T/run.ckpt"
+    "$STDIFF" "$T/straight.st" "$T/resumed.st" 0 0 > "$T/diff" ||
+        { cat "$T/diff"; fail "--mode $args: resume on cpu-guarded differs"; }
+done
 echo "PASS: $runs mode/codec runs on cpu-guarded equal cpu bit for bit; a checkpoint resumed on it too"

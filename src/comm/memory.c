@@ -23,12 +23,60 @@ int memory_create(dt_memory **out, size_t n, int momentum_correction, float mome
     return 0;
 }
 
+int memory_can_run_on(const dt_backend *be)
+{
+    return be && !be->host_memory && be->residual_add && be->topk && be->pairs_apply;
+}
+
+int memory_create_on(dt_memory **out, dt_backend *be, size_t n, int momentum_correction, float momentum, float wd,
+                     size_t max_pairs)
+{
+    dt_memory *mem = calloc(1, sizeof *mem);
+    if (!mem) return dt_fail("out of memory");
+    *out = mem;
+    mem->n = n;
+    mem->m = momentum;
+    mem->wd = wd;
+    mem->be = be;
+    mem->max_pairs = DT_MAX(max_pairs, 1);
+    if (!memory_can_run_on(be)) return dt_fail("internal: the %s backend cannot keep the residuals", be->name);
+    if (hostbuf_alloc(&mem->rh, be, DT_MAX(n, 1)) != 0 ||
+        (momentum_correction && hostbuf_alloc(&mem->uh, be, DT_MAX(n, 1)) != 0) ||
+        !(mem->pairs = be->alloc(be, mem->max_pairs * sizeof(dt_pair))))
+        return -1;
+    mem->r = mem->rh.host;
+    mem->u = momentum_correction ? mem->uh.host : NULL;
+    return 0;
+}
+
 void memory_destroy(dt_memory *mem)
 {
     if (!mem) return;
-    dt_free(mem->r);
-    dt_free(mem->u);
+    if (mem->be) {
+        hostbuf_free(&mem->rh);
+        hostbuf_free(&mem->uh);
+        if (mem->pairs) mem->be->free(mem->be, mem->pairs);
+    } else {
+        dt_free(mem->r);
+        dt_free(mem->u);
+    }
     free(mem);
+}
+
+/* pairs (host) into the backend's pair buffer */
+static int pairs_in(dt_memory *mem, const dt_pair *p, size_t k)
+{
+    if (k > mem->max_pairs) return dt_fail("internal: %zu pairs exceed the memory's %zu", k, mem->max_pairs);
+    return mem->be->to_device(mem->be, mem->pairs, p, k * sizeof *p);
+}
+
+int memory_select(dt_memory *mem, dt_topk *sel, size_t off, size_t n, size_t k, dt_pair *out)
+{
+    dt_backend *be = mem->be;
+    if (!be) return topk_select(sel, mem->r + off, n, k, out);
+    if (k > mem->max_pairs) return dt_fail("internal: top-%zu exceeds the memory's %zu pairs", k, mem->max_pairs);
+    if (be->topk(be, mem->rh.dev + off, n, k, mem->pairs) != 0) return -1;
+    return be->to_host(be, out, mem->pairs, k * sizeof *out);
 }
 
 DT_CLONES static void accumulate_plain(float *restrict r, const float *restrict g, size_t n)
@@ -37,7 +85,9 @@ DT_CLONES static void accumulate_plain(float *restrict r, const float *restrict 
     for (size_t i = 0; i < n; i++) r[i] += g[i];
 }
 
-DT_CLONES static void accumulate_corrected(float *restrict r, float *restrict u, const float *restrict g,
+/* each product and sum rounded on its own (never fused: the vector clones would), so that every CPU
+ * and a GPU (cuda/elementwise.h, ew_velocity) keep the same residuals */
+__attribute__((optimize("fp-contract=off"))) DT_CLONES static void accumulate_corrected(float *restrict r, float *restrict u, const float *restrict g,
                                            const float *restrict w, size_t n, float m, float wd)
 {
 #pragma omp simd
@@ -62,6 +112,9 @@ double memory_clip(const dt_hostbuf *g, size_t n, double max_norm, int p)
 
 int memory_accumulate(dt_memory *mem, const dt_hostbuf *g, const dt_hostbuf *w)
 {
+    if (mem->be)
+        return mem->be->residual_add(mem->be, mem->rh.dev, mem->u ? mem->uh.dev : NULL, g->dev, w->dev, mem->n, mem->m,
+                                     mem->wd);
     if (hostbuf_pull(g, 0, mem->n) != 0) return -1;
     if (mem->u) {
         if (hostbuf_pull(w, 0, mem->n) != 0) return -1;
@@ -72,17 +125,40 @@ int memory_accumulate(dt_memory *mem, const dt_hostbuf *g, const dt_hostbuf *w)
     return 0;
 }
 
-void memory_used(dt_memory *mem, const dt_pair *used, size_t k)
+int memory_used(dt_memory *mem, const dt_pair *used, size_t k)
 {
+    dt_backend *be = mem->be;
+    if (be) {
+        if (pairs_in(mem, used, k) != 0 || be->pairs_apply(be, mem->rh.dev, mem->pairs, k, DT_PAIRS_ZERO, 0.0f) != 0)
+            return -1;
+        return mem->u ? be->pairs_apply(be, mem->uh.dev, mem->pairs, k, DT_PAIRS_ZERO, 0.0f) : 0;
+    }
     for (size_t j = 0; j < k; j++) {
         mem->r[used[j].i] = 0.0f;
         if (mem->u) mem->u[used[j].i] = 0.0f;
     }
+    return 0;
 }
 
-int memory_update(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w, const dt_pair *agg, size_t k,
-                  const dt_hostbuf *dense, float lr)
+/* the same sparse updates where the memory lives on a backend */
+static int update_on(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w, const dt_pair *agg, size_t k,
+                     const dt_hostbuf *dense, float lr)
 {
+    dt_backend *be = mem->be;
+    if (pairs_in(mem, agg, k) != 0) return -1;
+    if (mem->u) return be->pairs_apply(be, w->dev, mem->pairs, k, DT_PAIRS_SUB, lr);
+    if (be->pairs_apply(be, dense->dev, mem->pairs, k, DT_PAIRS_SET, 0.0f) != 0 ||
+        optim_step(opt, w->dev, dense->dev, lr, 0, mem->n) != 0)
+        return -1;
+    return be->pairs_apply(be, dense->dev, mem->pairs, k, DT_PAIRS_ZERO, 0.0f);
+}
+
+/* w - lr v rounded twice, as on a GPU (ew_pair) */
+__attribute__((optimize("fp-contract=off"))) int memory_update(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w,
+                                                               const dt_pair *agg, size_t k, const dt_hostbuf *dense,
+                                                               float lr)
+{
+    if (mem->be) return update_on(mem, opt, w, agg, k, dense, lr);
     if (mem->u) { /* momentum and decay are in the aggregate already: plain SGD, only where it is non-zero */
         if (hostbuf_pull(w, 0, mem->n) != 0) return -1;
         for (size_t j = 0; j < k; j++) w->host[agg[j].i] -= lr * agg[j].v;
@@ -99,6 +175,8 @@ int memory_update(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w, const dt_p
 int memory_state(dt_memory *mem, dt_state_tensor *out, int max)
 {
     int n = 0;
+    if (mem->be && (hostbuf_pull(&mem->rh, 0, mem->n) != 0 || (mem->u && hostbuf_pull(&mem->uh, 0, mem->n) != 0)))
+        return -1;
     if (n < max) {
         snprintf(out[n].name, sizeof out[n].name, "residual");
         out[n].data = mem->r;
@@ -110,4 +188,11 @@ int memory_state(dt_memory *mem, dt_state_tensor *out, int max)
         out[n++].n = mem->n;
     }
     return n;
+}
+
+int memory_restored(dt_memory *mem)
+{
+    if (!mem->be) return 0;
+    if (hostbuf_push(&mem->rh, 0, mem->n) != 0) return -1;
+    return mem->u ? hostbuf_push(&mem->uh, 0, mem->n) : 0;
 }

@@ -23,12 +23,29 @@ typedef struct dt_memory {
     float *r; /* residual: the accumulated gradient (or velocity) not sent yet */
     float *u; /* velocity, with momentum correction; else NULL */
     float m, wd;
+    /* memory_create_on: r and u live in be's memory (rh.dev, uh.dev; r and u are their host views,
+     * filled by memory_state), and so do the selection and the updates: only pairs cross */
+    dt_backend *be;
+    dt_hostbuf rh, uh;
+    void *pairs; /* be's memory: up to max_pairs pairs on their way in or out */
+    size_t max_pairs;
 } dt_memory;
 
 int memory_create(dt_memory **out, size_t n, int momentum_correction, float momentum, float wd);
+/* 1 if be's memory is a device's and be has the ops to keep the memory there (residual_add, topk,
+ * pairs_apply) */
+int memory_can_run_on(const dt_backend *be);
+/* The memory in be's memory, for aggregates of up to max_pairs pairs. */
+int memory_create_on(dt_memory **out, dt_backend *be, size_t n, int momentum_correction, float momentum, float wd,
+                     size_t max_pairs);
+/* The k largest |r| of r[off .. off + n) as pairs sorted by index (indices from off), into out (host
+ * memory): topk_select with sel on the host, the backend's top-k where the memory lives there. */
+int memory_select(dt_memory *mem, dt_topk *sel, size_t off, size_t n, size_t k, dt_pair *out);
 void memory_destroy(dt_memory *mem);
-/* Its buffers as state tensors ("residual", and "velocity" with momentum correction). */
+/* Its buffers as state tensors ("residual", and "velocity" with momentum correction), in host
+ * memory (copied there from a backend's); after a resume wrote them, memory_restored. */
 int memory_state(dt_memory *mem, dt_state_tensor *out, int max);
+int memory_restored(dt_memory *mem);
 /* r += g (or the corrected velocity, from g and the weights w): the arena's gradient and weights
  * through their host views (pulled here). */
 int memory_accumulate(dt_memory *mem, const dt_hostbuf *g, const dt_hostbuf *w);
@@ -36,11 +53,12 @@ int memory_accumulate(dt_memory *mem, const dt_hostbuf *g, const dt_hostbuf *w);
  * pulled and pushed back here) so its L2 norm is at most max_norm / sqrt(p); the norm summed in double in index order, so the
  * result is a function of the gradient alone. Returns the factor applied (1: none) or -1. */
 double memory_clip(const dt_hostbuf *g, size_t n, double max_norm, int p);
-/* The entries the aggregate used leave the memory: r[i] = 0 (and u[i] = 0). */
-void memory_used(dt_memory *mem, const dt_pair *used, size_t k);
-/* Applies a sparse aggregate (pairs sorted by index) to the weights (w: the arena's host view).
- * Without correction the optimizer runs on the backend with the dense vector `dense` (an
- * arena-sized buffer whose host view is zero except at the pairs, left zero again afterwards). */
+/* The entries the aggregate used leave the memory: r[i] = 0 (and u[i] = 0). used: host memory. */
+int memory_used(dt_memory *mem, const dt_pair *used, size_t k);
+/* Applies a sparse aggregate (pairs sorted by index, host memory) to the weights (w: the arena's
+ * host view). Without correction the optimizer runs on the backend with the dense vector `dense`
+ * (an arena-sized buffer, zero except at the pairs, left zero again afterwards: its host view, or
+ * its backend memory where the memory lives there). */
 int memory_update(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w, const dt_pair *agg, size_t k,
                   const dt_hostbuf *dense, float lr);
 

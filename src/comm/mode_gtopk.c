@@ -57,10 +57,16 @@ static int gtopk_init(void **state, dt_mode_env *env)
     if (density_sched_parse(env->opts.density_warmup, env->opts.density, &s->sched) != 0)
         return dt_fail_prefix("--density-warmup");
     s->kmax = density_k(density_max(&s->sched), n);
-    if (memory_create(&s->mem, n, env->opts.momentum_correction, env->optim->momentum, env->optim->wd) != 0 ||
-        topk_create(&s->sel, n, s->kmax) != 0 ||
-        gtopk_calibrate(env, &s->cost) != 0)
+    /* on a device that can keep the residuals they stay there: only pairs cross to the host */
+    if ((memory_can_run_on(env->be)
+             ? memory_create_on(&s->mem, env->be, n, env->opts.momentum_correction, env->optim->momentum,
+                                env->optim->wd, s->kmax)
+             : memory_create(&s->mem, n, env->opts.momentum_correction, env->optim->momentum, env->optim->wd)) != 0 ||
+        topk_create(&s->sel, n, s->kmax) != 0 || gtopk_calibrate(env, &s->cost) != 0)
         return -1;
+    if (s->mem->be)
+        snprintf(env->note, sizeof env->note, "residuals and selection on %s memory: only pairs cross to the host",
+                 env->be->name);
     s->mine = dt_alloc(sizeof(dt_pair) * s->kmax);
     s->cur = dt_alloc(sizeof(dt_pair) * s->kmax);
     s->in = dt_alloc(sizeof(dt_pair) * s->kmax);
@@ -152,7 +158,7 @@ static int gtopk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times 
 
     if (env->opts.clip_norm > 0 && memory_clip(&env->gh, n, env->opts.clip_norm, mode_ranks(env)) < 0) return -1;
     if (memory_accumulate(s->mem, &env->gh, &env->wh) != 0) return -1;
-    if (topk_select(s->sel, s->mem->r, n, k, s->mine) != 0) return -1;
+    if (memory_select(s->mem, s->sel, 0, n, k, s->mine) != 0) return -1;
     memcpy(s->cur, s->mine, k * sizeof(dt_pair));
     t->encode += dt_now() - t0;
 
@@ -167,7 +173,7 @@ static int gtopk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times 
             a++, b++;
         }
     }
-    memory_used(s->mem, s->used, nused);
+    if (memory_used(s->mem, s->used, nused) != 0) return -1;
     if (memory_update(s->mem, env->optim, &env->wh, s->cur, ncur, &s->dense, it->lr) != 0) return -1;
     t->update += dt_now() - t1;
     t->bytes_sent += comm_bytes_sent(env->comm) - s0;
@@ -194,6 +200,12 @@ static int gtopk_list_state(void *state, const dt_mode_env *env, dt_state_tensor
 {
     (void)env;
     return memory_state(((gtopk_state *)state)->mem, out, max);
+}
+
+static int gtopk_restored(void *state, dt_mode_env *env, long it0)
+{
+    (void)env, (void)it0;
+    return memory_restored(((gtopk_state *)state)->mem);
 }
 
 static void gtopk_finalize(void *state, dt_mode_env *env)
@@ -230,5 +242,6 @@ const dt_mode_desc mode_gtopk = {
     .predict = gtopk_predict,
     .calibrate = gtopk_calibrate,
     .state = gtopk_list_state,
+    .restored = gtopk_restored,
     .finalize = gtopk_finalize,
 };

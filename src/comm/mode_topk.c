@@ -82,12 +82,12 @@ static int topk_calibrate(const dt_mode_env *env, dt_times *cost)
 static int select_top(topk_state *s, double density, size_t n, size_t k)
 {
     size_t at = 0;
-    if (!s->ranges) return topk_select(s->sel, s->mem->r, n, k, s->mine);
+    if (!s->ranges) return memory_select(s->mem, s->sel, 0, n, k, s->mine);
     for (int i = 0; i < s->n_ranges; i++) {
         const range *g = &s->ranges[i];
         size_t kt = density_k(density, g->n);
         if (kt > g->n) kt = g->n;
-        if (topk_select(s->sel, s->mem->r + g->off, g->n, kt, s->mine + at) != 0) return -1;
+        if (memory_select(s->mem, s->sel, g->off, g->n, kt, s->mine + at) != 0) return -1;
         for (size_t j = 0; j < kt; j++) s->mine[at + j].i += (uint32_t)g->off;
         at += kt;
     }
@@ -106,9 +106,16 @@ static int topk_init(void **state, dt_mode_env *env)
         return dt_fail_prefix("--density-warmup");
     if (per_tensor(env) && make_ranges(s, &env->arena) != 0) return -1;
     s->kmax = k_at(env, density_max(&s->sched));
-    if (memory_create(&s->mem, n, env->opts.momentum_correction, env->optim->momentum, env->optim->wd) != 0 ||
+    /* on a device that can keep the residuals they stay there: only pairs cross to the host */
+    if ((memory_can_run_on(env->be)
+             ? memory_create_on(&s->mem, env->be, n, env->opts.momentum_correction, env->optim->momentum,
+                                env->optim->wd, s->kmax * (size_t)p)
+             : memory_create(&s->mem, n, env->opts.momentum_correction, env->optim->momentum, env->optim->wd)) != 0 ||
         topk_create(&s->sel, n, s->kmax) != 0 || topk_calibrate(env, &s->cost) != 0)
         return -1;
+    if (s->mem->be)
+        snprintf(env->note, sizeof env->note, "residuals and selection on %s memory: only pairs cross to the host",
+                 env->be->name);
     s->mine = dt_alloc(sizeof(dt_pair) * s->kmax);
     s->all = dt_alloc(sizeof(dt_pair) * s->kmax * (size_t)p);
     s->agg = dt_alloc(sizeof(dt_pair) * s->kmax * (size_t)p);
@@ -144,7 +151,7 @@ static int topk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
     t->decode += dt_now() - t1;
 
     double t2 = dt_now();
-    memory_used(s->mem, s->mine, k);
+    if (memory_used(s->mem, s->mine, k) != 0) return -1;
     if (memory_update(s->mem, env->optim, &env->wh, s->agg, n_agg, &s->dense, it->lr) != 0) return -1;
     t->update += dt_now() - t2;
     t->density += rho;
@@ -169,6 +176,12 @@ static int topk_list_state(void *state, const dt_mode_env *env, dt_state_tensor 
 {
     (void)env;
     return memory_state(((topk_state *)state)->mem, out, max);
+}
+
+static int topk_restored(void *state, dt_mode_env *env, long it0)
+{
+    (void)env, (void)it0;
+    return memory_restored(((topk_state *)state)->mem);
 }
 
 static void topk_finalize(void *state, dt_mode_env *env)
@@ -217,5 +230,6 @@ const dt_mode_desc mode_topk = {
     .predict = topk_predict,
     .calibrate = topk_calibrate,
     .state = topk_list_state,
+    .restored = topk_restored,
     .finalize = topk_finalize,
 };

@@ -72,6 +72,8 @@ typedef struct dt_shortcut_cfg {
 
 /* the codecs a backend may run (wire_encode): t16, fp16 and q8 of comm/codec.h */
 enum { DT_WIRE_T16 = 1, DT_WIRE_FP16 = 2, DT_WIRE_Q8 = 3 };
+/* what pairs_apply does at each pair */
+enum { DT_PAIRS_SET = 0, DT_PAIRS_ZERO = 1, DT_PAIRS_SUB = 2 };
 
 struct dt_backend {
     const char *name;
@@ -138,6 +140,18 @@ struct dt_backend {
      * NULL where the backend has none (the comm code then codes on host views). */
     int (*wire_encode)(dt_backend *be, int kind, int block, const float *x, size_t n, void *out);
     int (*wire_decode)(dt_backend *be, int kind, int block, const void *in, size_t n, float *x, int add);
+    /* The residuals of the sparse modes (comm/memory.h) on the backend's memory, for comm code that
+     * keeps them there; NULL where the backend has none. Pairs are {uint32 index, float value},
+     * 8 bytes each, in the backend's memory.
+     * residual_add: r += g; or with u (momentum correction) v = m u + g + wd w, u = v, r += v (each
+     * product and sum rounded on its own, as the CPU's memory.c).
+     * topk: the k largest |x[i]| of x[0..n) (ties to the lower index) as pairs sorted by index.
+     * pairs_apply: at each pair's index i, x[i] = v (DT_PAIRS_SET), 0 (DT_PAIRS_ZERO) or
+     * x[i] - a v (DT_PAIRS_SUB); indices distinct. */
+    int (*residual_add)(dt_backend *be, float *r, float *u, const float *g, const float *w, size_t n, float m,
+                        float wd);
+    int (*topk)(dt_backend *be, const float *x, size_t n, size_t k, void *pairs);
+    int (*pairs_apply)(dt_backend *be, float *x, const void *pairs, size_t k, int how, float a);
     /* A second queue on the same device and memory, for a communication thread: ops called through q
      * run in their own order beside be's (a CUDA stream of its own), so that communication overlaps
      * compute. q offers copies, sync, add, scale and the codecs; memory is allocated through be.
@@ -223,7 +237,7 @@ typedef struct dt_backend_desc {
 
 /* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
  * which returns NULL when it was built for another ABI. */
-#define DT_BACKEND_ABI 5
+#define DT_BACKEND_ABI 6
 typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
 
 /* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise
