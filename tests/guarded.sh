@@ -65,6 +65,7 @@ for m in topk gtopk; do
     same --mode "$m" --density 0.02
     same --mode "$m" --density 0.02 --momentum-correction --wd 1e-4
 done
+same --mode topk --density 0.02 --topk-scope layer --clip-norm 1
 same --mode terngrad
 same --mode terngrad --tern-skip-last
 # a checkpoint after epoch 1, resumed: device state (Pipe-SGD's slots, Top-k's residuals and
