@@ -9,18 +9,9 @@
 // maximum, NaN above infinity, in any order), then quantises.
 #include "backend_cuda.h"
 #include "elementwise.h"
+#include "launch.cuh"
 
-#define THREADS 256
 #define TILE 4096 // values one thread block reduces for q8's scales
-
-static unsigned blocks_for(size_t n)
-{
-    size_t b = (n + THREADS - 1) / THREADS;
-    if (b > 65536) b = 65536;
-    return b ? (unsigned)b : 1u;
-}
-
-#define FOR_EACH(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 __global__ void k_t16_enc(uint16_t *o, const float *x, size_t n)
 {
@@ -119,7 +110,9 @@ extern "C" int cuk_wire_decode(cudaStream_t s, int kind, int block, const void *
     switch (kind) {
     case DT_WIRE_T16: k_t16_dec<<<blocks_for(n), THREADS, 0, s>>>(x, (const uint16_t *)in, n, add); break;
     case DT_WIRE_FP16: k_fp16_dec<<<blocks_for(n), THREADS, 0, s>>>(x, (const uint16_t *)in, n, add); break;
-    case DT_WIRE_Q8: k_q8_dec<<<blocks_for(n), THREADS, 0, s>>>(x, (const uint8_t *)in, n, q8_block(block, n), add); break;
+    case DT_WIRE_Q8:
+        k_q8_dec<<<blocks_for(n), THREADS, 0, s>>>(x, (const uint8_t *)in, n, q8_block(block, n), add);
+        break;
     default: return (int)cudaErrorInvalidValue;
     }
     return (int)cudaGetLastError();

@@ -8,17 +8,9 @@
 // come out in one order on every run.
 #include "backend_cuda.h"
 #include "elementwise.h"
+#include "launch.cuh"
+#include "launch.cuh"
 
-#define THREADS 256
-
-static unsigned blocks_for(size_t n)
-{
-    size_t b = (n + THREADS - 1) / THREADS;
-    if (b > 65536) b = 65536;
-    return b ? (unsigned)b : 1u;
-}
-
-#define FOR_EACH(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 #define LAUNCH(kernel, n, s, ...)                                                                                      \
     do {                                                                                                               \
         if ((n) == 0) return 0;                                                                                        \

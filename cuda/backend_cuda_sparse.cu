@@ -10,17 +10,7 @@
 
 #include "backend_cuda.h"
 #include "elementwise.h"
-
-#define THREADS 256
-
-static unsigned blocks_for(size_t n)
-{
-    size_t b = (n + THREADS - 1) / THREADS;
-    if (b > 65536) b = 65536;
-    return b ? (unsigned)b : 1u;
-}
-
-#define FOR_EACH(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+#include "launch.cuh"
 
 struct cu_pair { // comm/sparse.h's dt_pair
     uint32_t i;

@@ -436,7 +436,8 @@ START_TEST(sparse)
         for (size_t j = 0; j < k; j++)
             x[ref[j].i] = how == DT_PAIRS_SET ? ref[j].v : how == DT_PAIRS_ZERO ? 0.0f : x[ref[j].i] - 0.05f * ref[j].v;
         OK(gpu->pairs_apply(gpu, dx, dp, k, how, 0.05f));
-        expect(dx, x, n, 0.0, how == DT_PAIRS_SET ? "pairs set" : how == DT_PAIRS_ZERO ? "pairs zeroed" : "pairs subtracted");
+        expect(dx, x, n, 0.0,
+               how == DT_PAIRS_SET ? "pairs set" : how == DT_PAIRS_ZERO ? "pairs zeroed" : "pairs subtracted");
     }
     topk_destroy(sel);
     gpu->free(gpu, dp), gpu->free(gpu, dt), gpu->free(gpu, dx), gpu->free(gpu, dg), gpu->free(gpu, dw);

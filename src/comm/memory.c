@@ -87,8 +87,9 @@ DT_CLONES static void accumulate_plain(float *restrict r, const float *restrict 
 
 /* each product and sum rounded on its own (never fused: the vector clones would), so that every CPU
  * and a GPU (cuda/elementwise.h, ew_velocity) keep the same residuals */
-__attribute__((optimize("fp-contract=off"))) DT_CLONES static void accumulate_corrected(float *restrict r, float *restrict u, const float *restrict g,
-                                           const float *restrict w, size_t n, float m, float wd)
+__attribute__((optimize("fp-contract=off"))) DT_CLONES static void
+accumulate_corrected(float *restrict r, float *restrict u, const float *restrict g, const float *restrict w, size_t n,
+                     float m, float wd)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
