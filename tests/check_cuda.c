@@ -389,8 +389,7 @@ START_TEST(sparse)
     const size_t ks[] = {1, 7, 1000, 50000, n};
     ck_assert_msg(gpu->residual_add && gpu->topk && gpu->pairs_apply, "the CUDA backend has no sparse ops");
     cpu_flush_denormals();
-    float *g = randv(n, 100, -1, 1), *w = randv(n, 101, -1, 1), *t = randv(n, 102, -1, 1);
-    for (size_t i = 0; i < n; i++) t[i] = (t[i] < 0 ? -1.0f : 1.0f) * (float)(int)(fabsf(t[i]) * 8.0f) / 8.0f; /* ties */
+    float *g = randv(n, 100, -1, 1), *w = randv(n, 101, -1, 1), *t = tied_floats(n, 102);
     float *dg = up(g, n * 4), *dw = up(w, n * 4);
     for (int mc = 0; mc < 2; mc++) {
         dt_memory *mem;

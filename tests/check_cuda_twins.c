@@ -402,14 +402,6 @@ END_TEST
 
 /* ---- the sparse modes' residuals, top-k and sparse updates against comm/memory.c and sparse.c ---- */
 
-/* a gradient with ties: values from a few levels, both signs */
-static float *tied(size_t n, uint64_t seed)
-{
-    float *x = randv(n, seed, -1, 1);
-    for (size_t i = 0; i < n; i++) x[i] = (x[i] < 0 ? -1.0f : 1.0f) * (float)(int)(fabsf(x[i]) * 8.0f) / 8.0f;
-    return x;
-}
-
 /* what backend_cuda_sparse.cu's top-k gives: by key (ew_topk_key) descending, equal keys in index order
  * (its stable radix sort), the first k, then sorted by index */
 static int by_key_then_index(const void *a, const void *b)
@@ -431,7 +423,7 @@ START_TEST(sparse)
     const size_t n = 10007;
     const size_t ks[] = {1, 7, 100, 5000, n};
     cpu_flush_denormals();
-    float *g = randv(n, 100, -1, 1), *w = randv(n, 101, -1, 1), *t = tied(n, 102);
+    float *g = randv(n, 100, -1, 1), *w = randv(n, 101, -1, 1), *t = tied_floats(n, 102);
     /* residual_add, both ways, three rounds against memory_accumulate on the CPU */
     for (int mc = 0; mc < 2; mc++) {
         dt_memory *mem;

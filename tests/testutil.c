@@ -112,6 +112,13 @@ float *codec_input(size_t n, uint64_t seed)
     return x;
 }
 
+float *tied_floats(size_t n, uint64_t seed)
+{
+    float *x = rand_floats(n, seed, 15, -1, 1);
+    for (size_t i = 0; i < n; i++) x[i] = (x[i] < 0 ? -1.0f : 1.0f) * (float)(int)(fabsf(x[i]) * 8.0f) / 8.0f;
+    return x;
+}
+
 int codec_case(int i, int big, const char **name, int *kind, int *block, size_t *n)
 {
     static const char *names[] = {"t16", "fp16", "q8"};

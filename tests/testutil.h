@@ -33,6 +33,8 @@ void fill_uniform_d(double *x, size_t n, double lo, double hi, uint64_t seed);
 /* n floats for codecs: random over many magnitudes, every fifth a special one (signed zeros, NaN,
  * infinities, fp16's limits and subnormals, fp32 subnormals); malloc'd */
 float *codec_input(size_t n, uint64_t seed);
+/* n floats in [-1, 1] on 17 levels of |x| (k/8), both signs: many ties for top-k; malloc'd */
+float *tied_floats(size_t n, uint64_t seed);
 /* The codec cases of the device twin tests, i = 0, 1, ... until it returns 0: each codec a device
  * runs (its --compress name and DT_WIRE_* kind), q8 with a scale per vector (block
  * DT_CODEC_PER_VECTOR) and per 1, 7 and 256 values, over n = 1 ... 10007 (and 2^20 with big). */

@@ -16,6 +16,8 @@
 
 #include <stddef.h>
 
+#include "../engine/engine.h"
+
 typedef struct dt_codec_desc dt_codec_desc;
 
 typedef struct dt_codec {
@@ -27,6 +29,7 @@ struct dt_codec_desc {
     const char *name;
     const char *help;
     int lossless; /* decode(encode(x)) == x */
+    int wire;     /* the same codec on a backend's memory (engine/backend.h's DT_WIRE_*); 0: none */
     size_t (*bytes)(const dt_codec *c, size_t n);
     void (*encode)(const dt_codec *c, const float *x, size_t n, void *out);
     void (*decode)(const dt_codec *c, const void *in, size_t n, float *x);

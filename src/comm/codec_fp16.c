@@ -121,6 +121,7 @@ static void fp16_decode_add(const dt_codec *c, const void *in, size_t n, float *
 
 const dt_codec_desc codec_fp16 = {
     .name = "fp16",
+    .wire = DT_WIRE_FP16,
     .help = "IEEE half, round to nearest even, saturating at ±65504 (2 bytes)",
     .bytes = fp16_bytes,
     .encode = fp16_encode,

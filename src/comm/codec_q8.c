@@ -92,6 +92,7 @@ static void q8_decode_add(const dt_codec *c, const void *in, size_t n, float *x)
 
 const dt_codec_desc codec_q8 = {
     .name = "q8",
+    .wire = DT_WIRE_Q8,
     .help = "8-bit quantisation with an fp32 scale (max |x|) per block of --compress-block values (0: per message)",
     .bytes = q8_bytes,
     .encode = q8_encode,

@@ -45,6 +45,7 @@ DT_CLONES static void t16_decode_add(const dt_codec *c, const void *in, size_t n
 
 const dt_codec_desc codec_t16 = {
     .name = "t16",
+    .wire = DT_WIRE_T16,
     .help = "16-bit truncation: the upper half of each fp32, bfloat16 rounded toward zero (2 bytes)",
     .bytes = t16_bytes,
     .encode = t16_encode,

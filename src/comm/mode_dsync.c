@@ -96,8 +96,7 @@ static int dsync_init(void **state, dt_mode_env *env)
         env->overlapped = 1;
     }
     if (s->on_dev) {
-        snprintf(env->note, sizeof env->note, "the ring runs on %s memory: %s segments cross to the host", env->be->name,
-                 env->codec.desc->lossless ? "its" : "only encoded");
+        ring_note_on(env->be, &env->codec, env->note, sizeof env->note);
         return ring_create_on(&s->ring, env->comm, env->codec, env->arena.n, env->be, NULL);
     }
     return ring_create(&s->ring, env->comm, env->codec, env->arena.n);

@@ -93,8 +93,7 @@ static int pipe_init(void **state, dt_mode_env *env)
     /* on a device that codes itself the ring runs on the slots: only encoded segments leave it */
     s->on_dev = ring_can_run_on(env->be, &env->codec);
     if (!s->on_dev) return ring_create(&s->ring, s->cc, env->codec, env->arena.n);
-    snprintf(env->note, sizeof env->note, "the ring runs on %s memory: %s segments cross to the host", env->be->name,
-             env->codec.desc->lossless ? "its" : "only encoded");
+    ring_note_on(env->be, &env->codec, env->note, sizeof env->note);
     if (backend_queue(env->be, &s->q) != 0) return -1;
     return ring_create_on(&s->ring, s->cc, env->codec, env->arena.n, env->be, s->q);
 }

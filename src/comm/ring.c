@@ -1,5 +1,6 @@
 #include "ring.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,9 +28,7 @@ static size_t seg_cap(dt_codec codec, size_t max_n, int p)
 /* the backend's code for a codec (0: none, -1: none it runs) */
 static int wire_kind(const dt_codec *codec)
 {
-    const char *n = codec->desc->name;
-    if (codec->desc->lossless) return 0;
-    return !strcmp(n, "t16") ? DT_WIRE_T16 : !strcmp(n, "fp16") ? DT_WIRE_FP16 : !strcmp(n, "q8") ? DT_WIRE_Q8 : -1;
+    return codec->desc->lossless ? 0 : codec->desc->wire ? codec->desc->wire : -1;
 }
 
 int ring_can_run_on(const dt_backend *be, const dt_codec *codec)
@@ -76,6 +75,12 @@ int ring_create(dt_ring **out, dt_comm *c, dt_codec codec, size_t max_n)
 int ring_create_on(dt_ring **out, dt_comm *c, dt_codec codec, size_t max_n, dt_backend *be, dt_backend *q)
 {
     return ring_make(out, c, codec, max_n, be, q ? q : be);
+}
+
+void ring_note_on(const dt_backend *be, const dt_codec *codec, char *buf, size_t n)
+{
+    snprintf(buf, n, "the ring runs on %s memory: %s segments cross to the host", be->name,
+             codec->desc->lossless ? "its" : "only encoded");
 }
 
 void ring_destroy(dt_ring *r)

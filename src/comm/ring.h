@@ -34,6 +34,8 @@ int ring_can_run_on(const dt_backend *be, const dt_codec *codec);
  * backend_queue's for a communication thread: then x must be final on the device when the
  * allreduce starts, and the sums are when it returns). */
 int ring_create_on(dt_ring **out, dt_comm *c, dt_codec codec, size_t max_n, dt_backend *be, dt_backend *q);
+/* The banner's line for a mode whose ring runs on be's memory. */
+void ring_note_on(const dt_backend *be, const dt_codec *codec, char *buf, size_t n);
 void ring_destroy(dt_ring *r);
 /* Sums x[0..n) over all ranks in place. Adds encode, decode and comm (wire + waiting for the
  * neighbours) times and the bytes to t. */
