@@ -341,6 +341,11 @@ static int cu_queue_create(dt_backend *be, dt_backend **out)
     q->scale = cu_scale;
     q->wire_encode = cu_wire_encode;
     q->wire_decode = cu_wire_decode;
+#if DT_NCCL_BUILT
+    q->net_sendrecv = cuda_net_sendrecv;
+    q->net_allreduce = cuda_net_allreduce;
+    q->net_wait = cuda_net_wait;
+#endif
     *out = q;
     return 0;
 }
@@ -354,6 +359,17 @@ static void cu_queue_free(dt_backend *be, dt_backend *q)
     cudaStreamDestroy(c->stream);
     free(c);
     free(q);
+}
+
+/* the GPU's UUID, as nvidia-smi writes it: the same for every rank on it, whatever its index there */
+static int cu_device_id(dt_backend *be, char *buf, size_t n)
+{
+    struct cudaDeviceProp p;
+    CU(cudaGetDeviceProperties(&p, cuda_of(be)->dev), "the GPU's identity");
+    const unsigned char *u = (const unsigned char *)p.uuid.bytes;
+    snprintf(buf, n, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2], u[3],
+             u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+    return 0;
 }
 
 /* ---- the backend's life -------------------------------------------------------------------------- */
@@ -485,6 +501,16 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     be->pairs_apply = cu_pairs_apply;
     be->queue_create = cu_queue_create;
     be->queue_free = cu_queue_free;
+    be->device_id = cu_device_id;
+#if DT_NCCL_BUILT
+    be->net_available = cuda_net_available;
+    be->net_id = cuda_net_id;
+    be->net_create = cuda_net_create;
+    be->net_free = cuda_net_free;
+    be->net_sendrecv = cuda_net_sendrecv;
+    be->net_allreduce = cuda_net_allreduce;
+    be->net_wait = cuda_net_wait;
+#endif
     cuda_blas_init(be);
     cuda_dnn_init(be);
     g_dev = dev;
@@ -503,7 +529,7 @@ static void version3(int v, int *a, int *b) { *a = v / 1000, *b = v % 1000 / 10;
 
 static const char *cuda_describe(void)
 {
-    static char buf[512];
+    static char buf[1024];
     int drv = 0, rt = 0, da, db, ra, rb;
     cudaDriverGetVersion(&drv);
     cudaRuntimeGetVersion(&rt);
@@ -515,8 +541,14 @@ static const char *cuda_describe(void)
     int bmin = 0, bpatch = 0;
     cublasGetProperty(MINOR_VERSION, &bmin);
     cublasGetProperty(PATCH_LEVEL, &bpatch);
-    int off = snprintf(buf, sizeof buf, "CUDA runtime %d.%d, driver %d.%d, cuBLAS %d.%d.%d, cuDNN %zu.%zu.%zu", ra, rb,
-                       da, db, blas, bmin, bpatch, dnn / 10000, dnn % 10000 / 100, dnn % 100);
+    char nccl[300] = "built without NCCL";
+#if DT_NCCL_BUILT
+    char why[256];
+    if (cuda_net_available(NULL, why, sizeof why)) snprintf(nccl, sizeof nccl, "%s", why);
+    else snprintf(nccl, sizeof nccl, "no NCCL: %s", why);
+#endif
+    int off = snprintf(buf, sizeof buf, "CUDA runtime %d.%d, driver %d.%d, cuBLAS %d.%d.%d, cuDNN %zu.%zu.%zu, %s", ra,
+                       rb, da, db, blas, bmin, bpatch, dnn / 10000, dnn % 10000 / 100, dnn % 100, nccl);
     if (g_dev >= 0) {
         struct cudaDeviceProp p;
         if (cudaGetDeviceProperties(&p, g_dev) == cudaSuccess)
@@ -539,7 +571,7 @@ static void cuda_list_devices(FILE *f)
     }
     fprintf(f, "  run on a GPU (an H200, 2026-11-26): every op against the CPU, training, every mode with 2 ranks on one\n"
                "  GPU, checkpoints across devices; only compiled: the codecs (t16, fp16, q8), the D-Sync and Pipe-SGD\n"
-               "  rings and the Top-k residuals and selection on the GPU; not built: NCCL; README.md, \"On a GPU\"\n");
+               "  rings and the Top-k residuals and selection on the GPU, the NCCL transport; README.md, \"On a GPU\"\n");
 }
 
 static size_t cuda_peak(const dt_backend *be) { return cuda_of((dt_backend *)be)->peak + cuda_of((dt_backend *)be)->workspace_bytes; }
@@ -556,7 +588,8 @@ static const dt_backend_desc cuda_desc = {
     .verified = "run on a GPU (one H200, 2026-11-26): every op against the CPU, training equal to the CPU's, every "
                 "mode with 2 ranks on one GPU, checkpoints between devices; only compiled so far: --gpu-exact's "
                 "bit-for-bit repeat, 4 ranks on one GPU, page-locked staging, the --precision bf16 refusal, the "
-                "codecs, the D-Sync and Pipe-SGD rings and Top-k's residuals and selection on the GPU",
+                "codecs, the D-Sync and Pipe-SGD rings and Top-k's residuals and selection on the GPU, the NCCL "
+                "transport (--transport nccl)",
 };
 
 const dt_backend_desc *dtrain_backend_module(int abi);

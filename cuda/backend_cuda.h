@@ -74,6 +74,16 @@ void cuda_blas_init(dt_backend *be);
 /* backend_cuda_dnn.c: convolution on cuDNN; pooling, LRN, shortcut and layouts on our kernels */
 void cuda_dnn_init(dt_backend *be);
 
+/* backend_cuda_nccl.c: the NCCL transport (be->net_*; where DT_NCCL_BUILT) */
+int cuda_net_available(dt_backend *be, char *why, size_t n);
+int cuda_net_id(dt_backend *be, void *id);
+int cuda_net_create(dt_backend *be, const void *id, int nranks, int rank, void **net);
+void cuda_net_free(dt_backend *be, void *net);
+int cuda_net_sendrecv(dt_backend *q, void *net, const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes,
+                      int src);
+int cuda_net_allreduce(dt_backend *q, void *net, float *x, size_t n);
+int cuda_net_wait(dt_backend *q, void *net, double timeout);
+
 /* backend_cuda_kernels.cu: launchers of our kernels on a stream; 0, or a CUDA error code. The
  * per-element arithmetic of each is in elementwise.h. */
 #ifdef __cplusplus

@@ -324,8 +324,9 @@ static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float
         return dt_fail("%s: checkpoint metadata incomplete (expected net, dataset, mode, ranks, iteration, options)", path);
     if (strcmp(m_net, net->name) != 0)
         return dt_fail("%s: a checkpoint of net %s, not %s (expected the net it was made with)", path, m_net, net->name);
-    /* the precision may change: weights and optimizer state are fp32 under every precision */
-    static const char *const skip[] = {"epochs = ", "iters = ", "precision = ", NULL};
+    /* the precision and the transport may change: weights and optimizer state are fp32 under every
+     * precision, and the same on every transport */
+    static const char *const skip[] = {"epochs = ", "iters = ", "precision = ", "transport = ", NULL};
     char *ours = options_without(r->options, skip), *theirs = options_without(m_opts, skip);
     if (!ours || !theirs) {
         free(ours), free(theirs);
@@ -335,8 +336,8 @@ static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float
     if (!same) first_difference(theirs, ours, why, sizeof why);
     free(ours), free(theirs);
     if (!same)
-        return dt_fail("%s: made with other options: %s (resume with the same options, except --epochs, --iters and "
-                       "--precision; or start a new run from its weights with --load)",
+        return dt_fail("%s: made with other options: %s (resume with the same options, except --epochs, --iters, "
+                       "--precision and --transport; or start a new run from its weights with --load)",
                        path, why);
     /* none: a checkpoint from before --precision */
     option_value(m_opts, "precision", "fp32", r->precision_was, sizeof r->precision_was);

@@ -36,7 +36,8 @@ static void print_version(void)
 {
     printf("dtrain %s (git %s)\n", PACKAGE_VERSION, DT_GIT_VERSION);
     printf("features: %s; images: libjpeg-turbo %s, libpng %s; %s\n", comm_library(), DT_JPEG_VERSION,
-           DT_PNG_VERSION, DT_CUDA_BUILT ? "CUDA backend" : "no CUDA backend (CPU only)");
+           DT_PNG_VERSION, DT_CUDA_BUILT ? (DT_NCCL_BUILT ? "CUDA backend with the NCCL transport" : "CUDA backend, no NCCL transport")
+                         : "no CUDA backend (CPU only)");
     printf("backends: %s; cpu: %s\n", backend_list(), backend_cpu_describe());
     printf("cuda toolkit at build time: %s\n", DT_CUDA_SUMMARY);
     printf("modes: %s\n", mode_list());

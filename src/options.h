@@ -21,7 +21,7 @@ typedef enum {
 typedef struct dt_opts {
     dt_action action;
     /* run */
-    char *net, *dataset, *data_dir, *device, *precision, *config, *augment, *on_bad_image, *rerun;
+    char *net, *dataset, *data_dir, *device, *precision, *transport, *config, *augment, *on_bad_image, *rerun;
     long epochs, iters, batch, seed, threads, image_size, prefetch, synthetic_samples, ranks, classes;
     int no_shuffle, dry_run, pack_only;
     long gpu, gpu_workspace; /* --gpu (-1: by local rank), --gpu-workspace MB */

@@ -558,6 +558,7 @@ static void banner(dt_run *r)
     log_text(r->log, "backend %s%s%s%s%s: %s; %s\n", r->be->name, r->auto_why[0] ? " (auto; " : "", r->auto_why,
              r->auto_why[0] ? ")" : "", strcmp(o->precision, "bf16") == 0 ? ", bf16 GEMMs and convolutions" : "",
              backend_describe(r->be), comm_library());
+    if (!r->be->host_memory) log_text(r->log, "transport %s\n", r->transport);
     if (p > 1)
         log_text(r->log,
                  "timing model (%s): alpha %.1f us, beta %.3g s/B (%.0f MB/s; %.0f MB/s streamed, %.0f MB/s back to "
@@ -584,6 +585,7 @@ static int record_run(dt_run *r)
     log_summary_field(l, "git", DT_GIT_VERSION, 0);
     log_summary_field(l, "backend", r->be->name, 0);
     log_summary_field(l, "precision", r->opts->precision, 0);
+    log_summary_field(l, "transport", r->env.transport == DT_TRANSPORT_NCCL ? "nccl" : "mpi", 0);
     log_summary_field(l, "libraries", libs, 0);
     log_summary_field(l, "hosts", hosts, 0);
     if (r->opts->data_dir) /* absolute: a rerun may start elsewhere */
@@ -685,6 +687,19 @@ static int choose_mode(dt_run *r)
     return 0;
 }
 
+/* --transport: over MPI, or over the device's own transport where every rank can and the mode sends
+ * over it; collective */
+static int choose_transport(dt_run *r)
+{
+    char why[300] = "";
+    const char *want = r->opts->transport ? r->opts->transport : "mpi";
+    if (!r->mode->device_net)
+        snprintf(why, sizeof why, "mode %s sends over MPI only (nccl: dsync and pipesgd)", r->mode->name);
+    else if (r->mode->device_net(&r->env, why, sizeof why))
+        why[0] = 0;
+    return devnet_choose(r->comm, r->be, want, why, &r->env.transport, r->transport, sizeof r->transport);
+}
+
 int run_setup(dt_run *r)
 {
     char *text;
@@ -703,6 +718,7 @@ int run_setup(dt_run *r)
     if (setup_weights(r) != 0) return -1;
     if (run_agree(r, netmodel_init(&r->env.model, r->comm, &r->env.codec, &r->env.opts)) != 0) return -1;
     if (r->auto_mode && run_agree(r, choose_mode(r)) != 0) return -1;
+    if (run_agree(r, choose_transport(r)) != 0) return -1;
     r->stop_req = -1;
     if (comm_size(r->comm) > 1 && run_agree(r, comm_dup(r->comm, &r->ctl)) != 0) return -1;
     rc = r->mode->init(&r->mode_state, &r->env);

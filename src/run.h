@@ -23,6 +23,7 @@ typedef struct dt_run {
     int threads;
     dt_backend *be;
     char auto_why[256]; /* --device auto chose cpu: why not cuda */
+    char transport[512]; /* the banner's words on --transport's choice (devnet_choose) */
     int auto_mode;             /* --mode auto: set up as dsync until choose_mode */
     char auto_ranking[512];    /* its ranking: "pipesgd+q8 12.300 ms, dsync ..." */
     char auto_codec[16];       /* its codec: env.opts.compress points here */

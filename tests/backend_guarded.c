@@ -29,6 +29,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <mpi.h>
+
 #include "backend_guarded.h"
 #include "comm/codec.h"
 #include "comm/sparse.h"
@@ -47,6 +49,7 @@ typedef struct guarded {
     int n, cap;
     long staging; /* host_alloc'd buffers not yet freed */
     long queues;  /* queue_create'd queues not yet freed */
+    int device;   /* its "device" (g_device_id) */
 } guarded;
 
 #define STAGING_MAGIC 0x5354414749494e47ull /* "STAGIING" */
@@ -357,6 +360,136 @@ static void g_host_free(dt_backend *be, void *p)
     pthread_mutex_unlock(&g->lock);
 }
 
+/* A stand-in for a device transport (NCCL): the net_* ops over MPI, so that the comm code's paths for
+ * --transport nccl run here. Each communicator is a duplicate of MPI_COMM_WORLD whose ranks must be
+ * the ones the caller names, and every rank must hold the id rank 0 drew (the caller broadcasts it):
+ * checked. The transfers copy the guarded memory out, send, and copy back in, so no guarded page is
+ * open while a rank waits for another. Its "devices": DTRAIN_GUARDED_DEVICES of them (default 1), a
+ * rank's being --gpu or its local rank modulo that count, so tests make ranks share one or not.
+ * DTRAIN_GUARDED_NO_NET=1: as a machine without the library. */
+typedef struct gnet {
+    MPI_Comm comm;
+    unsigned char id[DT_NET_ID_BYTES];
+} gnet;
+
+/* bytes sent through net ops, reported when the backend goes with DTRAIN_GUARDED_STATS set (tests
+ * check that a --transport nccl run sent its gradients this way) */
+static long long net_bytes;
+
+static int g_net_available(dt_backend *be, char *why, size_t n)
+{
+    (void)be;
+    if (getenv("DTRAIN_GUARDED_NO_NET")) {
+        snprintf(why, n, "the guarded backend's transport is switched off (DTRAIN_GUARDED_NO_NET)");
+        return 0;
+    }
+    snprintf(why, n, "MPI standing in for NCCL (cpu-guarded)");
+    return 1;
+}
+
+static int g_net_id(dt_backend *be, void *id)
+{
+    (void)be;
+    unsigned char *u = id;
+    uint64_t x = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(dt_now() * 1e9);
+    for (int i = 0; i < DT_NET_ID_BYTES; i++) u[i] = (unsigned char)((x = x * 6364136223846793005ull + 1) >> 56);
+    return 0;
+}
+
+static int g_net_create(dt_backend *be, const void *id, int nranks, int rank, void **out)
+{
+    (void)be;
+    int size, me;
+    gnet *net = calloc(1, sizeof *net);
+    unsigned char first[DT_NET_ID_BYTES];
+    if (!net) return dt_fail("out of memory");
+    memcpy(net->id, id, DT_NET_ID_BYTES);
+    memcpy(first, id, DT_NET_ID_BYTES);
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &net->comm) != MPI_SUCCESS) {
+        free(net);
+        return dt_fail("cpu-guarded: MPI_Comm_dup failed");
+    }
+    MPI_Comm_size(net->comm, &size);
+    MPI_Comm_rank(net->comm, &me);
+    MPI_Bcast(first, DT_NET_ID_BYTES, MPI_BYTE, 0, net->comm);
+    int bad = size != nranks || me != rank || memcmp(first, id, DT_NET_ID_BYTES) != 0, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, net->comm);
+    if (any) {
+        MPI_Comm_free(&net->comm);
+        free(net);
+        return dt_fail("cpu-guarded: net_create: %s", bad ? "this rank's id, rank or rank count differs from the job's"
+                                                          : "another rank's id, rank or rank count differs");
+    }
+    *out = net;
+    return 0;
+}
+
+static void g_net_free(dt_backend *be, void *p)
+{
+    (void)be;
+    gnet *net = p;
+    MPI_Comm_free(&net->comm);
+    free(net);
+}
+
+/* copies between guarded memory and a host buffer */
+static void g_out(dt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    guarded *g = enter(be);
+    memcpy(dst, src, bytes);
+    leave(g);
+}
+
+static int g_net_sendrecv(dt_backend *q, void *p, const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes,
+                          int src)
+{
+    gnet *net = p;
+    char *s = malloc(sbytes + 1), *r = malloc(rbytes + 1);
+    int rc = -1;
+    if (!s || !r) {
+        dt_fail("out of memory");
+        goto out;
+    }
+    g_out(q, s, sbuf, sbytes);
+    __atomic_add_fetch(&net_bytes, (long long)sbytes, __ATOMIC_RELAXED);
+    if (MPI_Sendrecv(s, (int)sbytes, MPI_BYTE, dst, 7, r, (int)rbytes, MPI_BYTE, src, 7, net->comm,
+                     MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        dt_fail("cpu-guarded: MPI_Sendrecv failed");
+        goto out;
+    }
+    g_out(q, rbuf, r, rbytes);
+    rc = 0;
+out:
+    free(s), free(r);
+    return rc;
+}
+
+static int g_net_allreduce(dt_backend *q, void *p, float *x, size_t n)
+{
+    gnet *net = p;
+    float *h = malloc(n * sizeof *h + 1);
+    if (!h) return dt_fail("out of memory");
+    g_out(q, h, x, n * sizeof *h);
+    __atomic_add_fetch(&net_bytes, (long long)(n * sizeof *h), __ATOMIC_RELAXED);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, net->comm);
+    if (rc == MPI_SUCCESS) g_out(q, x, h, n * sizeof *h);
+    free(h);
+    return rc == MPI_SUCCESS ? 0 : dt_fail("cpu-guarded: MPI_Allreduce failed");
+}
+
+static int g_net_wait(dt_backend *q, void *net, double timeout)
+{
+    (void)q, (void)net, (void)timeout; /* its transfers are done when they return */
+    return 0;
+}
+
+static int g_device_id(dt_backend *be, char *buf, size_t n)
+{
+    guarded *g = be->impl;
+    snprintf(buf, n, "guarded device %d", g->device);
+    return 0;
+}
+
 /* A second queue (a GPU's stream for a communication thread): the same ops on the same memory, as
  * a table of its own, so the comm code's two-queue paths run here; it allocates nothing (a GPU's
  * queue allocates through its backend), and one not freed before the backend aborts. */
@@ -401,6 +534,8 @@ static void g_destroy(dt_backend *be)
                 g->staging == 1 ? "" : "s");
         abort();
     }
+    if (getenv("DTRAIN_GUARDED_STATS"))
+        fprintf(stderr, "cpu-guarded: %lld bytes sent over its transport\n", __atomic_load_n(&net_bytes, __ATOMIC_RELAXED));
     pthread_mutex_lock(&instances_lock);
     for (int k = 0; k < MAX_INSTANCES; k++)
         if (instances[k] == g) instances[k] = NULL;
@@ -439,6 +574,19 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
     be->host_free = g_host_free;
     be->queue_create = g_queue_create;
     be->queue_free = g_queue_free;
+    {
+        const char *nd = getenv("DTRAIN_GUARDED_DEVICES"), *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+        int count = nd && atoi(nd) > 0 ? atoi(nd) : 1;
+        g->device = (o->device >= 0 ? o->device : lr ? atoi(lr) : 0) % count;
+    }
+    be->device_id = g_device_id;
+    be->net_available = g_net_available;
+    be->net_id = g_net_id;
+    be->net_create = g_net_create;
+    be->net_free = g_net_free;
+    be->net_sendrecv = g_net_sendrecv;
+    be->net_allreduce = g_net_allreduce;
+    be->net_wait = g_net_wait;
 #define WRAP(name) be->name = g_##name
     WRAP(to_device), WRAP(to_host), WRAP(copy), WRAP(sync), WRAP(gemm), WRAP(bias_add), WRAP(bias_grad);
     WRAP(relu_fwd), WRAP(relu_bwd), WRAP(dropout_fwd), WRAP(dropout_bwd), WRAP(softmax_xent_fwd);

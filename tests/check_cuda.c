@@ -6,7 +6,7 @@
  * counter-based function on both), the shortcut and the bias gradient; 1e-6 relative for the
  * elementwise arithmetic and the softmax; 1e-4 for GEMM and convolution (fp32 sums in another
  * order: cuBLAS and cuDNN against oneDNN, TF32 off); 1e-5 for pooling, LRN and batch norm; the
- * codecs' bytes and decoded floats identical to the CPU codecs'.
+ * codecs' bytes and decoded floats identical to the CPU codecs'; a one-rank NCCL communicator.
  *
  * Exit 77 (skipped), saying why, where the CUDA backend cannot run: not built, no driver, no GPU.
  * Check runs without fork here: a CUDA context does not survive one.
@@ -444,6 +444,42 @@ START_TEST(sparse)
 }
 END_TEST
 
+/* NCCL, one rank on one GPU: a communicator from an id, an allreduce (the sum of one rank: the values),
+ * a ring step to itself on a second queue (the bytes arrive), the wait, and the GPU's identity */
+START_TEST(nccl_one_rank)
+{
+    char why[256] = "", id_text[128] = "";
+    OK(gpu->device_id(gpu, id_text, sizeof id_text));
+    ck_assert_msg(strncmp(id_text, "GPU-", 4) == 0 && strlen(id_text) == 40, "device id '%s'", id_text);
+#if DT_NCCL_BUILT
+    ck_assert_msg(gpu->net_available && gpu->net_available(gpu, why, sizeof why), "NCCL: %s", why);
+    ck_assert_msg(strncmp(why, "NCCL 2.", 7) == 0, "NCCL's version: '%s'", why);
+    unsigned char id[DT_NET_ID_BYTES];
+    void *net = NULL;
+    dt_backend *q = NULL;
+    OK(gpu->net_id(gpu, id));
+    OK(gpu->net_create(gpu, id, 1, 0, &net));
+    const size_t n = 1000003;
+    float *x = randv(n, 200, -1, 1), *dx = up(x, n * 4);
+    OK(gpu->net_allreduce(gpu, net, dx, n));
+    OK(gpu->net_wait(gpu, net, 60.0));
+    expect(dx, x, n, 0.0, "one rank's allreduce");
+    float *dy = gpu->alloc(gpu, n * 4);
+    OK(backend_queue(gpu, &q));
+    OK(q->net_sendrecv(q, net, dx, n * 4, 0, dy, n * 4, 0));
+    OK(q->net_wait(q, net, 60.0));
+    expect(dy, x, n, 0.0, "a ring step to itself");
+    backend_queue_free(gpu, q);
+    gpu->net_free(gpu, net);
+    gpu->free(gpu, dx), gpu->free(gpu, dy);
+    free(x);
+#else
+    (void)why;
+    ck_assert_msg(gpu->net_available == NULL, "built without NCCL, yet the backend offers it");
+#endif
+}
+END_TEST
+
 START_TEST(memory)
 {
     size_t fr = 0, tot = 0;
@@ -487,6 +523,7 @@ int main(void)
     tcase_add_test(tc, batch_norm);
     tcase_add_test(tc, codecs);
     tcase_add_test(tc, sparse);
+    tcase_add_test(tc, nccl_one_rank);
     tcase_add_test(tc, memory);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -15,6 +15,8 @@
 #    seed-to-seed spread on the CPU);
 #  - a checkpoint written on the GPU resumes on the CPU, and the reverse; --gpu-exact runs repeat
 #    bit for bit;
+#  - NCCL: a one-rank run over it; two ranks on one GPU refused by --transport nccl, auto says why it
+#    takes mpi; with two GPUs or more, D-Sync and Pipe-SGD over nccl against mpi;
 #  - --gpu 7 on a machine with fewer GPUs, a batch that cannot fit, --precision bf16 (not built for
 #    GPUs): clear errors, exit 1.
 . "$(dirname "$0")/lib.sh"
@@ -132,6 +134,38 @@ for args in "dsync --compress q8" "dsync --fusion-bytes 65536 --compress t16" "p
     note "--mode $args: test accuracy cpu $a, cuda $b"
     $PYTHON -c "import sys; sys.exit(abs($a - $b) > 0.005)" || bad "--mode $args: accuracy $b on the GPU, $a on the CPU"
 done
+
+# ---- NCCL (--transport) ---------------------------------------------------------------------------
+# one rank: a communicator of one; two ranks on one GPU: nccl refused naming them and the GPU, auto
+# takes mpi and says why; with a GPU per rank (a machine with 2 or more): the rings and the allreduce
+# over NCCL, accuracy as on the CPU
+if grep -q "with the NCCL transport" <("$DTRAIN" --version 2>&1; "$DTRAIN" --list-devices 2>&1); then
+    F=(--net mlp --dataset fashion-mnist --seed 3 --threads 2 --progress none)
+    "$DTRAIN" "${F[@]}" --iters 20 --device cuda --transport nccl --compress q8 > "$T/out" 2>&1 &&
+        grep -q "^transport nccl (NCCL 2\." "$T/out" || { cat "$T/out"; bad "one rank over nccl"; }
+    mpi -np 2 "$DTRAIN" "${F[@]}" --iters 2 --device cuda --gpu 0 --transport nccl > "$T/out" 2>&1
+    rc=$?
+    [ $rc = 1 ] && grep -q "ranks 0 and 1 share one device (GPU-" "$T/out" ||
+        { cat "$T/out"; bad "two ranks on one GPU with --transport nccl: exit $rc"; }
+    mpi -np 2 "$DTRAIN" "${F[@]}" --iters 2 --device cuda --gpu 0 > "$T/out" 2>&1 &&
+        grep -q "^transport mpi (auto: not nccl: ranks 0 and 1 share one device" "$T/out" ||
+        { cat "$T/out"; bad "two ranks on one GPU, --transport auto: no mpi and why"; }
+    if [ "$(grep -c '^  GPU ' "$T/devices")" -ge 2 ]; then
+        for args in "dsync" "dsync --compress q8" "dsync --fusion-bytes 65536" "pipesgd --compress fp16"; do
+            for tr in mpi nccl; do
+                mpi -np 2 "$DTRAIN" "${F[@]}" --epochs 1 --mode $args --device cuda --transport $tr \
+                    --log "$T/tr-$tr.jsonl" > "$T/out" 2>&1 || { cat "$T/out"; bad "--mode $args --transport $tr failed"; }
+            done
+            a=$(acc "$T/tr-mpi.jsonl") b=$(acc "$T/tr-nccl.jsonl")
+            note "--mode $args on 2 GPUs: test accuracy over mpi $a, over nccl $b"
+            $PYTHON -c "import sys; sys.exit(abs($a - $b) > 0.005)" || bad "--mode $args: nccl $b, mpi $a"
+        done
+    else
+        note "one GPU: NCCL between two GPUs not tried"
+    fi
+else
+    note "this dtrain has no NCCL transport: not tried"
+fi
 
 # ---- checkpoints across devices ----------------------------------------------------------------
 # (--gpu-exact: deterministic convolutions that agree with the CPU's, so what differs is the

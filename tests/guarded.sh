@@ -7,7 +7,9 @@
 # bug (the guarded backend also runs the device-side paths: the rings on device memory with its
 # codecs and a second queue, the sparse modes' residuals and top-k there). Checkpoints go through
 # it too: Pipe-SGD and Top-k runs checkpointed and resumed on the guarded backend equal the straight
-# cpu runs. The guard must bite: a direct access aborts
+# cpu runs. --transport nccl runs on the backend's stand-in for NCCL, equal to the cpu's too, and
+# its refusals (ranks sharing a device, no library, modes that send over MPI only) are checked.
+# The guard must bite: a direct access aborts
 # (tests/check_guarded does that one).
 . "$(dirname "$0")/lib.sh"
 need_mpirun
@@ -77,4 +79,64 @@ for args in "pipesgd --compress q8" "topk --density 0.02 --momentum-correction -
     "$STDIFF" "$T/straight.st" "$T/resumed.st" 0 0 > "$T/diff" ||
         { cat "$T/diff"; fail "--mode $args: resume on cpu-guarded differs"; }
 done
-echo "PASS: $runs mode/codec runs on cpu-guarded equal cpu bit for bit; a checkpoint resumed on it too"
+# --transport nccl, on the guarded backend's stand-in for NCCL (MPI between copies of its memory;
+# DTRAIN_GUARDED_DEVICES=2 gives each of the 2 ranks a "device" of its own): the rings' segments and
+# the allreduce go device to device through the backend's net ops, bit for bit the cpu runs
+# (codec none is the device's allreduce: the cpu's MPI_Allreduce, equal for 2 ranks)
+export DTRAIN_GUARDED_DEVICES=2 DTRAIN_GUARDED_STATS=1
+nccl() { # CPU-ARGS -- GUARDED-ARGS (with --transport nccl)
+    local cpu=()
+    while [ "$1" != -- ]; do cpu+=("$1"); shift; done
+    shift
+    run cpu "$T/cpu.st" "${cpu[@]}"
+    run cpu-guarded "$T/guarded.st" --transport nccl "$@"
+    grep -q "^transport nccl" "$T/log" || { cat "$T/log"; fail "--transport nccl $*: the banner does not say nccl"; }
+    grep -q "cpu-guarded: [1-9][0-9]* bytes sent over its transport" "$T/log" ||
+        { cat "$T/log"; fail "--transport nccl $*: nothing went through the backend's transport"; }
+    "$STDIFF" "$T/cpu.st" "$T/guarded.st" 0 0 > "$T/diff" ||
+        { cat "$T/diff"; fail "--transport nccl $*: cpu-guarded differs from cpu"; }
+    runs=$((runs + 1))
+}
+nccl --mode dsync --compress q8 -- --mode dsync --compress q8
+grep -q "dsync: the ring runs on cpu-guarded memory: encoded segments go from device to device (NCCL)" "$T/log" ||
+    { cat "$T/log"; fail "dsync over nccl does not say that its segments go device to device"; }
+nccl --mode dsync --fusion-bytes 20000 --compress q8 -- --mode dsync --fusion-bytes 20000 --compress q8
+nccl --mode dsync --allreduce mpi -- --mode dsync
+grep -q "dsync: the gradients are summed on cpu-guarded memory by the device's allreduce (NCCL)" "$T/log" ||
+    { cat "$T/log"; fail "dsync over nccl without a codec does not say that the device's allreduce sums"; }
+nccl --mode dsync --allreduce mpi -- --mode dsync --fusion-bytes 20000
+nccl --mode pipesgd --compress t16 -- --mode pipesgd --compress t16
+nccl --mode pipesgd --pipeline-depth 3 --warmup-epochs 1 --compress fp16 -- --mode pipesgd --pipeline-depth 3 \
+    --warmup-epochs 1 --compress fp16
+# auto takes nccl where every rank has a device and the mode sends over it, else mpi and why
+mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode pipesgd --compress q8 > "$T/log" 2>&1 &&
+    grep -q "^transport nccl" "$T/log" || { cat "$T/log"; fail "--transport auto with a device per rank is not nccl"; }
+mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode ps > "$T/log" 2>&1 &&
+    grep -q "^transport mpi (auto: not nccl: mode ps sends over MPI only" "$T/log" ||
+    { cat "$T/log"; fail "--transport auto with mode ps does not say why mpi"; }
+# a checkpoint written over nccl resumes over mpi on the cpu (and the transport may change on resume)
+run cpu "$T/straight.st" --mode pipesgd --compress q8
+run cpu-guarded "$T/first.st" --mode pipesgd --compress q8 --epochs 1 --checkpoint "$T/run.ckpt" --transport nccl
+run cpu "$T/resumed.st" --mode pipesgd --compress q8 --checkpoint "$T/run.ckpt" --resume "$T/run.ckpt"
+"$STDIFF" "$T/straight.st" "$T/resumed.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "resume of an nccl run on cpu differs"; }
+# NCCL's rule, a device per rank: two ranks on one device are refused by nccl, and auto says why it takes mpi
+export DTRAIN_GUARDED_DEVICES=1
+expect_fail() { # STATUS PATTERN ARGS...
+    local want=$1 pat=$2 rc=0
+    shift 2
+    mpi -np 2 "$DTRAIN" "${common[@]}" --iters 1 "$@" > "$T/log" 2>&1 || rc=$?
+    [ "$rc" = "$want" ] && grep -q -- "$pat" "$T/log" || { cat "$T/log"; fail "$*: expected exit $want and '$pat'"; }
+}
+expect_fail 1 "--transport nccl: ranks 0 and 1 share one device (guarded device 0), and NCCL needs a device per rank" \
+    --device cpu-guarded --transport nccl
+mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 > "$T/log" 2>&1 &&
+    grep -q "^transport mpi (auto: not nccl: ranks 0 and 1 share one device (guarded device 0)" "$T/log" ||
+    { cat "$T/log"; fail "--transport auto on a shared device does not say why mpi"; }
+DTRAIN_GUARDED_DEVICES=2 DTRAIN_GUARDED_NO_NET=1 expect_fail 1 "--transport nccl: the guarded backend's transport is \
+switched off" --device cpu-guarded --transport nccl
+expect_fail 2 "--transport nccl moves gradients between GPUs, and this run has --device cpu" --device cpu --transport nccl
+expect_fail 2 "--transport nccl: mode ps sends over MPI only" --device cpu-guarded --transport nccl --mode ps
+expect_fail 2 "--transport nccl and --allreduce mpi exclude each other" --device cpu-guarded --transport nccl \
+    --allreduce mpi
+echo "PASS: $runs mode/codec runs on cpu-guarded (over mpi and nccl) equal cpu bit for bit; checkpoints resumed on it" \
+    "and across transports; nccl's refusals"

@@ -10,6 +10,7 @@
 #include "../cpu.h"
 #include "../registry.h"
 #include "../util.h"
+#include "ring.h"
 #include "schedule.h"
 #include "worker.h"
 
@@ -82,6 +83,13 @@ static int staged(const dt_hostbuf *h, size_t off, size_t n, double *seconds, in
 
 int mode_pull(const dt_hostbuf *h, size_t off, size_t n, double *seconds) { return staged(h, off, n, seconds, 0); }
 int mode_push(const dt_hostbuf *h, size_t off, size_t n, double *seconds) { return staged(h, off, n, seconds, 1); }
+
+int mode_ring_device_net(const dt_mode_env *env, char *why, size_t n)
+{
+    if (ring_can_run_on(env->arena.be, &env->codec)) return 1;
+    snprintf(why, n, "the %s backend does not run codec %s on its memory", env->arena.be->name, env->codec.desc->name);
+    return 0;
+}
 
 int mode_roles(const dt_mode_desc *m, dt_mode_env *env)
 {

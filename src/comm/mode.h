@@ -27,6 +27,7 @@
 #include "../opt.h"
 #include "../stats.h"
 #include "codec.h"
+#include "devnet.h"
 #include "transport.h"
 
 /* The communication options (CLI.md). The modes declare them (dt_optdef tables: the flags one
@@ -104,6 +105,7 @@ typedef struct dt_mode_env {
     int n_workers;   /* ranks that compute */
     int worker_rank; /* this rank among them (-1 on a server) */
     int overlapped;  /* encode/comm/decode run on a communication thread beside the compute */
+    int transport;   /* --transport: DT_TRANSPORT_* (devnet.h), chosen before init */
 } dt_mode_env;
 
 /* The ranks the mode runs on: the job's, or under --dry-run the ones --ranks names. */
@@ -162,6 +164,9 @@ typedef struct dt_mode_desc {
      * rebuild what it derives from them. */
     int (*state)(void *state, const dt_mode_env *env, dt_state_tensor *out, int max);
     int (*restored)(void *state, dt_mode_env *env, long it0); /* may be NULL */
+    /* --transport: 1 if the mode can send over the device backend's transport (NCCL) with env's
+     * options, else 0 and why not; NULL: it sends over MPI only. */
+    int (*device_net)(const dt_mode_env *env, char *why, size_t n);
     /* Checkpoints cannot capture this mode mid-run (a message for --checkpoint), NULL: they can. */
     const char *no_checkpoint;
     void (*finalize)(void *state, dt_mode_env *env);
@@ -185,6 +190,9 @@ void mode_env_release(dt_mode_env *env);
  * a device backend: counted as encode when pulled, decode when pushed); free for the CPU. */
 int mode_pull(const dt_hostbuf *h, size_t off, size_t n, double *seconds);
 int mode_push(const dt_hostbuf *h, size_t off, size_t n, double *seconds);
+/* device_net for modes whose exchange is the ring (dsync, pipesgd): 1 where the ring can run on the
+ * arena's backend memory with env's codec. */
+int mode_ring_device_net(const dt_mode_env *env, char *why, size_t n);
 /* Fills env's roles with m->roles, or makes every rank a worker. */
 int mode_roles(const dt_mode_desc *m, dt_mode_env *env);
 /* 1 if the mode reads flag NAME (e.g. "staleness"); shared flags (compress, model-*) read by all. */

@@ -14,6 +14,8 @@
  * Except where the device codes itself (the CUDA backend's codecs): then the ring runs on the
  * device's arena and only encoded segments cross to the host (ring_create_on); the communication
  * thread's allreduces run on a queue of their own (a CUDA stream), beside backward's kernels.
+ * With --transport nccl nothing crosses to the host: the ring's encoded segments go from device to
+ * device, and without a codec the sum is NCCL's allreduce (lazily, per --fusion-bytes bucket).
  *
  * --allreduce mpi: the same sums by the MPI library's own MPI_Allreduce (fp32, no codec), the
  * baseline the papers compare against; its bytes are counted as a ring allreduce of fp32 would
@@ -41,6 +43,7 @@ typedef struct {
     /* fusion */
     dt_comm *cc;
     dt_backend *q; /* on_dev: the communication thread's queue */
+    void *net, *bg_net; /* --transport nccl: the device communicators of ring and bg */
     dt_ring *bg;
     dt_worker *worker;
     size_t sent;
@@ -83,21 +86,23 @@ static int dsync_init(void **state, dt_mode_env *env)
     s->mpi = env->opts.allreduce && strcmp(env->opts.allreduce, "mpi") == 0;
     /* on a device that codes itself the ring runs on the arena: only encoded segments leave it */
     s->on_dev = !s->mpi && ring_can_run_on(env->be, &env->codec);
+    int nccl = env->transport == DT_TRANSPORT_NCCL;
     if (isfinite(env->opts.fusion_bytes)) {
         s->fusion = (size_t)(env->opts.fusion_bytes / sizeof(float));
         if (s->fusion == 0) s->fusion = 1;
         if (!comm_thread_multiple(env->comm))
             return dt_fail("--fusion-bytes needs an MPI library with MPI_THREAD_MULTIPLE");
         if (mode_comm_thread(env, &s->cc, &s->worker) != 0) return -1;
-        if (s->on_dev ? backend_queue(env->be, &s->q) != 0 ||
-                            ring_create_on(&s->bg, s->cc, env->codec, env->arena.n, env->be, s->q) != 0
+        if (s->on_dev ? backend_queue(env->be, &s->q) != 0 || (nccl && devnet_open(s->cc, env->be, &s->bg_net) != 0) ||
+                            ring_create_on(&s->bg, s->cc, env->codec, env->arena.n, env->be, s->q, s->bg_net) != 0
                       : ring_create(&s->bg, s->cc, env->codec, env->arena.n) != 0)
             return -1;
         env->overlapped = 1;
     }
     if (s->on_dev) {
-        ring_note_on(env->be, &env->codec, env->note, sizeof env->note);
-        return ring_create_on(&s->ring, env->comm, env->codec, env->arena.n, env->be, NULL);
+        ring_note_on(env->be, &env->codec, env->transport, env->note, sizeof env->note);
+        if (nccl && devnet_open(env->comm, env->be, &s->net) != 0) return -1;
+        return ring_create_on(&s->ring, env->comm, env->codec, env->arena.n, env->be, NULL, s->net);
     }
     return ring_create(&s->ring, env->comm, env->codec, env->arena.n);
 }
@@ -182,9 +187,20 @@ static void dsync_finalize(void *state, dt_mode_env *env)
     worker_destroy(s->worker);
     ring_destroy(s->bg);
     ring_destroy(s->ring);
+    devnet_close(env->be, s->bg_net);
+    devnet_close(env->be, s->net);
     backend_queue_free(env->be, s->q);
     if (s->cc) comm_free(s->cc);
     free(s);
+}
+
+static int dsync_device_net(const dt_mode_env *env, char *why, size_t n)
+{
+    if (env->opts.allreduce && strcmp(env->opts.allreduce, "mpi") == 0) {
+        snprintf(why, n, "--allreduce mpi sums with the MPI library");
+        return 0;
+    }
+    return mode_ring_device_net(env, why, n);
 }
 
 static void dsync_describe(const dt_mode_env *env, char *buf, size_t n)
@@ -212,5 +228,6 @@ const dt_mode_desc mode_dsync = {
     .end = dsync_end,
     .describe = dsync_describe,
     .predict = dsync_predict,
+    .device_net = dsync_device_net,
     .finalize = dsync_finalize,
 };

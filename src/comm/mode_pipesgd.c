@@ -51,6 +51,7 @@ typedef struct {
     dt_worker *worker;
     int on_dev;    /* the ring runs on the slots in the backend's memory (ring_create_on) */
     dt_backend *q; /* then: the communication thread's queue */
+    void *net;     /* --transport nccl: the device communicator of the communication thread's ring */
     struct job {
         dt_ring *ring;
         float *x;
@@ -93,9 +94,10 @@ static int pipe_init(void **state, dt_mode_env *env)
     /* on a device that codes itself the ring runs on the slots: only encoded segments leave it */
     s->on_dev = ring_can_run_on(env->be, &env->codec);
     if (!s->on_dev) return ring_create(&s->ring, s->cc, env->codec, env->arena.n);
-    ring_note_on(env->be, &env->codec, env->note, sizeof env->note);
+    ring_note_on(env->be, &env->codec, env->transport, env->note, sizeof env->note);
     if (backend_queue(env->be, &s->q) != 0) return -1;
-    return ring_create_on(&s->ring, s->cc, env->codec, env->arena.n, env->be, s->q);
+    if (env->transport == DT_TRANSPORT_NCCL && devnet_open(s->cc, env->be, &s->net) != 0) return -1;
+    return ring_create_on(&s->ring, s->cc, env->codec, env->arena.n, env->be, s->q, s->net);
 }
 
 /* Waits for the allreduce in slot i, if one is pending there, and applies it at learning rate lr
@@ -242,6 +244,7 @@ static void pipe_finalize(void *state, dt_mode_env *env)
     mode_env_release(env);
     worker_destroy(s->worker);
     ring_destroy(s->ring);
+    devnet_close(env->be, s->net);
     backend_queue_free(env->be, s->q);
     if (s->cc) comm_free(s->cc);
     for (int i = 0; s->slot && i < s->k; i++) hostbuf_free(&s->slot[i]);
@@ -290,5 +293,6 @@ const dt_mode_desc mode_pipesgd = {
     .predict = pipe_predict,
     .state = pipe_list_state,
     .restored = pipe_restored,
+    .device_net = mode_ring_device_net,
     .finalize = pipe_finalize,
 };

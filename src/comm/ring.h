@@ -18,6 +18,7 @@
 #include "../engine/engine.h"
 #include "../stats.h"
 #include "codec.h"
+#include "devnet.h"
 #include "transport.h"
 
 typedef struct dt_ring dt_ring;
@@ -32,10 +33,14 @@ int ring_can_run_on(const dt_backend *be, const dt_codec *codec);
  * and added. The same bytes on the wire and the same sums as the host ring (be's codecs give the
  * CPU codecs' bytes and floats). Its buffers are be's; its ops run on queue q (be, or
  * backend_queue's for a communication thread: then x must be final on the device when the
- * allreduce starts, and the sums are when it returns). */
-int ring_create_on(dt_ring **out, dt_comm *c, dt_codec codec, size_t max_n, dt_backend *be, dt_backend *q);
-/* The banner's line for a mode whose ring runs on be's memory. */
-void ring_note_on(const dt_backend *be, const dt_codec *codec, char *buf, size_t n);
+ * allreduce starts, and the sums are when it returns).
+ * With net, a communicator of be's (devnet_open, --transport nccl), nothing crosses to the host:
+ * the encoded segments go from device to device, and codec none is the device's own allreduce
+ * (its order of additions, not the ring's); the sums are final when ring_allreduce returns. */
+int ring_create_on(dt_ring **out, dt_comm *c, dt_codec codec, size_t max_n, dt_backend *be, dt_backend *q,
+                   void *net);
+/* The banner's line for a mode whose ring runs on be's memory over transport (DT_TRANSPORT_*). */
+void ring_note_on(const dt_backend *be, const dt_codec *codec, int transport, char *buf, size_t n);
 void ring_destroy(dt_ring *r);
 /* Sums x[0..n) over all ranks in place. Adds encode, decode and comm (wire + waiting for the
  * neighbours) times and the bytes to t. */

@@ -46,9 +46,12 @@ int comm_hosts(dt_comm *c, char *buf, size_t n);
  * emulated hosts (network namespaces of one machine, tools/netem) count as the one machine they
  * share cores on; where no boot id can be read, the ranks with this rank's host name. */
 int comm_machine_ranks(dt_comm *c, int *n);
+/* This machine's id as comm_machine_ranks counts machines (the boot id, else "host NAME"). */
+void comm_machine_id(char *buf, size_t n);
 /* What a wait that never ends reports, and when it gives up: seconds (0: never; default 300), the
  * iteration the job is in (-1: not training yet), a label ("mode dsync"). Shared with duplicates. */
 void comm_set_timeout(dt_comm *c, double seconds);
+double comm_timeout(const dt_comm *c);
 void comm_set_iteration(dt_comm *c, long it);
 void comm_set_label(dt_comm *c, const char *label);
 /* 1 once a wait gave up: the ranks may be anywhere, so the job can only be aborted. */

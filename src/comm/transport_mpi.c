@@ -110,6 +110,7 @@ int comm_init(int *argc, char ***argv, dt_comm **out)
 }
 
 void comm_set_timeout(dt_comm *c, double seconds) { c->ctx->timeout = seconds; }
+double comm_timeout(const dt_comm *c) { return c->ctx->timeout; }
 void comm_set_iteration(dt_comm *c, long it) { c->ctx->iteration = it; }
 void comm_set_label(dt_comm *c, const char *label) { c->ctx->label = label; }
 int comm_broken(const dt_comm *c) { return c->ctx->broken; }
@@ -415,20 +416,27 @@ int comm_hosts(dt_comm *c, char *buf, size_t n)
     return 0;
 }
 
+void comm_machine_id(char *buf, size_t n)
+{
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    buf[0] = 0;
+    if (!f || !fgets(buf, (int)n, f)) {
+        int len = 0;
+        char name[MPI_MAX_PROCESSOR_NAME + 1] = "";
+        MPI_Get_processor_name(name, &len);
+        snprintf(buf, n, "host %s", name);
+    }
+    if (f) fclose(f);
+    buf[strcspn(buf, "\n")] = 0;
+}
+
 int comm_machine_ranks(dt_comm *c, int *n)
 {
     enum { ID = 64 };
     char me[ID] = "", *all = calloc((size_t)c->size, ID);
     MPI_Request r;
     if (!all) return dt_fail("out of memory");
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (!f || !fgets(me, ID, f)) {
-        int len = 0;
-        char name[MPI_MAX_PROCESSOR_NAME + 1] = "";
-        MPI_Get_processor_name(name, &len);
-        snprintf(me, ID, "host %s", name);
-    }
-    if (f) fclose(f);
+    comm_machine_id(me, ID);
     if (MPI_Iallgather(me, ID, MPI_CHAR, all, ID, MPI_CHAR, c->world, &r) != MPI_SUCCESS ||
         wait_all(c, 1, &r, MPI_STATUS_IGNORE, "gathering machine ids", -1) != 0) {
         free(all);

@@ -72,6 +72,8 @@ typedef struct dt_shortcut_cfg {
 
 /* the codecs a backend may run (wire_encode): t16, fp16 and q8 of comm/codec.h */
 enum { DT_WIRE_T16 = 1, DT_WIRE_FP16 = 2, DT_WIRE_Q8 = 3 };
+/* the bytes of a device communicator's id (net_id) */
+#define DT_NET_ID_BYTES 128
 /* what pairs_apply does at each pair */
 enum { DT_PAIRS_SET = 0, DT_PAIRS_ZERO = 1, DT_PAIRS_SUB = 2 };
 
@@ -160,6 +162,27 @@ struct dt_backend {
      * (backend_queue). */
     int (*queue_create)(dt_backend *be, dt_backend **q);
     void (*queue_free)(dt_backend *be, dt_backend *q);
+    /* Collectives between the ranks of a job on the backend's memory, one rank per device (NCCL on
+     * CUDA), for --transport nccl (comm/devnet.h); NULL where the backend has none.
+     * net_available: 1 and the library's name and version in why ("NCCL 2.28.3"), or 0 and why not.
+     * net_id: a new communicator's id (DT_NET_ID_BYTES), made on one rank and handed to every rank by
+     * the caller; net_create joins it as rank of nranks (collective: every rank calls it at once).
+     * net_sendrecv (one ring step: the send to dst and the receive from src together) and
+     * net_allreduce (sum of n floats in place) are called through a queue (be, or a queue_create'd
+     * one), run in its order and are done when net_wait returns: it waits for the queue, giving up
+     * after timeout seconds (0: never) with an error, and reports a failure of the communicator
+     * (a rank that died). A communicator is used by one thread. */
+    int (*net_available)(dt_backend *be, char *why, size_t n);
+    int (*net_id)(dt_backend *be, void *id);
+    int (*net_create)(dt_backend *be, const void *id, int nranks, int rank, void **net);
+    void (*net_free)(dt_backend *be, void *net);
+    int (*net_sendrecv)(dt_backend *q, void *net, const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes,
+                        int src);
+    int (*net_allreduce)(dt_backend *q, void *net, float *x, size_t n);
+    int (*net_wait)(dt_backend *q, void *net, double timeout);
+    /* The device's identity, the same for every rank that runs on it ("GPU 0 (GPU-8d0e...)"), so that
+     * ranks sharing one are found; NULL where memory is the host's. */
+    int (*device_id)(dt_backend *be, char *buf, size_t n);
 
     /* --- the layers of CNNs. Each op gets a plan once per layer (from its configuration; NULL
      * and an error on failure) and then runs for any number of rows. Backward writes dx
@@ -237,7 +260,7 @@ typedef struct dt_backend_desc {
 
 /* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
  * which returns NULL when it was built for another ABI. */
-#define DT_BACKEND_ABI 6
+#define DT_BACKEND_ABI 7
 typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
 
 /* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise
