@@ -5,18 +5,32 @@
 
 #include "../cpu.h"
 
-/* sums in float over blocks of 4096 (vectorised), the blocks in double */
-DT_CLONES static void block_stats(const float *restrict g, size_t n, float *sum, float *sq, float *mx)
+/* Sums in float over blocks of 4096 values, each in 16 lanes (lane j: values j, j + 16, ...; the last
+ * partial row's value i in lane i % 16), the lanes then added pairwise (j + 8, j + 4, j + 2, j + 1),
+ * the blocks in double: one order of additions, each product rounded on its own, whatever the CPU's
+ * vectors (an OpenMP reduction's order, and fused multiply-adds, would follow the clone: AVX-512,
+ * AVX2 and baseline CPUs gave different scalers) and what a device's kernel can repeat. */
+DT_CLONES __attribute__((optimize("fp-contract=off"))) static void block_stats(const float *restrict g, size_t n,
+                                                                             float *sum, float *sq, float *mx)
 {
-    float s = 0.0f, q = 0.0f, m = 0.0f;
-#pragma omp simd reduction(+ : s, q) reduction(max : m)
-    for (size_t i = 0; i < n; i++) {
-        float a = fabsf(g[i]);
-        s += g[i];
-        q += g[i] * g[i];
+    float s[16] = {0}, q[16] = {0}, m = 0.0f;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+#pragma omp simd
+        for (int j = 0; j < 16; j++) {
+            float v = g[i + j];
+            s[j] += v;
+            q[j] += v * v;
+        }
+    for (int j = 0; i < n; i++, j++) s[j] += g[i], q[j] += g[i] * g[i];
+    for (int w = 8; w > 0; w /= 2)
+        for (int j = 0; j < w; j++) s[j] += s[j + w], q[j] += q[j + w];
+#pragma omp simd reduction(max : m)
+    for (size_t k = 0; k < n; k++) {
+        float a = fabsf(g[k]);
         m = m > a ? m : a; /* not fmaxf: a library call that stops vectorisation */
     }
-    *sum = s, *sq = q, *mx = m;
+    *sum = s[0], *sq = q[0], *mx = m;
 }
 
 float tern_scaler(const float *g, size_t n, float clip_c)

@@ -13,7 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* s = min(c sigma, max|g|); 0 for an all-zero g. */
+/* s = min(c sigma, max|g|); 0 for an all-zero g. sigma's sums in one fixed order (codec_tern.c:
+ * float lanes per block of 4096, the blocks in double), the same bits on every CPU. */
 float tern_scaler(const float *g, size_t n, float clip_c);
 /* t[i] in {-1, 0, +1} for g[i] clipped to ±clip (clip = c sigma), with scaler s (shared). */
 void tern_ternarize(const float *g, size_t n, float clip, float s, uint64_t key, int8_t *t);
