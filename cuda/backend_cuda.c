@@ -313,6 +313,55 @@ static int cu_pairs_apply(dt_backend *be, float *x, const void *pairs, size_t k,
     return cuda_launched(cuk_pairs_apply(S(be), x, pairs, k, how, a), "sparse update", "%zu pairs", k);
 }
 
+/* TernGrad: every range's sums in one pass of launches, then one copy of the results to the host */
+static int cu_tern_stats(dt_backend *be, const float *x, const size_t *off, const size_t *n, int count, double *sum,
+                         double *sq, float *mx)
+{
+    ENTER(be);
+    cuda_impl *c = cuda_of(be);
+    size_t lanes = 0, head = (size_t)count * (2 * sizeof(double) + sizeof(unsigned int));
+    for (int k = 0; k < count; k++) lanes = DT_MAX(lanes, cuk_tern_lanes_floats(n[k]));
+    head = (head + 63) / 64 * 64;
+    if (count <= 0) return 0;
+    if (cuda_scratch(be, head + 2 * lanes * sizeof(float)) != 0) return -1;
+    double *out = c->scratch;
+    unsigned int *mxb = (unsigned int *)(out + 2 * (size_t)count);
+    float *lane = (float *)((char *)c->scratch + head);
+    CU(cudaMemsetAsync(mxb, 0, (size_t)count * sizeof *mxb, c->stream), "TernGrad's sums");
+    for (int k = 0; k < count; k++)
+        if (cuda_launched(cuk_tern_stats(c->stream, x + off[k], n[k], lane, out + 2 * k, mxb + k), "TernGrad's sums",
+                          "range %d of %d: %zu values", k, count, n[k]) != 0)
+            return -1;
+    CU(cudaMemcpyAsync(c->host_scratch, c->scratch, head, cudaMemcpyDeviceToHost, c->stream), "TernGrad's sums");
+    CU(cudaStreamSynchronize(c->stream), "TernGrad's sums");
+    const double *h = c->host_scratch;
+    const unsigned int *hm = (const unsigned int *)(h + 2 * (size_t)count);
+    for (int k = 0; k < count; k++) {
+        sum[k] = h[2 * k], sq[k] = h[2 * k + 1];
+        memcpy(&mx[k], &hm[k], sizeof mx[k]);
+    }
+    return 0;
+}
+
+static int cu_tern_encode(dt_backend *be, const float *x, size_t n, float clip, float s, uint64_t key, int8_t *t)
+{
+    ENTER(be);
+    float scale = s > 0.0f ? 65536.0f / s : 0.0f; /* as tern_ternarize: computed on the host */
+    return cuda_launched(cuk_tern_encode(S(be), x, n, clip, scale, key, t), "TernGrad's ternarizing", "%zu values", n);
+}
+
+static int cu_tern_pack(dt_backend *be, const int8_t *t, size_t n, uint8_t *codes)
+{
+    ENTER(be);
+    return cuda_launched(cuk_tern_pack(S(be), t, n, codes), "TernGrad's packing", "%zu values", n);
+}
+
+static int cu_tern_decode(dt_backend *be, const int8_t *acc, size_t n, float s, float *x)
+{
+    ENTER(be);
+    return cuda_launched(cuk_tern_decode(S(be), acc, n, s, x), "TernGrad's decoding", "%zu values", n);
+}
+
 /* A queue for a communication thread: a stream of its own on the same GPU, with the ops a ring
  * needs (copies, add, scale, the codecs); it has no cuBLAS or cuDNN handle and allocates nothing. */
 static int cu_queue_create(dt_backend *be, dt_backend **out)
@@ -499,6 +548,10 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     be->residual_add = cu_residual_add;
     be->topk = cu_topk;
     be->pairs_apply = cu_pairs_apply;
+    be->tern_stats = cu_tern_stats;
+    be->tern_encode = cu_tern_encode;
+    be->tern_pack = cu_tern_pack;
+    be->tern_decode = cu_tern_decode;
     be->queue_create = cu_queue_create;
     be->queue_free = cu_queue_free;
     be->device_id = cu_device_id;
@@ -571,7 +624,8 @@ static void cuda_list_devices(FILE *f)
     }
     fprintf(f, "  run on a GPU (an H200, 2026-11-26): every op against the CPU, training, every mode with 2 ranks on one\n"
                "  GPU, checkpoints across devices; only compiled: the codecs (t16, fp16, q8), the D-Sync and Pipe-SGD\n"
-               "  rings and the Top-k residuals and selection on the GPU, the NCCL transport; README.md, \"On a GPU\"\n");
+               "  rings, Top-k's residuals and selection and TernGrad's coding on the GPU, the NCCL transport;\n"
+               "  README.md, \"On a GPU\"\n");
 }
 
 static size_t cuda_peak(const dt_backend *be) { return cuda_of((dt_backend *)be)->peak + cuda_of((dt_backend *)be)->workspace_bytes; }
@@ -588,8 +642,8 @@ static const dt_backend_desc cuda_desc = {
     .verified = "run on a GPU (one H200, 2026-11-26): every op against the CPU, training equal to the CPU's, every "
                 "mode with 2 ranks on one GPU, checkpoints between devices; only compiled so far: --gpu-exact's "
                 "bit-for-bit repeat, 4 ranks on one GPU, page-locked staging, the --precision bf16 refusal, the "
-                "codecs, the D-Sync and Pipe-SGD rings and Top-k's residuals and selection on the GPU, the NCCL "
-                "transport (--transport nccl)",
+                "codecs, the D-Sync and Pipe-SGD rings, Top-k's residuals and selection and TernGrad's coding on "
+                "the GPU, the NCCL transport (--transport nccl)",
 };
 
 const dt_backend_desc *dtrain_backend_module(int abi);

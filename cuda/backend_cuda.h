@@ -123,6 +123,14 @@ int cuk_wire_decode(cudaStream_t s, int kind, int block, const void *in, size_t 
 int cuk_residual_add(cudaStream_t s, float *r, float *u, const float *g, const float *w, size_t n, float m, float wd);
 int cuk_topk(cudaStream_t s, const float *x, size_t n, size_t k, void *pairs);
 int cuk_pairs_apply(cudaStream_t s, float *x, const void *pairs, size_t k, int how, float a);
+/* backend_cuda_tern.cu: TernGrad (be->tern_stats, tern_encode, tern_pack, tern_decode). tern_stats needs
+ * 2 cuk_tern_lanes_floats(n) floats of device scratch (lanes); out: sum and sum of squares (device),
+ * mx: the largest |x|'s bits, maxed into (zero it first) */
+size_t cuk_tern_lanes_floats(size_t n);
+int cuk_tern_stats(cudaStream_t s, const float *x, size_t n, float *lanes, double *out, unsigned int *mx);
+int cuk_tern_encode(cudaStream_t s, const float *x, size_t n, float clip, float scale, uint64_t key, int8_t *t);
+int cuk_tern_pack(cudaStream_t s, const int8_t *t, size_t n, uint8_t *codes);
+int cuk_tern_decode(cudaStream_t s, const int8_t *acc, size_t n, float sc, float *x);
 #ifdef __cplusplus
 }
 #endif

@@ -320,4 +320,39 @@ DT_HD float ew_pair(float x, float v, int how, float a)
 /* top-k's sort key: |x| as its bits (larger |x|, larger key) */
 DT_HD uint32_t ew_topk_key(float x) { return ew_bits(x) & 0x7fffffffu; }
 
+/* ---- TernGrad (src/comm/codec_tern.c) ------------------------------------------------------------ */
+
+/* sigma's sums in their one order: a block of up to 4096 values [lo, hi) in 16 lanes, lane j the
+ * values at lo + j, lo + j + 16, ... in turn; then the lanes pairwise (ew_tern_lanes_sum) */
+DT_HD void ew_tern_lane(const float *x, size_t lo, size_t hi, int j, float *s, float *q)
+{
+    float a = 0.0f, b = 0.0f;
+    for (size_t i = lo + (size_t)j; i < hi; i += 16) a = EW_ADD(a, x[i]), b = EW_ADD(b, EW_MUL(x[i], x[i]));
+    *s = a, *q = b;
+}
+DT_HD float ew_tern_lanes_sum(float *v) /* v[16], overwritten */
+{
+    for (int w = 8; w > 0; w /= 2)
+        for (int j = 0; j < w; j++) v[j] = EW_ADD(v[j], v[j + w]);
+    return v[0];
+}
+/* value i's 16-bit coin: bits 16 (i % 4) up of the splitmix64 finaliser of (key, i / 4) */
+DT_HD uint16_t ew_tern_coin(uint64_t key, uint64_t i)
+{
+    uint64_t z = key + (i / 4) * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (uint16_t)(z >> (16 * (i % 4)));
+}
+/* the ternary value: sign(g) where the coin is below |g| clipped at clip, times scale = 65536 / s */
+DT_HD int8_t ew_tern(float g, float clip, float scale, uint16_t coin)
+{
+    float a = fabsf(g);
+    a = EW_MUL(a < clip ? a : clip, scale);
+    return (float)coin < a ? (g > 0.0f ? 1 : -1) : 0;
+}
+/* its 2-bit code: 00 = 0, 01 = +1, 10 = -1 */
+DT_HD unsigned ew_tern_code(int8_t t) { return t > 0 ? 1u : t < 0 ? 2u : 0u; }
+
 #endif

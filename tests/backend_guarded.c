@@ -33,6 +33,7 @@
 
 #include "backend_guarded.h"
 #include "comm/codec.h"
+#include "comm/codec_tern.h"
 #include "comm/sparse.h"
 #include "util.h"
 
@@ -286,6 +287,40 @@ __attribute__((optimize("fp-contract=off"))) static int g_pairs_apply(dt_backend
     const dt_pair *p = pairs;
     for (size_t j = 0; j < k; j++)
         x[p[j].i] = how == DT_PAIRS_SET ? p[j].v : how == DT_PAIRS_ZERO ? 0.0f : x[p[j].i] - a * p[j].v;
+    leave(g);
+    return 0;
+}
+
+/* TernGrad (a device's run its kernels): codec_tern.c on the guarded memory */
+static int g_tern_stats(dt_backend *be, const float *x, const size_t *off, const size_t *n, int count, double *sum,
+                        double *sq, float *mx)
+{
+    guarded *g = enter(be);
+    for (int k = 0; k < count; k++) tern_stats(x + off[k], n[k], &sum[k], &sq[k], &mx[k]);
+    leave(g);
+    return 0;
+}
+
+static int g_tern_encode(dt_backend *be, const float *x, size_t n, float clip, float s, uint64_t key, int8_t *t)
+{
+    guarded *g = enter(be);
+    tern_ternarize(x, n, clip, s, key, t);
+    leave(g);
+    return 0;
+}
+
+static int g_tern_pack(dt_backend *be, const int8_t *t, size_t n, uint8_t *codes)
+{
+    guarded *g = enter(be);
+    tern_pack(t, n, codes);
+    leave(g);
+    return 0;
+}
+
+static int g_tern_decode(dt_backend *be, const int8_t *acc, size_t n, float s, float *x)
+{
+    guarded *g = enter(be);
+    for (size_t i = 0; i < n; i++) x[i] = s * (float)acc[i];
     leave(g);
     return 0;
 }
@@ -594,7 +629,8 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
     WRAP(layout_for), WRAP(act_size), WRAP(conv_plan), WRAP(conv_fwd), WRAP(conv_bwd), WRAP(pool_plan);
     WRAP(pool_fwd), WRAP(pool_bwd), WRAP(bn_plan), WRAP(bn_fwd), WRAP(bn_bwd), WRAP(lrn_plan), WRAP(lrn_fwd);
     WRAP(lrn_bwd), WRAP(plan_free), WRAP(shortcut_fwd), WRAP(shortcut_bwd), WRAP(wire_encode), WRAP(wire_decode);
-    WRAP(residual_add), WRAP(topk), WRAP(pairs_apply);
+    WRAP(residual_add), WRAP(topk), WRAP(pairs_apply), WRAP(tern_stats), WRAP(tern_encode), WRAP(tern_pack);
+    WRAP(tern_decode);
 #undef WRAP
     pthread_mutex_lock(&instances_lock);
     int slot = -1;

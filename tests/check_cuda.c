@@ -6,7 +6,8 @@
  * counter-based function on both), the shortcut and the bias gradient; 1e-6 relative for the
  * elementwise arithmetic and the softmax; 1e-4 for GEMM and convolution (fp32 sums in another
  * order: cuBLAS and cuDNN against oneDNN, TF32 off); 1e-5 for pooling, LRN and batch norm; the
- * codecs' bytes and decoded floats identical to the CPU codecs'; a one-rank NCCL communicator.
+ * codecs' bytes and decoded floats identical to the CPU codecs', TernGrad's sums, values and codes too;
+ * a one-rank NCCL communicator.
  *
  * Exit 77 (skipped), saying why, where the CUDA backend cannot run: not built, no driver, no GPU.
  * Check runs without fork here: a CUDA context does not survive one.
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "comm/codec.h"
+#include "comm/codec_tern.h"
 #include "comm/memory.h"
 #include "comm/sparse.h"
 #include "cpu.h"
@@ -444,6 +446,49 @@ START_TEST(sparse)
 }
 END_TEST
 
+/* TernGrad's ops against codec_tern.c: the sums of several ranges at once, the ternary values, their
+ * codes and the decoding, bit for bit */
+START_TEST(terngrad)
+{
+    const size_t n = 300007, off[] = {0, 5, 4096, 100000}, len[] = {5, 4091, 95904, 200007};
+    const int count = 4;
+    ck_assert_msg(gpu->tern_stats && gpu->tern_encode && gpu->tern_pack && gpu->tern_decode, "no TernGrad ops");
+    cpu_flush_denormals();
+    float *x = randv(n, 400, -1e-2f, 3e-2f), *dx = up(x, n * 4);
+    double sum[4], sq[4];
+    float mx[4];
+    OK(gpu->tern_stats(gpu, dx, off, len, count, sum, sq, mx));
+    int8_t *t = malloc(n), *got = malloc(n), *dt8 = gpu->alloc(gpu, n);
+    uint8_t *codes = malloc((n + 3) / 4), *gcodes = malloc((n + 3) / 4), *dcodes = gpu->alloc(gpu, (n + 3) / 4);
+    for (int k = 0; k < count; k++) {
+        double s1, q1;
+        float m1;
+        tern_stats(x + off[k], len[k], &s1, &q1, &m1);
+        ck_assert_msg(memcmp(&s1, &sum[k], 8) == 0 && memcmp(&q1, &sq[k], 8) == 0 && memcmp(&m1, &mx[k], 4) == 0,
+                      "range %d: sums %.17g, %.17g, max %.9g on the GPU; %.17g, %.17g, %.9g on the CPU", k, sum[k],
+                      sq[k], mx[k], s1, q1, m1);
+        float sc = tern_scaler_of(s1, q1, m1, len[k], 2.5f);
+        tern_ternarize(x + off[k], len[k], sc, sc * 1.5f, 99 + (uint64_t)k, t + off[k]);
+        OK(gpu->tern_encode(gpu, dx + off[k], len[k], sc, sc * 1.5f, 99 + (uint64_t)k, dt8 + off[k]));
+    }
+    OK(gpu->to_host(gpu, got, dt8, n));
+    ck_assert_msg(memcmp(t, got, n) == 0, "the ternary values differ");
+    tern_pack(t, n, codes);
+    OK(gpu->tern_pack(gpu, dt8, n, dcodes));
+    OK(gpu->to_host(gpu, gcodes, dcodes, (n + 3) / 4));
+    ck_assert_msg(memcmp(codes, gcodes, (n + 3) / 4) == 0, "the codes differ");
+    float *ref = malloc(n * 4);
+    for (size_t i = 0; i < n; i++) ref[i] = 0.0123f * (float)t[i];
+    OK(gpu->tern_decode(gpu, dt8, n, 0.0123f, dx));
+    expect(dx, ref, n, 0.0, "TernGrad's decoding");
+    OK(gpu->tern_encode(gpu, dx, n, 1.0f, 0.0f, 5, dt8)); /* scaler 0: all zero */
+    OK(gpu->to_host(gpu, got, dt8, n));
+    for (size_t i = 0; i < n; i++) ck_assert_int_eq(got[i], 0);
+    gpu->free(gpu, dx), gpu->free(gpu, dt8), gpu->free(gpu, dcodes);
+    free(x), free(t), free(got), free(codes), free(gcodes), free(ref);
+}
+END_TEST
+
 /* NCCL, one rank on one GPU: a communicator from an id, an allreduce (the sum of one rank: the values),
  * a ring step to itself on a second queue (the bytes arrive), the wait, and the GPU's identity */
 START_TEST(nccl_one_rank)
@@ -523,6 +568,7 @@ int main(void)
     tcase_add_test(tc, batch_norm);
     tcase_add_test(tc, codecs);
     tcase_add_test(tc, sparse);
+    tcase_add_test(tc, terngrad);
     tcase_add_test(tc, nccl_one_rank);
     tcase_add_test(tc, memory);
     suite_add_tcase(s, tc);

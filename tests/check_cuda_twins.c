@@ -13,6 +13,7 @@
 
 #include "../cuda/elementwise.h"
 #include "comm/codec.h"
+#include "comm/codec_tern.h"
 #include "comm/memory.h"
 #include "comm/sparse.h"
 #include "cpu.h"
@@ -482,6 +483,63 @@ START_TEST(sparse)
 }
 END_TEST
 
+/* TernGrad's kernels (backend_cuda_tern.cu) as the host runs their arithmetic: the sums lane by lane
+ * and block by block, the ternary values from the coins, the codes, the decoding; against
+ * codec_tern.c's tern_stats, tern_ternarize and tern_pack bit for bit */
+static void twin_tern_stats(const float *x, size_t n, double *sum, double *sq, float *mx)
+{
+    *sum = 0.0, *sq = 0.0;
+    uint32_t m = 0;
+    for (size_t lo = 0; lo < n; lo += 4096) {
+        size_t hi = lo + 4096 < n ? lo + 4096 : n;
+        float ls[16], lq[16];
+        for (int j = 0; j < 16; j++) ew_tern_lane(x, lo, hi, j, &ls[j], &lq[j]);
+        *sum += ew_tern_lanes_sum(ls);
+        *sq += ew_tern_lanes_sum(lq);
+    }
+    for (size_t i = 0; i < n; i++) m = ew_q8_absbits(x[i]) > m ? ew_q8_absbits(x[i]) : m;
+    memcpy(mx, &m, sizeof m);
+}
+
+START_TEST(terngrad)
+{
+    static const size_t ns[] = {1, 3, 15, 16, 17, 4095, 4096, 4097, 100003};
+    cpu_flush_denormals();
+    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
+        size_t n = ns[c];
+        float *x = randv(n, 300 + c, -1e-2f, 3e-2f); /* a mean, so an order of additions shows */
+        if (n > 5) x[5] = 0.0f, x[n / 2] = -x[n / 2];
+        double s1, q1, s2, q2;
+        float m1, m2;
+        tern_stats(x, n, &s1, &q1, &m1);
+        twin_tern_stats(x, n, &s2, &q2, &m2);
+        ck_assert_msg(memcmp(&s1, &s2, 8) == 0 && memcmp(&q1, &q2, 8) == 0 && memcmp(&m1, &m2, 4) == 0,
+                      "n = %zu: sums %.17g, %.17g, max %.9g on the CPU; %.17g, %.17g, %.9g in the kernel's order", n,
+                      s1, q1, m1, s2, q2, m2);
+        float sc = tern_scaler_of(s1, q1, m1, n, 2.5f), shared = sc * 1.25f, scale = 65536.0f / shared;
+        int8_t *t = malloc(n), *tt = malloc(n);
+        uint8_t *codes = malloc((n + 3) / 4), *tcodes = calloc((n + 3) / 4, 1);
+        uint64_t key = rng_hash(77, c);
+        tern_ternarize(x, n, sc, shared, key, t);
+        int nonzero = 0;
+        for (size_t i = 0; i < n; i++) tt[i] = ew_tern(x[i], sc, scale, ew_tern_coin(key, i)), nonzero += t[i] != 0;
+        size_t i = 0;
+        while (i < n && t[i] == tt[i]) i++;
+        ck_assert_msg(i == n, "n = %zu: value %zu is %d on the CPU, %d in the kernel", n, i, i < n ? t[i] : 0,
+                      i < n ? tt[i] : 0);
+        ck_assert_msg(n < 100 || nonzero > 0, "n = %zu: all zero", n);
+        tern_pack(t, n, codes);
+        for (i = 0; i < n; i++) tcodes[i / 4] = (uint8_t)(tcodes[i / 4] | ew_tern_code(tt[i]) << (2 * (i % 4)));
+        ck_assert_msg(memcmp(codes, tcodes, (n + 3) / 4) == 0, "n = %zu: the codes differ", n);
+        for (i = 0; i < n; i++) {
+            float want = shared * (float)t[i], got = EW_MUL(shared, (float)t[i]);
+            ck_assert(memcmp(&want, &got, 4) == 0);
+        }
+        free(x), free(t), free(tt), free(codes), free(tcodes);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_twins");
@@ -496,6 +554,7 @@ int main(void)
     tcase_add_test(tc, shortcut);
     tcase_add_test(tc, codecs);
     tcase_add_test(tc, sparse);
+    tcase_add_test(tc, terngrad);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -97,6 +97,9 @@ for m in ps dsync pipesgd topk gtopk csc terngrad; do
     case $m in topk | gtopk) # the last run's banner: the residuals and the selection stay on the GPU
         grep -q "$m: residuals and selection on cuda memory: only pairs cross to the host" "$T/out" ||
             { cat "$T/out"; bad "--mode $m: the banner does not say that its residuals stay on the GPU"; } ;;
+    terngrad)
+        grep -q "clipping, ternarizing and packing on cuda memory: only the codes cross" "$T/out" ||
+            { cat "$T/out"; bad "--mode terngrad: the banner does not say that it codes on the GPU"; } ;;
     esac
     a=$(acc "$T/$m-cpu.jsonl") b=$(acc "$T/$m-cuda.jsonl") tol=0.005
     if [ $m = csc ]; then # one epoch of CSC lands 2 points apart from seed to seed: its tolerance is that spread

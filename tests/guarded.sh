@@ -5,8 +5,8 @@
 # code touches it outside a backend op. Each run must end with exactly (bit for bit) the weights
 # of the same run on the cpu backend: the kernels are the same, so any difference is a staging
 # bug (the guarded backend also runs the device-side paths: the rings on device memory with its
-# codecs and a second queue, the sparse modes' residuals and top-k there). Checkpoints go through
-# it too: Pipe-SGD and Top-k runs checkpointed and resumed on the guarded backend equal the straight
+# codecs and a second queue, the sparse modes' residuals and top-k there, TernGrad's coding there).
+# Checkpoints go through it too: Pipe-SGD and Top-k runs checkpointed and resumed on the guarded backend equal the straight
 # cpu runs. --transport nccl runs on the backend's stand-in for NCCL, equal to the cpu's too, and
 # its refusals (ranks sharing a device, no library, modes that send over MPI only) are checked.
 # The guard must bite: a direct access aborts
@@ -49,6 +49,11 @@ for m in topk gtopk; do
     grep -q "$m: residuals and selection on cpu-guarded memory: only pairs cross to the host" "$T/log" ||
         { cat "$T/log"; fail "$m on cpu-guarded does not say that its residuals stay on the device"; }
 done
+# TernGrad's sums, ternarizing and packing run in the device's memory (the backend's tern_* ops)
+mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode terngrad > "$T/log" 2>&1 ||
+    { cat "$T/log"; fail "terngrad on cpu-guarded failed"; }
+grep -q "clipping, ternarizing and packing on cpu-guarded memory: only the codes cross to the host" "$T/log" ||
+    { cat "$T/log"; fail "terngrad on cpu-guarded does not say that it codes on the device"; }
 for c in none t16 fp16 q8; do
     same --mode dsync --compress "$c"
     same --mode ps --compress "$c"
@@ -70,6 +75,15 @@ done
 same --mode topk --density 0.02 --topk-scope layer --clip-norm 1
 same --mode terngrad
 same --mode terngrad --tern-skip-last
+same --mode terngrad --tern-min-size 5000 --clip 1.5
+# 9 ranks: TernGrad's int8 ring (fewer bytes than the codes' allgather beyond 8 ranks) from the device
+for dev in cpu cpu-guarded; do
+    mpi -np 9 "$DTRAIN" "${common[@]}" --iters 4 --batch 90 --device $dev --mode terngrad --save "$T/$dev.st" \
+        > "$T/log" 2>&1 || { cat "$T/log"; fail "9 ranks of terngrad on $dev failed"; }
+done
+grep -q "aggregation: int8 ring allreduce" "$T/log" || { cat "$T/log"; fail "9 ranks of terngrad: not the int8 ring"; }
+"$STDIFF" "$T/cpu.st" "$T/cpu-guarded.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "9 ranks of terngrad differ"; }
+runs=$((runs + 1))
 # a checkpoint after epoch 1, resumed: device state (Pipe-SGD's slots, Top-k's residuals and
 # velocities) goes to the file and back through backend ops
 for args in "pipesgd --compress q8" "topk --density 0.02 --momentum-correction --wd 1e-4"; do

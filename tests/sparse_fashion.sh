@@ -2,7 +2,8 @@
 # The sparse modes on real data: Fashion-MNIST, the mlp, 4 ranks, 3 epochs, batch 100.
 #  - test accuracy within 1.5 points of D-Sync's: gtopk and topk at density 0.01 with the DGC
 #    warm-up, csc allreducing 10% of the chunks (with GradientFlow's momentum correction and a 10%
-#    sparsity warm-up, as the paper trains), terngrad
+#    sparsity warm-up, as the paper trains), terngrad (the mean of seeds 11 and 12: its stochastic
+#    rounding alone moves one seed's accuracy by 2 points)
 #  - bytes rank 0 sends per iteration equal the analytic volume (short runs without warm-ups):
 #      topk:     (P-1) k pairs of 8 bytes (ring allgather)
 #      gtopk:    log2(P) k pairs of 8 bytes (rank 0 sends in the broadcast only)
@@ -32,6 +33,11 @@ for cfg in "gtopk --density 0.01 --density-warmup dgc" "topk --density 0.01 --de
     "csc --chunk-ratio 0.1 --momentum-correction --sparsity-warmup 0.1" "terngrad"; do
     run acc --epochs 3 --mode $cfg
     acc=$(json_last "$T/acc.jsonl" summary test_acc)
+    # terngrad's coins move one seed's result by 2 points (0.853, 0.863, 0.871 at seeds 11 to 13): two seeds
+    if [ "$cfg" = terngrad ]; then
+        run acc2 --epochs 3 --mode $cfg --seed 12
+        acc=$(awk -v a="$acc" -v b="$(json_last "$T/acc2.jsonl" summary test_acc)" 'BEGIN { printf "%.4f", (a + b) / 2 }')
+    fi
     note "$cfg: test accuracy $acc"
     awk -v a="$acc" -v b="$base" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.015) }' ||
         fail "$cfg: test accuracy $acc is more than 1.5 points from dsync's $base"

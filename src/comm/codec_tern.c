@@ -33,20 +33,31 @@ DT_CLONES __attribute__((optimize("fp-contract=off"))) static void block_stats(c
     *sum = s[0], *sq = q[0], *mx = m;
 }
 
-float tern_scaler(const float *g, size_t n, float clip_c)
+void tern_stats(const float *g, size_t n, double *sum, double *sq, float *mx)
 {
-    double sum = 0.0, sq = 0.0;
-    float mx = 0.0f;
-    if (n == 0) return 0.0f;
+    *sum = 0.0, *sq = 0.0, *mx = 0.0f;
     for (size_t a = 0; a < n; a += 4096) {
         float s, q, m;
         block_stats(g + a, n - a < 4096 ? n - a : 4096, &s, &q, &m);
-        sum += s, sq += q, mx = fmaxf(mx, m);
+        *sum += s, *sq += q, *mx = fmaxf(*mx, m);
     }
+}
+
+float tern_scaler_of(double sum, double sq, float mx, size_t n, float clip_c)
+{
+    if (n == 0) return 0.0f;
     double mean = sum / (double)n, var = sq / (double)n - mean * mean;
     float sigma = (float)sqrt(var > 0 ? var : 0);
     float c = clip_c * sigma;
     return c > 0 && c < mx ? c : mx;
+}
+
+float tern_scaler(const float *g, size_t n, float clip_c)
+{
+    double sum, sq;
+    float mx;
+    tern_stats(g, n, &sum, &sq, &mx);
+    return tern_scaler_of(sum, sq, mx, n, clip_c);
 }
 
 /* the coins of values [4 g, 4 g + 4): one splitmix64 finaliser per group of four */

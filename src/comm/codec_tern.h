@@ -16,6 +16,10 @@
 /* s = min(c sigma, max|g|); 0 for an all-zero g. sigma's sums in one fixed order (codec_tern.c:
  * float lanes per block of 4096, the blocks in double), the same bits on every CPU. */
 float tern_scaler(const float *g, size_t n, float clip_c);
+/* tern_scaler in two steps: the sums and maximum (what a device computes, backend.h's tern_stats),
+ * and the scaler from them */
+void tern_stats(const float *g, size_t n, double *sum, double *sq, float *mx);
+float tern_scaler_of(double sum, double sq, float mx, size_t n, float clip_c);
 /* t[i] in {-1, 0, +1} for g[i] clipped to ±clip (clip = c sigma), with scaler s (shared). */
 void tern_ternarize(const float *g, size_t n, float clip, float s, uint64_t key, int8_t *t);
 /* 2-bit packing of t[0..n) into (n + 3) / 4 bytes, and the sum of packed codes into acc. */

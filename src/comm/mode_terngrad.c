@@ -14,6 +14,9 @@
  * plus (P-1) 4 L bytes of scalers. --tern-skip-last keeps the last layer's tensors (the first in
  * the arena) in fp32, and --tern-min-size N every tensor of fewer than N values; those go through
  * a plain fp32 ring allreduce.
+ * On a device that codes itself (the CUDA backend's tern_* ops), the scalers' sums, the ternarizing
+ * and the packing run in its memory and only the codes cross to the host; the int8 sums come back
+ * and are scaled there. The same bits as on the host: one order of sums, the same coins.
  */
 #include <math.h>
 #include <stddef.h>
@@ -37,7 +40,21 @@ typedef struct {
     uint8_t *codes, *all_codes;
     float *scal, *all_scal, *fp32;
     dt_ring *ring;
+    /* on a device that codes itself (tern_dev): the ternary tensors' ranges, their sums there, and the
+     * device's stream of ternary values, its codes and the sums that come back */
+    int on_dev;
+    size_t *st_off, *st_n;
+    double *st_sum, *st_sq;
+    float *st_mx;
+    int8_t *d_t8, *d_acc;
+    uint8_t *d_codes;
 } tern_state;
+
+/* the backend codes TernGrad on its own memory */
+static int tern_dev(const dt_backend *be)
+{
+    return be && !be->host_memory && be->tern_stats && be->tern_encode && be->tern_pack && be->tern_decode;
+}
 
 /* Which tensors travel ternary (s->tern, s->tern_at: where each starts; either may be NULL) and the
  * sizes that follow: all but the last layer's with --tern-skip-last and those under --tern-min-size */
@@ -88,12 +105,117 @@ static int tern_init(void **state, dt_mode_env *env)
     if (!s->t8 || !s->acc || !s->tmp || !s->codes || !s->all_codes || !s->scal || !s->all_scal || !s->fp32) return -1;
     codec_create("none", 0, &none);
     if (ring_create(&s->ring, env->comm, none, DT_MAX(s->d_fp32, 1)) != 0) return -1;
-    snprintf(env->note, sizeof env->note,
-             "%d of %d tensors ternary (%zu values), %zu fp32 values; aggregation: %s (%.0f bytes per iteration; "
-             "the other way %.0f)",
-             s->n_tern, a->n_tensors, s->d_tern, s->d_fp32,
-             s->use_allgather ? "allgather of 2-bit codes" : "int8 ring allreduce", s->use_allgather ? ag : i8,
-             s->use_allgather ? i8 : ag);
+    int off = snprintf(env->note, sizeof env->note,
+                       "%d of %d tensors ternary (%zu values), %zu fp32 values; aggregation: %s (%.0f bytes per "
+                       "iteration; the other way %.0f)",
+                       s->n_tern, a->n_tensors, s->d_tern, s->d_fp32,
+                       s->use_allgather ? "allgather of 2-bit codes" : "int8 ring allreduce",
+                       s->use_allgather ? ag : i8, s->use_allgather ? i8 : ag);
+    if ((s->on_dev = tern_dev(env->be))) {
+        dt_backend *be = env->be;
+        size_t nt = (size_t)DT_MAX(s->n_tern, 1);
+        s->st_off = calloc(nt, sizeof *s->st_off), s->st_n = calloc(nt, sizeof *s->st_n);
+        s->st_sum = calloc(nt, sizeof *s->st_sum), s->st_sq = calloc(nt, sizeof *s->st_sq);
+        s->st_mx = calloc(nt, sizeof *s->st_mx);
+        if (!s->st_off || !s->st_n || !s->st_sum || !s->st_sq || !s->st_mx) return dt_fail("out of memory");
+        for (int i = 0, k = 0; i < a->n_tensors; i++)
+            if (s->tern[i]) s->st_off[k] = a->tensors[i]->offset, s->st_n[k++] = a->tensors[i]->n;
+        if (!(s->d_t8 = be->alloc(be, DT_MAX(s->d_tern, 1))) || !(s->d_acc = be->alloc(be, DT_MAX(s->d_tern, 1))) ||
+            !(s->d_codes = be->alloc(be, DT_MAX(s->code_bytes, 1))))
+            return -1;
+        snprintf(env->note + off, sizeof env->note - (size_t)off,
+                 "; clipping, ternarizing and packing on %s memory: only the %s cross to the host", be->name,
+                 s->use_allgather ? "codes" : "ternary values");
+    }
+    return 0;
+}
+
+/* scaler sharing: every rank's scalers (s->scal) gathered, the maximum of each into s->all_scal's
+ * first row */
+static int share_scalers(tern_state *s, dt_mode_env *env, int p, dt_times *t)
+{
+    if (ring_allgather(env->comm, s->scal, sizeof(float) * (size_t)s->n_tern, s->all_scal, t) != 0) return -1;
+    for (int j = 0; j < s->n_tern; j++) {
+        float m = s->all_scal[j];
+        for (int r = 1; r < p; r++) m = fmaxf(m, s->all_scal[(size_t)r * (size_t)s->n_tern + (size_t)j]);
+        s->all_scal[j] = m;
+    }
+    return 0;
+}
+
+/* the ternary values summed over ranks into s->acc: from this rank's codes in s->codes (allgather),
+ * or its values already in s->acc (int8 ring) */
+static int sum_ternary(tern_state *s, dt_mode_env *env, int p, dt_times *t)
+{
+    if (!s->use_allgather) return ring_allreduce_i8(env->comm, s->acc, s->d_tern, s->tmp, t);
+    if (ring_allgather(env->comm, s->codes, s->code_bytes, s->all_codes, t) != 0) return -1;
+    double t0 = dt_now();
+    memset(s->acc, 0, s->d_tern);
+    for (int r = 0; r < p; r++) tern_unpack_add(s->all_codes + (size_t)r * s->code_bytes, s->d_tern, s->acc);
+    t->decode += dt_now() - t0;
+    return 0;
+}
+
+/* tern_end on a device that codes itself: the scalers' sums, the ternary values and their codes are
+ * made in the device's memory, only the codes (or the int8 values) cross to the host, and the int8
+ * sums come back (a quarter of the fp32 gradient); fp32 tensors travel as on the host */
+static int tern_end_dev(tern_state *s, dt_mode_env *env, const dt_iter *it, dt_times *t)
+{
+    const dt_arena *a = &env->arena;
+    dt_backend *be = env->be;
+    int p = mode_ranks(env), me = comm_rank(env->comm), k;
+    double t0 = dt_now();
+    if (s->n_tern && be->tern_stats(be, a->g, s->st_off, s->st_n, s->n_tern, s->st_sum, s->st_sq, s->st_mx) != 0)
+        return -1;
+    for (k = 0; k < s->n_tern; k++)
+        s->scal[k] = tern_scaler_of(s->st_sum[k], s->st_sq[k], s->st_mx[k], s->st_n[k], env->opts.clip);
+    t->encode += dt_now() - t0;
+    if (share_scalers(s, env, p, t) != 0) return -1;
+    double t1 = dt_now();
+    uint64_t key = rng_hash(rng_hash(env->seed, 0x7e49), (uint64_t)it->it * 65537u + (uint64_t)me);
+    k = 0;
+    for (int i = 0; i < a->n_tensors; i++) {
+        if (!s->tern[i]) continue;
+        const dt_param *tp = a->tensors[i];
+        if (be->tern_encode(be, a->g + tp->offset, tp->n, s->scal[k], s->all_scal[k], rng_hash(key, (uint64_t)i),
+                            s->d_t8 + s->tern_at[i]) != 0)
+            return -1;
+        k++;
+    }
+    if (s->use_allgather ? be->tern_pack(be, s->d_t8, s->d_tern, s->d_codes) != 0 ||
+                               be->to_host(be, s->codes, s->d_codes, s->code_bytes) != 0
+                         : be->to_host(be, s->acc, s->d_t8, s->d_tern) != 0)
+        return -1;
+    t->encode += dt_now() - t1;
+    if (sum_ternary(s, env, p, t) != 0) return -1;
+    /* fp32 tensors: their ranges pulled, a plain allreduce, pushed back */
+    size_t off = 0;
+    for (int i = 0; i < a->n_tensors; i++)
+        if (!s->tern[i]) {
+            const dt_param *tp = a->tensors[i];
+            if (mode_pull(&env->gh, tp->offset, tp->n, &t->encode) != 0) return -1;
+            memcpy(s->fp32 + off, env->gh.host + tp->offset, tp->n * sizeof(float));
+            off += tp->n;
+        }
+    if (s->d_fp32 && ring_allreduce(s->ring, s->fp32, s->d_fp32, t) != 0) return -1;
+    double t3 = dt_now();
+    if (s->d_tern && be->to_device(be, s->d_acc, s->acc, s->d_tern) != 0) return -1;
+    k = 0, off = 0;
+    for (int i = 0; i < a->n_tensors; i++) {
+        const dt_param *tp = a->tensors[i];
+        if (s->tern[i]) {
+            if (be->tern_decode(be, s->d_acc + s->tern_at[i], tp->n, s->all_scal[k++], a->g + tp->offset) != 0)
+                return -1;
+        } else {
+            memcpy(env->gh.host + tp->offset, s->fp32 + off, tp->n * sizeof(float));
+            off += tp->n;
+            if (mode_push(&env->gh, tp->offset, tp->n, &t->decode) != 0) return -1;
+        }
+    }
+    t->decode += dt_now() - t3;
+    double t4 = dt_now();
+    if (optim_step(env->optim, a->w, a->g, it->lr, 0, a->n) != 0) return -1;
+    t->update += dt_now() - t4;
     return 0;
 }
 
@@ -103,6 +225,7 @@ static int tern_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
     const dt_arena *a = &env->arena;
     int p = mode_ranks(env), me = comm_rank(env->comm), k;
     float *g = env->gh.host;
+    if (s->on_dev) return tern_end_dev(s, env, it, t);
     double t0 = dt_now();
 
     if (hostbuf_pull(&env->gh, 0, a->n) != 0) return -1;
@@ -111,14 +234,8 @@ static int tern_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
     for (int i = 0; i < a->n_tensors; i++)
         if (s->tern[i]) s->scal[k++] = tern_scaler(g + a->tensors[i]->offset, a->tensors[i]->n, env->opts.clip);
     t->encode += dt_now() - t0;
-    /* scaler sharing: the maximum over ranks */
-    if (ring_allgather(env->comm, s->scal, sizeof(float) * (size_t)s->n_tern, s->all_scal, t) != 0) return -1;
+    if (share_scalers(s, env, p, t) != 0) return -1;
     double t1 = dt_now();
-    for (int j = 0; j < s->n_tern; j++) {
-        float m = s->all_scal[j];
-        for (int r = 1; r < p; r++) m = fmaxf(m, s->all_scal[(size_t)r * (size_t)s->n_tern + (size_t)j]);
-        s->all_scal[j] = m; /* row 0 now holds the shared scalers */
-    }
     k = 0;
     uint64_t key = rng_hash(rng_hash(env->seed, 0x7e49), (uint64_t)it->it * 65537u + (uint64_t)me);
     for (int i = 0; i < a->n_tensors; i++) {
@@ -129,18 +246,9 @@ static int tern_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
         k++;
     }
     if (s->use_allgather) tern_pack(s->t8, s->d_tern, s->codes);
+    else memcpy(s->acc, s->t8, s->d_tern);
     t->encode += dt_now() - t1;
-
-    if (s->use_allgather) {
-        if (ring_allgather(env->comm, s->codes, s->code_bytes, s->all_codes, t) != 0) return -1;
-        double t2 = dt_now();
-        memset(s->acc, 0, s->d_tern);
-        for (int r = 0; r < p; r++) tern_unpack_add(s->all_codes + (size_t)r * s->code_bytes, s->d_tern, s->acc);
-        t->decode += dt_now() - t2;
-    } else {
-        memcpy(s->acc, s->t8, s->d_tern);
-        if (ring_allreduce_i8(env->comm, s->acc, s->d_tern, s->tmp, t) != 0) return -1;
-    }
+    if (sum_ternary(s, env, p, t) != 0) return -1;
 
     /* fp32 tensors: a plain allreduce */
     size_t off = 0;
@@ -240,6 +348,10 @@ static void tern_finalize(void *state, dt_mode_env *env)
 {
     tern_state *s = state;
     if (!s) return;
+    if (s->d_t8) env->be->free(env->be, s->d_t8);
+    if (s->d_acc) env->be->free(env->be, s->d_acc);
+    if (s->d_codes) env->be->free(env->be, s->d_codes);
+    free(s->st_off), free(s->st_n), free(s->st_sum), free(s->st_sq), free(s->st_mx);
     mode_env_release(env);
     ring_destroy(s->ring);
     free(s->tern);

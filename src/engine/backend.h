@@ -154,6 +154,16 @@ struct dt_backend {
                         float wd);
     int (*topk)(dt_backend *be, const float *x, size_t n, size_t k, void *pairs);
     int (*pairs_apply)(dt_backend *be, float *x, const void *pairs, size_t k, int how, float a);
+    /* TernGrad (comm/codec_tern.h) on the backend's memory, for comm code that keeps gradients there;
+     * NULL where the backend has none. tern_stats: for each of count ranges [off[k], off[k] + n[k]) of
+     * x, the sum and sum of squares of its values in codec_tern.c's one order and its largest |value|,
+     * into host arrays (it waits for them). tern_encode: t[i] of x[0..n) clipped at clip, with scaler s
+     * (0: all zero) and coins from key; tern_pack: 2-bit codes of t[0..n); tern_decode: x[i] = s acc[i]. */
+    int (*tern_stats)(dt_backend *be, const float *x, const size_t *off, const size_t *n, int count, double *sum,
+                      double *sq, float *mx);
+    int (*tern_encode)(dt_backend *be, const float *x, size_t n, float clip, float s, uint64_t key, int8_t *t);
+    int (*tern_pack)(dt_backend *be, const int8_t *t, size_t n, uint8_t *codes);
+    int (*tern_decode)(dt_backend *be, const int8_t *acc, size_t n, float s, float *x);
     /* A second queue on the same device and memory, for a communication thread: ops called through q
      * run in their own order beside be's (a CUDA stream of its own), so that communication overlaps
      * compute. q offers copies, sync, add, scale and the codecs; memory is allocated through be.
