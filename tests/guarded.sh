@@ -77,13 +77,16 @@ same --mode terngrad
 same --mode terngrad --tern-skip-last
 same --mode terngrad --tern-min-size 5000 --clip 1.5
 # 9 ranks: TernGrad's int8 ring (fewer bytes than the codes' allgather beyond 8 ranks) from the device
-for dev in cpu cpu-guarded; do
-    mpi -np 9 "$DTRAIN" "${common[@]}" --iters 4 --batch 90 --device $dev --mode terngrad --save "$T/$dev.st" \
-        > "$T/log" 2>&1 || { cat "$T/log"; fail "9 ranks of terngrad on $dev failed"; }
-done
-grep -q "aggregation: int8 ring allreduce" "$T/log" || { cat "$T/log"; fail "9 ranks of terngrad: not the int8 ring"; }
-"$STDIFF" "$T/cpu.st" "$T/cpu-guarded.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "9 ranks of terngrad differ"; }
-runs=$((runs + 1))
+# (not in the sanitized build: 9 sanitized ranks on 2 cores cost minutes of CI for logic checked here)
+if [ "${DT_SANITIZED:-no}" != yes ]; then
+    for dev in cpu cpu-guarded; do
+        mpi -np 9 "$DTRAIN" "${common[@]}" --iters 4 --batch 90 --device $dev --mode terngrad --save "$T/$dev.st" \
+            > "$T/log" 2>&1 || { cat "$T/log"; fail "9 ranks of terngrad on $dev failed"; }
+    done
+    grep -q "aggregation: int8 ring allreduce" "$T/log" || { cat "$T/log"; fail "9 ranks of terngrad: not the int8 ring"; }
+    "$STDIFF" "$T/cpu.st" "$T/cpu-guarded.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "9 ranks of terngrad differ"; }
+    runs=$((runs + 1))
+fi
 # a checkpoint after epoch 1, resumed: device state (Pipe-SGD's slots, Top-k's residuals and
 # velocities) goes to the file and back through backend ops
 for args in "pipesgd --compress q8" "topk --density 0.02 --momentum-correction --wd 1e-4"; do
