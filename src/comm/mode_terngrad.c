@@ -130,6 +130,12 @@ static int tern_init(void **state, dt_mode_env *env)
     return 0;
 }
 
+/* the key of this rank's coins at iteration it (each tensor's: rng_hash(key, its index)) */
+static uint64_t coin_key(const dt_mode_env *env, long it, int rank)
+{
+    return rng_hash(rng_hash(env->seed, 0x7e49), (uint64_t)it * 65537u + (uint64_t)rank);
+}
+
 /* scaler sharing: every rank's scalers (s->scal) gathered, the maximum of each into s->all_scal's
  * first row */
 static int share_scalers(tern_state *s, dt_mode_env *env, int p, dt_times *t)
@@ -172,7 +178,7 @@ static int tern_end_dev(tern_state *s, dt_mode_env *env, const dt_iter *it, dt_t
     t->encode += dt_now() - t0;
     if (share_scalers(s, env, p, t) != 0) return -1;
     double t1 = dt_now();
-    uint64_t key = rng_hash(rng_hash(env->seed, 0x7e49), (uint64_t)it->it * 65537u + (uint64_t)me);
+    uint64_t key = coin_key(env, it->it, me);
     k = 0;
     for (int i = 0; i < a->n_tensors; i++) {
         if (!s->tern[i]) continue;
@@ -237,7 +243,7 @@ static int tern_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
     if (share_scalers(s, env, p, t) != 0) return -1;
     double t1 = dt_now();
     k = 0;
-    uint64_t key = rng_hash(rng_hash(env->seed, 0x7e49), (uint64_t)it->it * 65537u + (uint64_t)me);
+    uint64_t key = coin_key(env, it->it, me);
     for (int i = 0; i < a->n_tensors; i++) {
         if (!s->tern[i]) continue;
         const dt_param *tp = a->tensors[i];
