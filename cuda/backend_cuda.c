@@ -177,6 +177,27 @@ int cuda_scratch(dt_backend *be, size_t bytes)
     return 0;
 }
 
+int cuda_lowp(dt_backend *be, size_t bytes)
+{
+    cuda_impl *c = cuda_of(be);
+    if (bytes <= c->lowp_bytes) return 0;
+    CU(cudaStreamSynchronize(c->stream), "bf16 operands");
+    cudaFree(c->lowp);
+    c->lowp = NULL, c->lowp_bytes = 0;
+    bytes += bytes / 4; /* room for a larger batch or layer without another synchronization */
+    cudaError_t e = cudaMalloc(&c->lowp, bytes);
+    if (e != cudaSuccess) {
+        size_t fr = 0, tot = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&fr, &tot);
+        return dt_fail("out of GPU memory on GPU %d for the bf16 operands: asked for %.1f MB, %.1f MB free of %.1f MB; "
+                       "try a smaller --batch",
+                       c->dev, (double)bytes / 1e6, (double)fr / 1e6, (double)tot / 1e6);
+    }
+    c->lowp_bytes = bytes;
+    return 0;
+}
+
 /* ---- elementwise ops and the loss: our kernels ---------------------------------------------- */
 
 static int cu_bias_add(dt_backend *be, float *y, const float *b, int rows, int cols)
@@ -433,6 +454,7 @@ static void cu_destroy(dt_backend *be)
         if (c->blas) cublasDestroy(c->blas);
         if (c->dnn) cudnnDestroy(c->dnn);
         cudaFree(c->workspace);
+        cudaFree(c->lowp);
         cudaFree(c->scratch);
         cudaFreeHost(c->host_scratch);
         if (c->stream) cudaStreamDestroy(c->stream);
@@ -481,9 +503,6 @@ static int g_dev = -1; /* the GPU of the backend made last, for describe() */
 static int cuda_create(dt_backend **out, const dt_backend_opts *o)
 {
     char why[256];
-    if (o->precision != DT_PRECISION_FP32) /* mixed precision on GPUs is issue 11's, not built yet */
-        return dt_fail("--precision bf16 runs on the CPU only: this dtrain's GPU backend computes in fp32 "
-                       "(--precision fp32, or --device cpu)");
     int count = n_gpus(why, sizeof why), dev = 0;
     if (count == 0) return dt_fail("%s", why);
     if (choose_gpu(o->device, count, &dev) != 0) return -1;
@@ -499,6 +518,7 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     be->host_memory = 0;
     c->dev = dev;
     c->tf32 = o->tf32;
+    c->bf16 = o->precision == DT_PRECISION_BF16;
     c->exact = o->exact;
     c->workspace_limit = (size_t)(o->workspace_mb > 0 ? o->workspace_mb : 1024) << 20;
     c->verbose = getenv("DTRAIN_CUDA_VERBOSE") != NULL;
@@ -518,10 +538,26 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
         dt_fail("cuDNN: cudnnCreate on GPU %d: %s", dev, cudnnGetErrorString(ds));
         goto out;
     }
+    if (c->bf16) { /* bf16 tensor operations: Ampere (compute capability 8.0) and newer */
+        struct cudaDeviceProp prop;
+        if ((e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess) {
+            dt_fail("CUDA: cudaGetDeviceProperties of GPU %d: %s", dev, cudaGetErrorString(e));
+            goto out;
+        }
+        if (prop.major < 8) {
+            dt_fail("--precision bf16: GPU %d (%s, compute capability %d.%d) has no bf16 tensor operations, which "
+                    "need 8.0 or newer (A100, H100); use --precision fp32",
+                    dev, prop.name, prop.major, prop.minor);
+            goto out;
+        }
+    }
     cublasSetStream(c->blas, c->stream);
     cudnnSetStream(c->dnn, c->stream);
-    /* fp32 unless --tf32: results within fp32 tolerances of the CPU's */
-    cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
+    /* fp32 unless --tf32: results within fp32 tolerances of the CPU's; under bf16 every GEMM takes bf16
+     * operands, whose products are exact in fp32, and the default math sums them on tensor cores */
+    cublasSetMathMode(c->blas, c->tf32   ? CUBLAS_TF32_TENSOR_OP_MATH
+                               : c->bf16 ? CUBLAS_DEFAULT_MATH
+                                         : CUBLAS_PEDANTIC_MATH);
     be->destroy = cu_destroy;
     be->alloc = cu_alloc;
     be->free = cu_free;
@@ -624,11 +660,16 @@ static void cuda_list_devices(FILE *f)
     }
     fprintf(f, "  run on a GPU (an H200, 2026-11-26): every op against the CPU, training, every mode with 2 ranks on one\n"
                "  GPU, checkpoints across devices; only compiled: the codecs (t16, fp16, q8), the D-Sync and Pipe-SGD\n"
-               "  rings, Top-k's residuals and selection and TernGrad's coding on the GPU, the NCCL transport;\n"
+               "  rings, Top-k's residuals and selection and TernGrad's coding on the GPU, the NCCL transport,\n"
+               "  --precision bf16 (cuBLAS and cuDNN on bf16 operands);\n"
                "  README.md, \"On a GPU\"\n");
 }
 
-static size_t cuda_peak(const dt_backend *be) { return cuda_of((dt_backend *)be)->peak + cuda_of((dt_backend *)be)->workspace_bytes; }
+static size_t cuda_peak(const dt_backend *be)
+{
+    const cuda_impl *c = cuda_of((dt_backend *)be);
+    return c->peak + c->workspace_bytes + c->lowp_bytes;
+}
 
 static const dt_backend_desc cuda_desc = {
     .name = "cuda",
@@ -641,8 +682,8 @@ static const dt_backend_desc cuda_desc = {
     /* keep in step with README.md, "What has run on a GPU" */
     .verified = "run on a GPU (one H200, 2026-11-26): every op against the CPU, training equal to the CPU's, every "
                 "mode with 2 ranks on one GPU, checkpoints between devices; only compiled so far: --gpu-exact's "
-                "bit-for-bit repeat, 4 ranks on one GPU, page-locked staging, the --precision bf16 refusal, the "
-                "codecs, the D-Sync and Pipe-SGD rings, Top-k's residuals and selection and TernGrad's coding on "
+                "bit-for-bit repeat, 4 ranks on one GPU, page-locked staging, --precision bf16 (GEMMs and "
+                "convolutions on bf16 operands), the codecs, the D-Sync and Pipe-SGD rings, Top-k's residuals and selection and TernGrad's coding on "
                 "the GPU, the NCCL transport (--transport nccl)",
 };
 

@@ -29,6 +29,9 @@ typedef struct cuda_impl {
     size_t workspace_limit;   /* --gpu-workspace, bytes: the most a convolution algorithm may use */
     void *workspace;          /* the convolution workspace, grown to the largest chosen algorithm's need */
     size_t workspace_bytes;
+    int bf16;                 /* --precision bf16: GEMMs and convolutions on bfloat16 inputs (tensor ops) */
+    void *lowp;               /* their operands rounded to bf16 (and a convolution's bf16 result) */
+    size_t lowp_bytes;
     void *scratch;            /* device scratch of the softmax (per-row loss and correct count) */
     size_t scratch_bytes;
     void *host_scratch;       /* its pinned host twin */
@@ -68,6 +71,9 @@ int cuda_launched(int rc, const char *kernel, const char *fmt, ...) __attribute_
 /* Device scratch of at least bytes (grown, never shrunk), and its pinned host twin. */
 int cuda_scratch(dt_backend *be, size_t bytes);
 
+/* Device memory of at least bytes for bf16 operands (grown, never shrunk; queued work done first). */
+int cuda_lowp(dt_backend *be, size_t bytes);
+
 /* backend_cuda_blas.c */
 void cuda_blas_init(dt_backend *be);
 
@@ -101,6 +107,10 @@ int cuk_softmax_xent_bwd(cudaStream_t s, float *dx, const float *prob, const int
 int cuk_sgd(cudaStream_t s, float *w, const float *g, float *v, size_t n, float lr, float m, float wd, int nesterov);
 int cuk_scale(cudaStream_t s, float *x, float a, size_t n);
 int cuk_add(cudaStream_t s, float *y, const float *x, size_t n, float beta);
+/* --precision bf16: rows x cols of x (rows ld apart) rounded to bfloat16 into out, densely; y = v
+ * (beta 0) or y + v */
+int cuk_to_bf16(cudaStream_t s, const float *x, size_t rows, size_t cols, size_t ld, uint16_t *out);
+int cuk_from_bf16(cudaStream_t s, float *y, const uint16_t *v, size_t n, float beta);
 int cuk_pool_fwd(cudaStream_t s, const dt_pool_cfg *c, int rows, const float *x, float *y, int *argmax);
 int cuk_pool_bwd(cudaStream_t s, const dt_pool_cfg *c, int rows, const float *dy, const int *argmax, float *dx,
                  float beta);

@@ -4,6 +4,10 @@
  * its column-major transpose, so C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T: the
  * operands swap places and m and n swap, with each operand's own transpose flag kept. fp32
  * (CUBLAS_PEDANTIC_MATH) unless --tf32.
+ *
+ * --precision bf16 (as the CPU's cpu_gemm_bf16): op(A) and op(B) as stored are rounded to bfloat16
+ * (ew_bf16, the CPU's rounding) into the backend's bf16 memory, densely, and cublasGemmEx multiplies
+ * them on tensor cores, summing in fp32 into the fp32 C with alpha and beta as before.
  */
 #include "backend_cuda.h"
 
@@ -21,6 +25,21 @@ static int cu_gemm(dt_backend *be, int ta, int tb, int m, int n, int k, float al
     if (k <= 0) { /* C = beta C, which a GEMM with k = 0 means */
         float zero = 0.0f;
         CB(cublasSgeam(cu->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, &beta, c, ldc, &zero, c, ldc, c, ldc), what);
+        return 0;
+    }
+    if (cu->bf16) {
+        /* stored shapes: A is m x k (k x m transposed), B k x n (n x k) */
+        size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+        size_t a_at = 0, b_at = (ar * ac * 2 + 255) & ~(size_t)255;
+        if (cuda_lowp(be, b_at + br * bc * 2) != 0) return -1;
+        uint16_t *a16 = (uint16_t *)((char *)cu->lowp + a_at), *b16 = (uint16_t *)((char *)cu->lowp + b_at);
+        if (cuda_launched(cuk_to_bf16(cu->stream, a, ar, ac, (size_t)lda, a16), "bf16 rounding", "%s", what) != 0 ||
+            cuda_launched(cuk_to_bf16(cu->stream, b, br, bc, (size_t)ldb, b16), "bf16 rounding", "%s", what) != 0)
+            return -1;
+        CB(cublasGemmEx(cu->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b16,
+                        CUDA_R_16BF, (int)bc, a16, CUDA_R_16BF, (int)ac, &beta, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+                        CUBLAS_GEMM_DEFAULT),
+           what);
         return 0;
     }
     CB(cublasSgemm(cu->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb,

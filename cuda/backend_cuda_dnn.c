@@ -5,6 +5,12 @@
  * workspace limit (--gpu-workspace), found once and cached; DTRAIN_CUDA_VERBOSE=1 prints each
  * choice. Without --tf32 the convolutions are restricted to FMA math (no TensorFloat-32); with
  * --gpu-exact also to the GEMM-like algorithms (PICK), so they agree with the CPU to 1e-6.
+ * Under --precision bf16 the descriptors of x, w and y are bfloat16 (cuDNN's bf16 configuration:
+ * products summed in fp32 on tensor cores, the result rounded to bf16): each op rounds its fp32
+ * inputs into the backend's bf16 memory (ew_bf16, the CPU's rounding) and widens the bf16 result
+ * into its fp32 output, so activations and gradients between layers stay fp32 as on the CPU. The CPU
+ * keeps its convolutions' results in fp32; here they are rounded to bf16 once, as under PyTorch's
+ * autocast.
  *
  * Pooling, LRN and the shortcut run on our kernels (backend_cuda_kernels.cu), batch norm on
  * backend_cuda_bn.cu: cuDNN's pooling takes symmetric padding only, where Caffe's ceil-mode
@@ -41,6 +47,7 @@ typedef struct plan {
     } cfg;
     /* convolution */
     cudnnTensorDescriptor_t x, y, bias;
+    cudnnTensorDescriptor_t y32; /* y in fp32 (= y's type but under bf16): the bias's add and gradient */
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
     int desc_rows;
@@ -74,6 +81,7 @@ static void cu_plan_free(dt_backend *be, void *pv)
     cuda_enter(be);
     if (p->x) cudnnDestroyTensorDescriptor(p->x);
     if (p->y) cudnnDestroyTensorDescriptor(p->y);
+    if (p->y32) cudnnDestroyTensorDescriptor(p->y32);
     if (p->bias) cudnnDestroyTensorDescriptor(p->bias);
     if (p->w) cudnnDestroyFilterDescriptor(p->w);
     if (p->conv) cudnnDestroyConvolutionDescriptor(p->conv);
@@ -83,6 +91,9 @@ static void cu_plan_free(dt_backend *be, void *pv)
 }
 
 /* ---- convolution ------------------------------------------------------------------------------ */
+
+/* what x, w and y of a convolution are stored in */
+static cudnnDataType_t data_type(const cuda_impl *cu) { return cu->bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
 
 static void conv_shape(const dt_conv_cfg *c, char *what, size_t n)
 {
@@ -107,16 +118,17 @@ static void *cu_conv_plan(dt_backend *be, const dt_conv_cfg *c)
     cuda_impl *cu = cuda_of(be);
     int g = c->groups > 0 ? c->groups : 1;
     cudnnStatus_t s;
+    cudnnMathType_t math = cu->bf16 ? CUDNN_TENSOR_OP_MATH : cu->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
     if (cuda_enter(be) != 0) goto fail;
     if ((s = cudnnCreateTensorDescriptor(&p->x)) || (s = cudnnCreateTensorDescriptor(&p->y)) ||
-        (s = cudnnCreateTensorDescriptor(&p->bias)) || (s = cudnnCreateFilterDescriptor(&p->w)) ||
-        (s = cudnnCreateConvolutionDescriptor(&p->conv)) ||
-        (s = cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, c->o, c->c / g, c->kh, c->kw)) ||
+        (s = cudnnCreateTensorDescriptor(&p->y32)) || (s = cudnnCreateTensorDescriptor(&p->bias)) ||
+        (s = cudnnCreateFilterDescriptor(&p->w)) || (s = cudnnCreateConvolutionDescriptor(&p->conv)) ||
+        (s = cudnnSetFilter4dDescriptor(p->w, data_type(cu), CUDNN_TENSOR_NCHW, c->o, c->c / g, c->kh, c->kw)) ||
         (s = cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, c->o, 1, 1)) ||
         (s = cudnnSetConvolution2dDescriptor(p->conv, c->pt, c->pl, c->sh, c->sw, 1, 1, CUDNN_CROSS_CORRELATION,
                                              CUDNN_DATA_FLOAT)) ||
         (s = cudnnSetConvolutionGroupCount(p->conv, g)) ||
-        (s = cudnnSetConvolutionMathType(p->conv, cu->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH))) {
+        (s = cudnnSetConvolutionMathType(p->conv, math))) {
         cuda_fail("cuDNN", "describing the layer", what, cudnnGetErrorString(s));
         goto fail;
     }
@@ -228,8 +240,10 @@ static conv_algos *conv_prepare(dt_backend *be, plan *p, int rows)
     conv_shape(c, what, sizeof what);
     if (p->desc_rows != rows) {
         cudnnStatus_t s;
-        if ((s = cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, rows, c->c, c->h, c->w)) ||
-            (s = cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, rows, c->o, c->oh, c->ow))) {
+        cudnnDataType_t t = data_type(cuda_of(be));
+        if ((s = cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, t, rows, c->c, c->h, c->w)) ||
+            (s = cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, t, rows, c->o, c->oh, c->ow)) ||
+            (s = cudnnSetTensor4dDescriptor(p->y32, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, rows, c->o, c->oh, c->ow))) {
             cuda_fail("cuDNN", "cudnnSetTensor4dDescriptor", what, cudnnGetErrorString(s));
             return NULL;
         }
@@ -242,6 +256,37 @@ static conv_algos *conv_prepare(dt_backend *be, plan *p, int rows)
     return a;
 }
 
+/* --precision bf16: a convolution's x, w and y (or dx, dw, dy) in the backend's bf16 memory */
+typedef struct lowp_ops {
+    uint16_t *x, *w, *y;
+    size_t nx, nw, ny;
+} lowp_ops;
+
+static size_t lowp_round_up(size_t values) { return (values * 2 + 255) & ~(size_t)255; }
+
+static int lowp_layout(dt_backend *be, const dt_conv_cfg *c, int rows, lowp_ops *o)
+{
+    int g = c->groups > 0 ? c->groups : 1;
+    o->nx = (size_t)rows * c->c * c->h * c->w;
+    o->nw = (size_t)c->o * (c->c / g) * c->kh * c->kw;
+    o->ny = (size_t)rows * c->o * c->oh * c->ow;
+    size_t at_w = lowp_round_up(o->nx), at_y = at_w + lowp_round_up(o->nw);
+    if (cuda_lowp(be, at_y + lowp_round_up(o->ny)) != 0) return -1;
+    char *base = cuda_of(be)->lowp;
+    o->x = (uint16_t *)base, o->w = (uint16_t *)(base + at_w), o->y = (uint16_t *)(base + at_y);
+    return 0;
+}
+
+static int round_in(dt_backend *be, const float *v, uint16_t *out, size_t n, const char *what)
+{
+    return cuda_launched(cuk_to_bf16(cuda_of(be)->stream, v, 1, n, n, out), "bf16 rounding", "%s", what);
+}
+
+static int widen_out(dt_backend *be, float *y, const uint16_t *v, size_t n, float beta, const char *what)
+{
+    return cuda_launched(cuk_from_bf16(cuda_of(be)->stream, y, v, n, beta), "bf16 widening", "%s", what);
+}
+
 static int cu_conv_fwd(dt_backend *be, void *pv, int rows, const float *x, const float *w, const float *b, float *y)
 {
     plan *p = pv;
@@ -252,10 +297,45 @@ static int cu_conv_fwd(dt_backend *be, void *pv, int rows, const float *x, const
     conv_algos *a = conv_prepare(be, p, rows);
     if (!a) return -1;
     conv_shape(&p->cfg.conv, what, sizeof what);
-    DN(cudnnConvolutionForward(cu->dnn, &one, p->x, x, p->w, w, p->conv, a->fwd, cu->workspace, cu->workspace_bytes,
-                               &zero, p->y, y),
-       what);
-    if (b) DN(cudnnAddTensor(cu->dnn, &one, p->bias, b, &one, p->y, y), what);
+    if (cu->bf16) {
+        lowp_ops o;
+        if (lowp_layout(be, &p->cfg.conv, rows, &o) != 0 || round_in(be, x, o.x, o.nx, what) != 0 ||
+            round_in(be, w, o.w, o.nw, what) != 0)
+            return -1;
+        DN(cudnnConvolutionForward(cu->dnn, &one, p->x, o.x, p->w, o.w, p->conv, a->fwd, cu->workspace,
+                                   cu->workspace_bytes, &zero, p->y, o.y),
+           what);
+        if (widen_out(be, y, o.y, o.ny, 0.0f, what) != 0) return -1;
+    } else {
+        DN(cudnnConvolutionForward(cu->dnn, &one, p->x, x, p->w, w, p->conv, a->fwd, cu->workspace,
+                                   cu->workspace_bytes, &zero, p->y, y),
+           what);
+    }
+    if (b) DN(cudnnAddTensor(cu->dnn, &one, p->bias, b, &one, p->y32, y), what);
+    return 0;
+}
+
+/* the bf16 operands of a conv_bwd: dx from w and dy, dw from x and dy (dy rounded once) */
+static int conv_bwd_bf16(dt_backend *be, plan *p, conv_algos *a, int rows, const float *x, const float *w,
+                         const float *dy, float *dx, float dx_beta, float *dw, const char *what)
+{
+    cuda_impl *cu = cuda_of(be);
+    lowp_ops o;
+    if (lowp_layout(be, &p->cfg.conv, rows, &o) != 0 || round_in(be, dy, o.y, o.ny, what) != 0) return -1;
+    if (dx) {
+        if (round_in(be, w, o.w, o.nw, what) != 0) return -1;
+        DN(cudnnConvolutionBackwardData(cu->dnn, &one, p->w, o.w, p->y, o.y, p->conv, a->bwd_data, cu->workspace,
+                                        cu->workspace_bytes, &zero, p->x, o.x),
+           what);
+        if (widen_out(be, dx, o.x, o.nx, dx_beta, what) != 0) return -1;
+    }
+    if (dw) { /* x into x's place (dx's bf16 is in dx by now), dw's bf16 into w's */
+        if (round_in(be, x, o.x, o.nx, what) != 0) return -1;
+        DN(cudnnConvolutionBackwardFilter(cu->dnn, &one, p->x, o.x, p->y, o.y, p->conv, a->bwd_filter, cu->workspace,
+                                          cu->workspace_bytes, &zero, p->w, o.w),
+           what);
+        if (widen_out(be, dw, o.w, o.nw, 0.0f, what) != 0) return -1;
+    }
     return 0;
 }
 
@@ -270,6 +350,12 @@ static int cu_conv_bwd(dt_backend *be, void *pv, int rows, const float *x, const
     conv_algos *a = conv_prepare(be, p, rows);
     if (!a) return -1;
     conv_shape(&p->cfg.conv, what, sizeof what);
+    if (cu->bf16) {
+        if (conv_bwd_bf16(be, p, a, rows, x, w, dy, dx, dx_beta, dw, what) != 0) return -1;
+        if (dw && db && p->cfg.conv.bias)
+            DN(cudnnConvolutionBackwardBias(cu->dnn, &one, p->y32, dy, &zero, p->bias, db), what);
+        return 0;
+    }
     if (dx)
         DN(cudnnConvolutionBackwardData(cu->dnn, &one, p->w, w, p->y, dy, p->conv, a->bwd_data, cu->workspace,
                                         cu->workspace_bytes, &dx_beta, p->x, dx),

@@ -78,6 +78,22 @@ __global__ void k_add(float *y, const float *x, size_t n, float beta)
     FOR_EACH(i, n) y[i] = ew_add(y[i], x[i], beta);
 }
 
+// --precision bf16: x rounded into out (dense), and back into y; rows of cols values ld apart
+__global__ void k_to_bf16(const float *x, size_t n, uint16_t *out)
+{
+    FOR_EACH(i, n) out[i] = ew_bf16(x[i]);
+}
+
+__global__ void k_to_bf16_rows(const float *x, size_t rows, size_t cols, size_t ld, uint16_t *out)
+{
+    FOR_EACH(i, rows * cols) out[i] = ew_bf16(x[(i / cols) * ld + i % cols]);
+}
+
+__global__ void k_from_bf16(float *y, const uint16_t *v, size_t n, float beta)
+{
+    FOR_EACH(i, n) y[i] = ew_bf16_put(y[i], v[i], beta);
+}
+
 // x: [rows][C][H][W], y and argmax: [rows][C][OH][OW] (NCHW); one thread per output
 __global__ void k_pool_fwd(dt_pool_cfg c, size_t n, const float *x, float *y, int *argmax)
 {
@@ -197,6 +213,17 @@ int cuk_sgd(cudaStream_t s, float *w, const float *g, float *v, size_t n, float 
 int cuk_scale(cudaStream_t s, float *x, float a, size_t n) { LAUNCH(k_scale, n, s, x, a, n); }
 
 int cuk_add(cudaStream_t s, float *y, const float *x, size_t n, float beta) { LAUNCH(k_add, n, s, y, x, n, beta); }
+
+int cuk_to_bf16(cudaStream_t s, const float *x, size_t rows, size_t cols, size_t ld, uint16_t *out)
+{
+    if (ld == cols) LAUNCH(k_to_bf16, rows * cols, s, x, rows * cols, out);
+    LAUNCH(k_to_bf16_rows, rows * cols, s, x, rows, cols, ld, out);
+}
+
+int cuk_from_bf16(cudaStream_t s, float *y, const uint16_t *v, size_t n, float beta)
+{
+    LAUNCH(k_from_bf16, n, s, y, v, n, beta);
+}
 
 int cuk_pool_fwd(cudaStream_t s, const dt_pool_cfg *c, int rows, const float *x, float *y, int *argmax)
 {

@@ -264,6 +264,17 @@ DT_HD float ew_float(uint32_t u)
     return f;
 }
 
+/* --precision bf16: a GEMM's or convolution's input rounded to bfloat16, to nearest even, a NaN
+ * kept a (quiet) NaN: the CPU backend's rounding (cpu_round_bf16, as vcvtneps2bf16), bit for bit */
+DT_HD uint16_t ew_bf16(float f)
+{
+    uint32_t u = ew_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+/* and back (exact), put into y as the backend's beta says */
+DT_HD float ew_bf16_put(float y, uint16_t v, float beta) { return ew_add(y, ew_float((uint32_t)v << 16), beta); }
+
 /* t16: the upper half of the fp32 (bfloat16 rounded toward zero) */
 DT_HD uint16_t ew_t16(float x) { return (uint16_t)(ew_bits(x) >> 16); }
 DT_HD float ew_t16_dec(uint16_t v) { return ew_float((uint32_t)v << 16); }

@@ -100,7 +100,8 @@ static const dt_optdef table[] = {
      "compute backend (--list-devices; auto: the best one that runs here)", check_device},
     {"Run", "precision", OPT_STRING, "fp32|bf16", OFF(precision), 0, 0, NULL, "fp32", 0, 0,
      "what GEMMs and convolutions multiply in: bf16 rounds their inputs to bfloat16 and sums in fp32 (CPUs with "
-     "AVX512_BF16 or AMX; weights, optimizer, batch norm and loss stay fp32)", check_precision},
+     "AVX512_BF16 or AMX, GPUs of compute capability 8.0+; weights, optimizer, batch norm and loss stay fp32)",
+     check_precision},
 #if DT_CUDA_BUILT
     {"Run", "gpu", OPT_INT, "N", OFF(gpu), -1, 1023, NULL, "-1", OPT_LOCAL, 0,
      "the GPU of this rank (-1: its local rank modulo the GPUs of its host)", NULL},

@@ -7,7 +7,7 @@
  * elementwise arithmetic and the softmax; 1e-4 for GEMM and convolution (fp32 sums in another
  * order: cuBLAS and cuDNN against oneDNN, TF32 off); 1e-5 for pooling, LRN and batch norm; the
  * codecs' bytes and decoded floats identical to the CPU codecs', TernGrad's sums, values and codes too;
- * a one-rank NCCL communicator.
+ * a one-rank NCCL communicator; --precision bf16's GEMMs and convolutions (test bf16).
  *
  * Exit 77 (skipped), saying why, where the CUDA backend cannot run: not built, no driver, no GPU.
  * Check runs without fork here: a CUDA context does not survive one.
@@ -24,6 +24,7 @@
 #include "comm/sparse.h"
 #include "cpu.h"
 #include "engine/backend.h"
+#include "engine/backend_cpu.h"
 #include "rng.h"
 #include "testutil.h"
 #include "util.h"
@@ -539,6 +540,117 @@ START_TEST(memory)
 }
 END_TEST
 
+/* ---- --precision bf16 --------------------------------------------------------------------------
+ * GEMMs and convolutions of a bf16 backend against the CPU's fp32 ones on the same operands rounded to
+ * bf16 first (cpu_round_bf16; the products are exact in fp32 either way): a GEMM within fp32's 1e-4;
+ * a convolution's result is rounded to bf16 once more (cuDNN's bf16 configuration), so each value within
+ * 2^-8 of its own size (twice the rounding's bound) plus 1e-4 for the order of the sums. */
+static dt_backend *g16;
+
+static float *rounded(const float *x, size_t n)
+{
+    uint16_t *h = malloc(2 * n + 2);
+    float *r = malloc(4 * n + 4);
+    cpu_round_bf16(1, h, x, 1, n, n);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)h[i] << 16;
+        memcpy(&r[i], &u, 4);
+    }
+    free(h);
+    return r;
+}
+
+static void *up16(const float *h, size_t n)
+{
+    void *d = g16->alloc(g16, n ? 4 * n : 4);
+    ck_assert_msg(d != NULL, "alloc: %s", dt_errmsg());
+    ck_assert_int_eq(g16->to_device(g16, d, h, 4 * n), 0);
+    return d;
+}
+
+/* d (g16's memory) = base + part within the bf16 result's tolerance; base NULL: 0 */
+static void expect16(const float *d, const float *base, const float *part, size_t n, double rtol, const char *what)
+{
+    float *h = malloc(4 * n + 4);
+    ck_assert_msg(g16->to_host(g16, h, d, 4 * n) == 0, "%s", dt_errmsg());
+    for (size_t i = 0; i < n; i++) {
+        double want = (base ? (double)base[i] : 0.0) + (double)part[i];
+        ck_assert_msg(fabs((double)h[i] - want) <= 1e-4 + rtol * fabs((double)part[i]),
+                      "%s[%zu]: %.9g on the GPU in bf16, %.9g expected", what, i, h[i], want);
+    }
+    free(h);
+}
+
+START_TEST(bf16)
+{
+    const int shapes[][3] = {{1, 1, 1}, {3, 7, 33}, {33, 17, 5}, {64, 100, 129}};
+    for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int beta = 0; beta < 2; beta++) {
+                    int m = shapes[t][0], n = shapes[t][1], k = shapes[t][2];
+                    int lda = ta ? m : k, ldb = tb ? k : n, ldc = n;
+                    size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
+                    float *a = randv(na, 31, -1, 1), *b = randv(nb, 32, -1, 1), *c0 = randv(nc, 33, -1, 1);
+                    float *ra = rounded(a, na), *rb = rounded(b, nb), *c = malloc(4 * nc), *zero = calloc(nc, 4);
+                    float *da = up16(a, na), *db = up16(b, nb), *dc = up16(c0, nc);
+                    memcpy(c, c0, 4 * nc);
+                    OK(cpu->gemm(cpu, ta, tb, m, n, k, 0.5f, ra, lda, rb, ldb, (float)beta, c, ldc));
+                    OK(g16->gemm(g16, ta, tb, m, n, k, 0.5f, da, lda, db, ldb, (float)beta, dc, ldc));
+                    char what[64];
+                    snprintf(what, sizeof what, "bf16 gemm %c%c %dx%dx%d beta %d", ta ? 'T' : 'N', tb ? 'T' : 'N', m,
+                             n, k, beta);
+                    expect16(dc, zero, c, nc, 1e-4, what);
+                    g16->free(g16, da), g16->free(g16, db), g16->free(g16, dc);
+                    free(a), free(b), free(c0), free(ra), free(rb), free(c), free(zero);
+                }
+    /* c h w o kh kw stride pad groups bias */
+    const int cases[][10] = {
+        {3, 7, 7, 5, 3, 3, 1, 1, 1, 1}, {16, 9, 9, 33, 3, 3, 2, 1, 1, 0}, {4, 8, 8, 6, 3, 3, 1, 1, 2, 1}};
+    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+        const int *k = cases[t];
+        dt_conv_cfg c = {.c = k[0], .h = k[1], .w = k[2], .o = k[3], .kh = k[4], .kw = k[5], .sh = k[6], .sw = k[6],
+                         .pt = k[7], .pb = k[7], .pl = k[7], .pr = k[7], .groups = k[8], .bias = k[9]};
+        c.oh = (c.h + 2 * c.pt - c.kh) / c.sh + 1;
+        c.ow = (c.w + 2 * c.pl - c.kw) / c.sw + 1;
+        void *pc = cpu->conv_plan(cpu, &c), *pg = g16->conv_plan(g16, &c);
+        ck_assert_msg(pc && pg, "conv plan: %s", dt_errmsg());
+        int rows = 3;
+        size_t nx = (size_t)rows * c.c * c.h * c.w, ny = (size_t)rows * c.o * c.oh * c.ow;
+        size_t nw = (size_t)c.o * (c.c / c.groups) * c.kh * c.kw;
+        float *x = randv(nx, 34 + t, -1, 1), *w = randv(nw, 35, -0.5, 0.5), *b = randv(c.o, 36, -1, 1);
+        float *dy = randv(ny, 37, -1, 1), *y = malloc(4 * ny), *y_nb = malloc(4 * ny);
+        float *rx = rounded(x, nx), *rw = rounded(w, nw), *rdy = rounded(dy, ny);
+        float *gx = up16(x, nx), *gw = up16(w, nw), *gb = up16(b, c.o), *gy = up16(y, ny), *gdy = up16(dy, ny);
+        OK(cpu->conv_fwd(cpu, pc, rows, rx, rw, NULL, y_nb)); /* the bias is added to the widened result */
+        OK(cpu->conv_fwd(cpu, pc, rows, rx, rw, c.bias ? b : NULL, y));
+        float *bias_part = malloc(4 * ny);
+        for (size_t i = 0; i < ny; i++) bias_part[i] = y[i] - y_nb[i];
+        OK(g16->conv_fwd(g16, pg, rows, gx, gw, c.bias ? gb : NULL, gy));
+        expect16(gy, bias_part, y_nb, ny, 1.0 / 256, "bf16 convolution forward");
+        for (int beta = 0; beta < 2; beta++) {
+            float *dx0 = randv(nx, 38, -1, 1), *dx = calloc(nx, 4), *dw = malloc(4 * nw), *db = malloc(4 * c.o);
+            float *gdx = up16(dx0, nx), *gdw = up16(dw, nw), *gdb = up16(db, c.o);
+            OK(cpu->conv_bwd(cpu, pc, rows, rx, rw, rdy, dx, 0.0f, dw, NULL));
+            OK(g16->conv_bwd(g16, pg, rows, gx, gw, gdy, gdx, (float)beta, gdw, c.bias ? gdb : NULL));
+            expect16(gdx, beta ? dx0 : NULL, dx, nx, 1.0 / 256, "bf16 convolution backward data");
+            expect16(gdw, NULL, dw, nw, 1.0 / 256, "bf16 convolution backward filter");
+            if (c.bias) { /* from the fp32 dy, as on the CPU */
+                float *ref = malloc(4 * c.o), *fx = malloc(4 * nx), *fw = malloc(4 * nw);
+                OK(cpu->conv_bwd(cpu, pc, rows, x, w, dy, fx, 0.0f, fw, ref));
+                expect16(gdb, NULL, ref, c.o, 1e-5, "bf16 convolution bias gradient");
+                free(ref), free(fx), free(fw);
+            }
+            g16->free(g16, gdx), g16->free(g16, gdw), g16->free(g16, gdb);
+            free(dx0), free(dx), free(dw), free(db);
+        }
+        g16->free(g16, gx), g16->free(g16, gw), g16->free(g16, gb), g16->free(g16, gy), g16->free(g16, gdy);
+        free(x), free(w), free(b), free(dy), free(y), free(y_nb), free(rx), free(rw), free(rdy), free(bias_part);
+        cpu->plan_free(cpu, pc), g16->plan_free(g16, pg);
+    }
+}
+END_TEST
+
 int main(void)
 {
     char why[512] = "";
@@ -557,6 +669,12 @@ int main(void)
         return 1;
     }
     printf("GPU: %s\n", d->describe());
+    dt_backend_opts o16 = o;
+    o16.precision = DT_PRECISION_BF16;
+    if (backend_create("cuda", &o16, &g16) != 0) { /* a GPU older than compute capability 8.0 refuses */
+        printf("no bf16 tests: %s\n", dt_errmsg());
+        g16 = NULL;
+    }
     Suite *s = suite_create("cuda");
     TCase *tc = tcase_create("ops against the CPU");
     tcase_set_timeout(tc, 120);
@@ -571,12 +689,14 @@ int main(void)
     tcase_add_test(tc, terngrad);
     tcase_add_test(tc, nccl_one_rank);
     tcase_add_test(tc, memory);
+    if (g16) tcase_add_test(tc, bf16);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
+    backend_destroy(g16);
     backend_destroy(gpu);
     backend_destroy(cpu);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

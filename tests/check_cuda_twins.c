@@ -18,6 +18,7 @@
 #include "comm/sparse.h"
 #include "cpu.h"
 #include "engine/backend.h"
+#include "engine/backend_cpu.h"
 #include "rng.h"
 #include "testutil.h"
 
@@ -540,6 +541,44 @@ START_TEST(terngrad)
 }
 END_TEST
 
+/* --precision bf16: the GPU's rounding of GEMM and convolution operands (ew_bf16) is the CPU's
+ * (cpu_round_bf16) for every kind of float, and it rounds to nearest even */
+START_TEST(bf16_rounding)
+{
+    static const uint32_t special[] = {
+        0x00000000u, 0x80000000u, 0x3f800000u, 0x3f808000u /* tie, to even: down */, 0x3f818000u /* tie: up */,
+        0x3f808001u, 0x3f807fffu, 0x7f7fffffu /* the largest float: to infinity */, 0x7f800000u, 0xff800000u,
+        0x7f800001u /* signalling NaN: quietened */, 0xffc00000u, 0x7fffffffu, 0x00008000u /* subnormal tie */,
+        0x00018000u, 0x00000001u, 0x807fffffu};
+    static const uint16_t want[] = {0x0000u, 0x8000u, 0x3f80u, 0x3f80u, 0x3f82u, 0x3f81u, 0x3f80u, 0x7f80u, 0x7f80u,
+                                    0xff80u, 0x7fc0u, 0xffc0u, 0x7fffu, 0x0000u, 0x0002u, 0x0000u, 0x8080u};
+    size_t ns = sizeof special / sizeof *special, n = ns + 100000;
+    float *x = malloc(n * sizeof *x);
+    uint16_t *cpu16 = malloc(n * sizeof *cpu16);
+    for (size_t i = 0; i < ns; i++) memcpy(&x[i], &special[i], 4);
+    for (size_t i = ns; i < n; i++) { /* every exponent, and mantissas whose low half is often a tie */
+        uint32_t u = (uint32_t)rng_hash(11, i);
+        if (i % 4 == 0) u = (u & 0xffff0000u) | 0x8000u;
+        memcpy(&x[i], &u, 4);
+    }
+    cpu_round_bf16(1, cpu16, x, 1, n, n);
+    for (size_t i = 0; i < n; i++) {
+        uint16_t g = ew_bf16(x[i]);
+        ck_assert_msg(g == cpu16[i], "value %zu (bits %08x): %04x on the GPU, %04x on the CPU", i, ew_bits(x[i]), g,
+                      cpu16[i]);
+        if (i < ns) ck_assert_msg(g == want[i], "bits %08x: %04x, expected %04x", special[i], g, want[i]);
+    }
+    /* rows apart (a GEMM's operand with its leading dimension), as the CPU reads them */
+    cpu_round_bf16(1, cpu16, x, 7, 9, 13);
+    for (size_t r = 0; r < 7; r++)
+        for (size_t c = 0; c < 9; c++) ck_assert(cpu16[r * 9 + c] == ew_bf16(x[r * 13 + c]));
+    /* widening is exact; beta 0 overwrites, 1 adds */
+    float y = ew_bf16_put(5.0f, 0x3f82u, 0.0f), y1 = ew_bf16_put(5.0f, 0x3f82u, 1.0f);
+    ck_assert(y == 1.015625f && y1 == 6.015625f);
+    free(x), free(cpu16);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_twins");
@@ -555,6 +594,7 @@ int main(void)
     tcase_add_test(tc, codecs);
     tcase_add_test(tc, sparse);
     tcase_add_test(tc, terngrad);
+    tcase_add_test(tc, bf16_rounding);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

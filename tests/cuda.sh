@@ -17,8 +17,9 @@
 #    bit for bit;
 #  - NCCL: a one-rank run over it; two ranks on one GPU refused by --transport nccl, auto says why it
 #    takes mpi; with two GPUs or more, D-Sync and Pipe-SGD over nccl against mpi;
-#  - --gpu 7 on a machine with fewer GPUs, a batch that cannot fit, --precision bf16 (not built for
-#    GPUs): clear errors, exit 1.
+#  - --precision bf16 (GPUs of compute capability 8.0+): mlp and lenet reach fp32's accuracy;
+#  - --gpu 7 on a machine with fewer GPUs, a batch that cannot fit, --precision bf16 on a GPU older
+#    than 8.0: clear errors, exit 1.
 . "$(dirname "$0")/lib.sh"
 need_mpirun
 export DTRAIN_MODULE_PATH=${DTRAIN_MODULE_PATH:-$top_builddir}
@@ -110,6 +111,27 @@ for m in ps dsync pipesgd topk gtopk csc terngrad; do
     note "mode $m: test accuracy cpu $a, cuda $b (tolerance $tol)"
     $PYTHON -c "import sys; sys.exit(abs($a - $b) > $tol)" || bad "--mode $m: accuracy $b on the GPU, $a on the CPU"
 done
+
+# --precision bf16 on the GPU (compute capability 8.0 and newer): mlp and lenet, one epoch, reach fp32's
+# test accuracy on the GPU within 0.5 point; the banner says bf16
+cc=$(sed -n 's/^  GPU 0: .*compute capability \([0-9]*\)\.[0-9]*.*/\1/p' "$T/devices")
+bf16_gpu=no
+if [ "${cc:-0}" -ge 8 ]; then
+    bf16_gpu=yes
+    for net in mlp lenet; do
+        for p in fp32 bf16; do
+            [ $net = mlp ] && [ $p = fp32 ] && continue # the D-Sync run above
+            mpi -np 2 "$DTRAIN" --net $net --dataset fashion-mnist --epochs 1 --seed 3 --threads 2 --progress none \
+                --mode dsync --device cuda --precision $p --log "$T/$net-$p.jsonl" > "$T/out" 2>&1 ||
+                { cat "$T/out"; bad "--net $net --precision $p on the GPU failed"; }
+        done
+        grep -q "bf16 GEMMs and convolutions" "$T/out" || { cat "$T/out"; bad "the bf16 banner"; }
+        a=$(acc "$T/$net-fp32.jsonl") b=$(acc "$T/$net-bf16.jsonl")
+        [ $net = mlp ] && a=$(acc "$T/dsync-cuda.jsonl")
+        note "--net $net on the GPU: test accuracy fp32 $a, bf16 $b"
+        $PYTHON -c "import sys; sys.exit(abs($a - $b) > 0.005)" || bad "--net $net: bf16 accuracy $b, fp32 $a"
+    done
+fi
 
 # four ranks on one GPU: D-Sync and Pipe-SGD
 for m in dsync pipesgd; do
@@ -205,8 +227,10 @@ rc=$?
 rc=$?
 [ $rc = 1 ] && grep -q "are free" "$T/out" && grep -q -- "--batch" "$T/out" || { cat "$T/out"; bad "a batch that cannot fit: exit $rc"; }
 note "too large a batch: $(grep "are free" "$T/out" | head -n 1)"
-"$DTRAIN" --device cuda --precision bf16 --iters 1 > "$T/out" 2>&1
-rc=$?
-[ $rc = 1 ] && grep -q "runs on the CPU only" "$T/out" || { cat "$T/out"; bad "--device cuda --precision bf16: exit $rc"; }
+if [ "$bf16_gpu" = no ]; then
+    "$DTRAIN" --device cuda --precision bf16 --iters 1 > "$T/out" 2>&1
+    rc=$?
+    [ $rc = 1 ] && grep -q "no bf16 tensor operations" "$T/out" || { cat "$T/out"; bad "--precision bf16 on compute capability $cc: exit $rc"; }
+fi
 [ $failed = 0 ] || fail "$failed of the checks above failed"
 echo "PASS: CPU and GPU agree: training, $(echo ps dsync pipesgd topk gtopk csc terngrad | wc -w) modes, checkpoints both ways, bad cases"

@@ -44,7 +44,9 @@ def make(net):
 
 
 def main():
-    net, batch, iters, tf32 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+    # MATH: 0 fp32, 1 TF32, bf16: autocast to bfloat16 (TF32 off), as dtrain's --precision bf16
+    net, batch, iters, math = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    tf32, bf16 = math == "1", math == "bf16"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = True
@@ -57,7 +59,9 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=True)
-        F.cross_entropy(model(x), y).backward()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
         opt.step()
     for _ in range(10):
         step()

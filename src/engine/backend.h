@@ -245,7 +245,9 @@ typedef struct dt_backend_opts {
 
 /* --precision: what GEMMs and convolutions multiply in. bf16: inputs rounded to bfloat16 (to
  * nearest even), products summed in fp32, results fp32; weights, optimizer state, activations
- * between layers, batch norm, softmax and the loss stay fp32 (mixed precision, as autocast). */
+ * between layers, batch norm, softmax and the loss stay fp32 (mixed precision, as autocast). A
+ * backend may round a convolution's result to bf16 before writing it in fp32 (cuDNN's bf16
+ * convolutions do). */
 enum { DT_PRECISION_FP32 = 0, DT_PRECISION_BF16 = 1 };
 
 /* A backend kind: built in, or a module loaded on first use (dtrain-NAME.so, as Open MPI loads its
