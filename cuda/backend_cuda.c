@@ -377,6 +377,13 @@ static int cu_tern_pack(dt_backend *be, const int8_t *t, size_t n, uint8_t *code
     return cuda_launched(cuk_tern_pack(S(be), t, n, codes), "TernGrad's packing", "%zu values", n);
 }
 
+static int cu_tern_sum(dt_backend *be, const uint8_t *codes, int p, size_t code_bytes, size_t n, int8_t *acc)
+{
+    ENTER(be);
+    return cuda_launched(cuk_tern_sum(S(be), codes, p, code_bytes, n, acc), "TernGrad's sum of codes",
+                         "%zu values of %d ranks", n, p);
+}
+
 static int cu_tern_decode(dt_backend *be, const int8_t *acc, size_t n, float s, float *x)
 {
     ENTER(be);
@@ -414,6 +421,8 @@ static int cu_queue_create(dt_backend *be, dt_backend **out)
 #if DT_NCCL_BUILT
     q->net_sendrecv = cuda_net_sendrecv;
     q->net_allreduce = cuda_net_allreduce;
+    q->net_allreduce_i8 = cuda_net_allreduce_i8;
+    q->net_allgather = cuda_net_allgather;
     q->net_wait = cuda_net_wait;
 #endif
     *out = q;
@@ -588,6 +597,7 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     be->tern_encode = cu_tern_encode;
     be->tern_pack = cu_tern_pack;
     be->tern_decode = cu_tern_decode;
+    be->tern_sum = cu_tern_sum;
     be->queue_create = cu_queue_create;
     be->queue_free = cu_queue_free;
     be->device_id = cu_device_id;
@@ -598,6 +608,8 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     be->net_free = cuda_net_free;
     be->net_sendrecv = cuda_net_sendrecv;
     be->net_allreduce = cuda_net_allreduce;
+    be->net_allreduce_i8 = cuda_net_allreduce_i8;
+    be->net_allgather = cuda_net_allgather;
     be->net_wait = cuda_net_wait;
 #endif
     cuda_blas_init(be);

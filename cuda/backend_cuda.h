@@ -88,6 +88,8 @@ void cuda_net_free(dt_backend *be, void *net);
 int cuda_net_sendrecv(dt_backend *q, void *net, const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes,
                       int src);
 int cuda_net_allreduce(dt_backend *q, void *net, float *x, size_t n);
+int cuda_net_allreduce_i8(dt_backend *q, void *net, int8_t *x, size_t n);
+int cuda_net_allgather(dt_backend *q, void *net, const void *sbuf, size_t bytes, void *rbuf);
 int cuda_net_wait(dt_backend *q, void *net, double timeout);
 
 /* backend_cuda_kernels.cu: launchers of our kernels on a stream; 0, or a CUDA error code. The
@@ -141,6 +143,7 @@ int cuk_tern_stats(cudaStream_t s, const float *x, size_t n, float *lanes, doubl
 int cuk_tern_encode(cudaStream_t s, const float *x, size_t n, float clip, float scale, uint64_t key, int8_t *t);
 int cuk_tern_pack(cudaStream_t s, const int8_t *t, size_t n, uint8_t *codes);
 int cuk_tern_decode(cudaStream_t s, const int8_t *acc, size_t n, float sc, float *x);
+int cuk_tern_sum(cudaStream_t s, const uint8_t *codes, int p, size_t code_bytes, size_t n, int8_t *acc);
 #ifdef __cplusplus
 }
 #endif

@@ -44,6 +44,7 @@ static struct {
     ncclResult_t (*send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
     ncclResult_t (*recv)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
     ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+    ncclResult_t (*all_gather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
 } nc;
 static pthread_once_t nc_once = PTHREAD_ONCE_INIT;
 
@@ -74,6 +75,7 @@ static void nc_load(void)
     SYM(send, "ncclSend");
     SYM(recv, "ncclRecv");
     SYM(all_reduce, "ncclAllReduce");
+    SYM(all_gather, "ncclAllGather");
 #undef SYM
     *(void **)&nc.get_last_error = dlsym(nc.lib, "ncclGetLastError"); /* 2.13 and newer */
     if (nc.get_version(&nc.version) != ncclSuccess) nc.version = 0;
@@ -185,6 +187,26 @@ int cuda_net_allreduce(dt_backend *q, void *p, float *x, size_t n)
     if (cuda_enter(q) != 0) return -1;
     snprintf(what, sizeof what, "an allreduce of %zu floats", n);
     NC(nc.all_reduce(x, x, n, ncclFloat32, ncclSum, net->comm, cuda_of(q)->stream), what, net);
+    return 0;
+}
+
+int cuda_net_allreduce_i8(dt_backend *q, void *p, int8_t *x, size_t n)
+{
+    cuda_net *net = p;
+    char what[64];
+    if (cuda_enter(q) != 0) return -1;
+    snprintf(what, sizeof what, "an allreduce of %zu int8 values", n);
+    NC(nc.all_reduce(x, x, n, ncclInt8, ncclSum, net->comm, cuda_of(q)->stream), what, net);
+    return 0;
+}
+
+int cuda_net_allgather(dt_backend *q, void *p, const void *sbuf, size_t bytes, void *rbuf)
+{
+    cuda_net *net = p;
+    char what[64];
+    if (cuda_enter(q) != 0) return -1;
+    snprintf(what, sizeof what, "an allgather of %zu bytes a rank", bytes);
+    NC(nc.all_gather(sbuf, rbuf, bytes, ncclInt8, net->comm, cuda_of(q)->stream), what, net);
     return 0;
 }
 

@@ -60,6 +60,11 @@ __global__ void k_tern_dec(float *x, const int8_t *acc, size_t n, float s)
     FOR_EACH(i, n) x[i] = EW_MUL(s, (float)acc[i]);
 }
 
+__global__ void k_tern_sum(int8_t *acc, const uint8_t *codes, size_t code_bytes, int p, size_t n)
+{
+    FOR_EACH(i, n) acc[i] = ew_tern_sum(codes, code_bytes, p, i);
+}
+
 extern "C" {
 
 size_t cuk_tern_lanes_floats(size_t n) { return (n + TERN_BLOCK - 1) / TERN_BLOCK * 16; }
@@ -85,6 +90,13 @@ int cuk_tern_pack(cudaStream_t s, const int8_t *t, size_t n, uint8_t *codes)
 {
     if (n == 0) return 0;
     k_tern_pack<<<blocks_for((n + 3) / 4), THREADS, 0, s>>>(codes, t, n);
+    return cudaGetLastError();
+}
+
+int cuk_tern_sum(cudaStream_t s, const uint8_t *codes, int p, size_t code_bytes, size_t n, int8_t *acc)
+{
+    if (n == 0) return 0;
+    k_tern_sum<<<blocks_for(n), THREADS, 0, s>>>(acc, codes, code_bytes, p, n);
     return cudaGetLastError();
 }
 

@@ -365,5 +365,15 @@ DT_HD int8_t ew_tern(float g, float clip, float scale, uint16_t coin)
 }
 /* its 2-bit code: 00 = 0, 01 = +1, 10 = -1 */
 DT_HD unsigned ew_tern_code(int8_t t) { return t > 0 ? 1u : t < 0 ? 2u : 0u; }
+/* value i summed over p ranks' codes (rank r's at codes + r code_bytes), as tern_unpack_add adds them */
+DT_HD int8_t ew_tern_sum(const uint8_t *codes, size_t code_bytes, int p, size_t i)
+{
+    int s = 0;
+    for (int r = 0; r < p; r++) {
+        unsigned c = (codes[(size_t)r * code_bytes + i / 4] >> (2 * (i % 4))) & 3u;
+        s += (c == 1u) - (c == 2u);
+    }
+    return (int8_t)s;
+}
 
 #endif

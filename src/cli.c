@@ -152,8 +152,8 @@ static const dt_optdef table[] = {
 
 #if DT_NCCL_BUILT
     {"Communication", "transport", OPT_CHOICE, "mpi|nccl|auto", OFF(transport), 0, 0, "mpi|nccl|auto", "auto", 0, 0,
-     "how gradients on a GPU travel: mpi (staged through the host), nccl (GPU to GPU; a GPU per rank; dsync and "
-     "pipesgd), auto (nccl where it can, else mpi, saying why)", NULL},
+     "how gradients on a GPU travel: mpi (staged through the host), nccl (GPU to GPU; a GPU per rank; dsync, "
+     "pipesgd, terngrad), auto (nccl where it can, else mpi, saying why)", NULL},
 #endif
     {"Communication", "comm-timeout", OPT_DOUBLE, "S", OFF(comm_timeout), 0, 1e7, NULL, "300", OPT_LOCAL | OPT_AGREE,
      0, "end the job when a rank waits more than S seconds for another (0: wait forever)", NULL},
@@ -344,7 +344,7 @@ static int check_combinations(const dt_opts *o)
         if (strcmp(o->device, "cpu") == 0)
             return dt_fail("--transport nccl moves gradients between GPUs, and this run has --device cpu");
         if (m && !m->device_net)
-            return dt_fail("--transport nccl: mode %s sends over MPI only (nccl: dsync and pipesgd)", m->name);
+            return dt_fail("--transport nccl: mode %s sends over MPI only (nccl: dsync, pipesgd and terngrad)", m->name);
         if (m && mode_reads(m, "allreduce") && o->comm.allreduce && strcmp(o->comm.allreduce, "mpi") == 0)
             return dt_fail("--transport nccl and --allreduce mpi exclude each other (MPI_Allreduce sums on the host)");
     }

@@ -325,6 +325,15 @@ static int g_tern_decode(dt_backend *be, const int8_t *acc, size_t n, float s, f
     return 0;
 }
 
+static int g_tern_sum(dt_backend *be, const uint8_t *codes, int p, size_t code_bytes, size_t n, int8_t *acc)
+{
+    guarded *g = enter(be);
+    memset(acc, 0, n);
+    for (int r = 0; r < p; r++) tern_unpack_add(codes + (size_t)r * code_bytes, n, acc);
+    leave(g);
+    return 0;
+}
+
 /* Plans and layout queries touch no data: straight to the CPU backend. */
 static dt_layout g_layout_for(dt_backend *be, int c, int h, int w)
 {
@@ -512,6 +521,43 @@ static int g_net_allreduce(dt_backend *q, void *p, float *x, size_t n)
     return rc == MPI_SUCCESS ? 0 : dt_fail("cpu-guarded: MPI_Allreduce failed");
 }
 
+static int g_net_allreduce_i8(dt_backend *q, void *p, int8_t *x, size_t n)
+{
+    gnet *net = p;
+    int8_t *h = malloc(n + 1);
+    if (!h) return dt_fail("out of memory");
+    g_out(q, h, x, n);
+    __atomic_add_fetch(&net_bytes, (long long)n, __ATOMIC_RELAXED);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_INT8_T, MPI_SUM, net->comm);
+    if (rc == MPI_SUCCESS) g_out(q, x, h, n);
+    free(h);
+    return rc == MPI_SUCCESS ? 0 : dt_fail("cpu-guarded: MPI_Allreduce of int8 failed");
+}
+
+static int g_net_allgather(dt_backend *q, void *p, const void *sbuf, size_t bytes, void *rbuf)
+{
+    gnet *net = p;
+    int size;
+    MPI_Comm_size(net->comm, &size);
+    char *s = malloc(bytes + 1), *r = malloc(bytes * (size_t)size + 1);
+    int rc = -1;
+    if (!s || !r) {
+        dt_fail("out of memory");
+        goto out;
+    }
+    g_out(q, s, sbuf, bytes);
+    __atomic_add_fetch(&net_bytes, (long long)bytes, __ATOMIC_RELAXED);
+    if (MPI_Allgather(s, (int)bytes, MPI_BYTE, r, (int)bytes, MPI_BYTE, net->comm) != MPI_SUCCESS) {
+        dt_fail("cpu-guarded: MPI_Allgather failed");
+        goto out;
+    }
+    g_out(q, rbuf, r, bytes * (size_t)size);
+    rc = 0;
+out:
+    free(s), free(r);
+    return rc;
+}
+
 static int g_net_wait(dt_backend *q, void *net, double timeout)
 {
     (void)q, (void)net, (void)timeout; /* its transfers are done when they return */
@@ -621,6 +667,8 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
     be->net_free = g_net_free;
     be->net_sendrecv = g_net_sendrecv;
     be->net_allreduce = g_net_allreduce;
+    be->net_allreduce_i8 = g_net_allreduce_i8;
+    be->net_allgather = g_net_allgather;
     be->net_wait = g_net_wait;
 #define WRAP(name) be->name = g_##name
     WRAP(to_device), WRAP(to_host), WRAP(copy), WRAP(sync), WRAP(gemm), WRAP(bias_add), WRAP(bias_grad);
@@ -630,7 +678,7 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
     WRAP(pool_fwd), WRAP(pool_bwd), WRAP(bn_plan), WRAP(bn_fwd), WRAP(bn_bwd), WRAP(lrn_plan), WRAP(lrn_fwd);
     WRAP(lrn_bwd), WRAP(plan_free), WRAP(shortcut_fwd), WRAP(shortcut_bwd), WRAP(wire_encode), WRAP(wire_decode);
     WRAP(residual_add), WRAP(topk), WRAP(pairs_apply), WRAP(tern_stats), WRAP(tern_encode), WRAP(tern_pack);
-    WRAP(tern_decode);
+    WRAP(tern_decode), WRAP(tern_sum);
 #undef WRAP
     pthread_mutex_lock(&instances_lock);
     int slot = -1;

@@ -453,7 +453,8 @@ START_TEST(terngrad)
 {
     const size_t n = 300007, off[] = {0, 5, 4096, 100000}, len[] = {5, 4091, 95904, 200007};
     const int count = 4;
-    ck_assert_msg(gpu->tern_stats && gpu->tern_encode && gpu->tern_pack && gpu->tern_decode, "no TernGrad ops");
+    ck_assert_msg(gpu->tern_stats && gpu->tern_encode && gpu->tern_pack && gpu->tern_decode && gpu->tern_sum,
+                  "no TernGrad ops");
     cpu_flush_denormals();
     float *x = randv(n, 400, -1e-2f, 3e-2f), *dx = up(x, n * 4);
     double sum[4], sq[4];
@@ -485,6 +486,20 @@ START_TEST(terngrad)
     OK(gpu->tern_encode(gpu, dx, n, 1.0f, 0.0f, 5, dt8)); /* scaler 0: all zero */
     OK(gpu->to_host(gpu, got, dt8, n));
     for (size_t i = 0; i < n; i++) ck_assert_int_eq(got[i], 0);
+    /* the sum of 3 ranks' codes (--transport nccl's allgather): the CPU's tern_unpack_add */
+    size_t cb = (n + 3) / 4;
+    uint8_t *all = malloc(3 * cb), *dall;
+    int8_t *acc = calloc(n, 1);
+    for (int r = 0; r < 3; r++) {
+        for (size_t i = 0; i < n; i++) t[i] = (int8_t)((int)(rng_hash(600 + (uint64_t)r, i) % 3) - 1);
+        tern_pack(t, n, all + (size_t)r * cb);
+        tern_unpack_add(all + (size_t)r * cb, n, acc);
+    }
+    dall = up(all, 3 * cb);
+    OK(gpu->tern_sum(gpu, dall, 3, cb, n, dt8));
+    OK(gpu->to_host(gpu, got, dt8, n));
+    ck_assert_msg(memcmp(acc, got, n) == 0, "the sums of codes differ");
+    gpu->free(gpu, dall), free(all), free(acc);
     gpu->free(gpu, dx), gpu->free(gpu, dt8), gpu->free(gpu, dcodes);
     free(x), free(t), free(got), free(codes), free(gcodes), free(ref);
 }
@@ -515,6 +530,18 @@ START_TEST(nccl_one_rank)
     OK(q->net_sendrecv(q, net, dx, n * 4, 0, dy, n * 4, 0));
     OK(q->net_wait(q, net, 60.0));
     expect(dy, x, n, 0.0, "a ring step to itself");
+    /* TernGrad's: an allgather of one rank (its bytes), an int8 allreduce (the values) */
+    int8_t *i8 = malloc(n), *got = malloc(n), *d8 = gpu->alloc(gpu, n), *d8b = gpu->alloc(gpu, n);
+    for (size_t i = 0; i < n; i++) i8[i] = (int8_t)((int)(rng_hash(201, i) % 255) - 127);
+    OK(gpu->to_device(gpu, d8, i8, n));
+    OK(gpu->net_allgather(gpu, net, d8, n, d8b));
+    OK(gpu->net_allreduce_i8(gpu, net, d8, n));
+    OK(gpu->net_wait(gpu, net, 60.0));
+    OK(gpu->to_host(gpu, got, d8b, n));
+    ck_assert_msg(memcmp(got, i8, n) == 0, "one rank's allgather");
+    OK(gpu->to_host(gpu, got, d8, n));
+    ck_assert_msg(memcmp(got, i8, n) == 0, "one rank's int8 allreduce");
+    gpu->free(gpu, d8), gpu->free(gpu, d8b), free(i8), free(got);
     backend_queue_free(gpu, q);
     gpu->net_free(gpu, net);
     gpu->free(gpu, dx), gpu->free(gpu, dy);

@@ -536,6 +536,19 @@ START_TEST(terngrad)
             float want = shared * (float)t[i], got = EW_MUL(shared, (float)t[i]);
             ck_assert(memcmp(&want, &got, 4) == 0);
         }
+        /* the sum of 3 ranks' codes (--transport nccl's allgather): as tern_unpack_add adds them */
+        size_t cb = (n + 3) / 4;
+        uint8_t *all = malloc(3 * cb);
+        int8_t *acc = calloc(n, 1);
+        for (int r = 0; r < 3; r++) {
+            for (i = 0; i < n; i++) tt[i] = (int8_t)((int)(rng_hash(500 + (uint64_t)r, i) % 3) - 1);
+            tern_pack(tt, n, all + (size_t)r * cb);
+            tern_unpack_add(all + (size_t)r * cb, n, acc);
+        }
+        for (i = 0; i < n; i++)
+            ck_assert_msg(ew_tern_sum(all, cb, 3, i) == acc[i], "n = %zu: sum %zu is %d in the kernel, %d on the CPU",
+                          n, i, ew_tern_sum(all, cb, 3, i), acc[i]);
+        free(all), free(acc);
         free(x), free(t), free(tt), free(codes), free(tcodes);
     }
 }

@@ -16,7 +16,7 @@
 #  - a checkpoint written on the GPU resumes on the CPU, and the reverse; --gpu-exact runs repeat
 #    bit for bit;
 #  - NCCL: a one-rank run over it; two ranks on one GPU refused by --transport nccl, auto says why it
-#    takes mpi; with two GPUs or more, D-Sync and Pipe-SGD over nccl against mpi;
+#    takes mpi; with two GPUs or more, D-Sync, Pipe-SGD and TernGrad over nccl against mpi;
 #  - --precision bf16 (GPUs of compute capability 8.0+): mlp and lenet reach fp32's accuracy;
 #  - --gpu 7 on a machine with fewer GPUs, a batch that cannot fit, --precision bf16 on a GPU older
 #    than 8.0: clear errors, exit 1.
@@ -176,7 +176,8 @@ if grep -q "with the NCCL transport" <("$DTRAIN" --version 2>&1; "$DTRAIN" --lis
         grep -q "^transport mpi (auto: not nccl: ranks 0 and 1 share one device" "$T/out" ||
         { cat "$T/out"; bad "two ranks on one GPU, --transport auto: no mpi and why"; }
     if [ "$(grep -c '^  GPU ' "$T/devices")" -ge 2 ]; then
-        for args in "dsync" "dsync --compress q8" "dsync --fusion-bytes 65536" "pipesgd --compress fp16"; do
+        for args in "dsync" "dsync --compress q8" "dsync --fusion-bytes 65536" "pipesgd --compress fp16" \
+            "terngrad"; do
             for tr in mpi nccl; do
                 mpi -np 2 "$DTRAIN" "${F[@]}" --epochs 1 --mode $args --device cuda --transport $tr \
                     --log "$T/tr-$tr.jsonl" > "$T/out" 2>&1 || { cat "$T/out"; bad "--mode $args --transport $tr failed"; }

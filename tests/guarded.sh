@@ -85,6 +85,7 @@ if [ "${DT_SANITIZED:-no}" != yes ]; then
     done
     grep -q "aggregation: int8 ring allreduce" "$T/log" || { cat "$T/log"; fail "9 ranks of terngrad: not the int8 ring"; }
     "$STDIFF" "$T/cpu.st" "$T/cpu-guarded.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "9 ranks of terngrad differ"; }
+    cp "$T/cpu.st" "$T/cpu9.st" # for the run over nccl below
     runs=$((runs + 1))
 fi
 # a checkpoint after epoch 1, resumed: device state (Pipe-SGD's slots, Top-k's residuals and
@@ -125,6 +126,21 @@ nccl --mode dsync --allreduce mpi -- --mode dsync --fusion-bytes 20000
 nccl --mode pipesgd --compress t16 -- --mode pipesgd --compress t16
 nccl --mode pipesgd --pipeline-depth 3 --warmup-epochs 1 --compress fp16 -- --mode pipesgd --pipeline-depth 3 \
     --warmup-epochs 1 --compress fp16
+# TernGrad: the codes allgathered from device to device and summed there (the scalers and fp32 tensors
+# over MPI); beyond 8 ranks the device's int8 allreduce
+nccl --mode terngrad -- --mode terngrad
+grep -q "packing on cpu-guarded memory: the codes go device to device" "$T/log" ||
+    { cat "$T/log"; fail "terngrad over nccl does not say that its codes go device to device"; }
+nccl --mode terngrad --tern-skip-last -- --mode terngrad --tern-skip-last
+if [ "${DT_SANITIZED:-no}" != yes ]; then
+    DTRAIN_GUARDED_DEVICES=9 mpi -np 9 "$DTRAIN" "${common[@]}" --iters 4 --batch 90 --device cpu-guarded \
+        --transport nccl --mode terngrad --save "$T/nccl9.st" > "$T/log" 2>&1 ||
+        { cat "$T/log"; fail "9 ranks of terngrad over nccl failed"; }
+    grep -q "packing on cpu-guarded memory: the ternary values go device to device" "$T/log" ||
+        { cat "$T/log"; fail "9 ranks of terngrad over nccl: not the int8 allreduce on the device"; }
+    "$STDIFF" "$T/cpu9.st" "$T/nccl9.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "9 ranks of terngrad over nccl differ"; }
+    runs=$((runs + 1))
+fi
 # auto takes nccl where every rank has a device and the mode sends over it, else mpi and why
 mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode pipesgd --compress q8 > "$T/log" 2>&1 &&
     grep -q "^transport nccl" "$T/log" || { cat "$T/log"; fail "--transport auto with a device per rank is not nccl"; }

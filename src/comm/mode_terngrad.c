@@ -16,7 +16,10 @@
  * a plain fp32 ring allreduce.
  * On a device that codes itself (the CUDA backend's tern_* ops), the scalers' sums, the ternarizing
  * and the packing run in its memory and only the codes cross to the host; the int8 sums come back
- * and are scaled there. The same bits as on the host: one order of sums, the same coins.
+ * and are scaled there. The same bits as on the host: one order of sums, the same coins. Over the
+ * device's transport (--transport nccl) the codes (or int8 values) do not cross to the host at all:
+ * they are allgathered (allreduced) from device to device and summed there; the scalers (a float per
+ * tensor) and the fp32 tensors still travel over MPI.
  */
 #include <math.h>
 #include <stddef.h>
@@ -48,6 +51,8 @@ typedef struct {
     float *st_mx;
     int8_t *d_t8, *d_acc;
     uint8_t *d_codes;
+    void *net;            /* --transport nccl: the device's communicator */
+    uint8_t *d_all_codes; /* its allgather's codes of every rank */
 } tern_state;
 
 /* the backend codes TernGrad on its own memory */
@@ -123,11 +128,42 @@ static int tern_init(void **state, dt_mode_env *env)
         if (!(s->d_t8 = be->alloc(be, DT_MAX(s->d_tern, 1))) || !(s->d_acc = be->alloc(be, DT_MAX(s->d_tern, 1))) ||
             !(s->d_codes = be->alloc(be, DT_MAX(s->code_bytes, 1))))
             return -1;
-        snprintf(env->note + off, sizeof env->note - (size_t)off,
-                 "; clipping, ternarizing and packing on %s memory: only the %s cross to the host", be->name,
-                 s->use_allgather ? "codes" : "ternary values");
+        if (env->transport == DT_TRANSPORT_NCCL) {
+            if (devnet_open(env->comm, be, &s->net) != 0 ||
+                (s->use_allgather && !(s->d_all_codes = be->alloc(be, DT_MAX(s->code_bytes, 1) * (size_t)p))))
+                return -1;
+            snprintf(env->note + off, sizeof env->note - (size_t)off,
+                     "; clipping, ternarizing and packing on %s memory: the %s go device to device", be->name,
+                     s->use_allgather ? "codes" : "ternary values");
+        } else {
+            snprintf(env->note + off, sizeof env->note - (size_t)off,
+                     "; clipping, ternarizing and packing on %s memory: only the %s cross to the host", be->name,
+                     s->use_allgather ? "codes" : "ternary values");
+        }
     }
     return 0;
+}
+
+/* --transport nccl: the ternary values of every rank summed into s->d_acc (allgather of the codes,
+ * added on the device) or, on the int8 ring's side of P, into s->d_t8 in place (the device's int8
+ * allreduce); which one is returned */
+static const int8_t *sum_ternary_dev(tern_state *s, dt_mode_env *env, int p, dt_times *t)
+{
+    dt_backend *be = env->be;
+    double t0 = dt_now();
+    if (s->use_allgather ? be->net_allgather(be, s->net, s->d_codes, s->code_bytes, s->d_all_codes) != 0
+                         : be->net_allreduce_i8(be, s->net, s->d_t8, s->d_tern) != 0)
+        return NULL;
+    if (be->net_wait(be, s->net, comm_timeout(env->comm)) != 0) return NULL;
+    double t1 = dt_now(), sent = s->use_allgather ? (double)s->code_bytes : (double)s->d_tern;
+    t->comm += t1 - t0;
+    /* as the host's allgather and int8 ring would send them: NCCL does not say */
+    t->bytes_sent += s->use_allgather ? (p - 1) * sent : 2.0 * (p - 1) / p * sent;
+    t->bytes_recv += s->use_allgather ? (p - 1) * sent : 2.0 * (p - 1) / p * sent;
+    if (!s->use_allgather) return s->d_t8;
+    if (be->tern_sum(be, s->d_all_codes, p, s->code_bytes, s->d_tern, s->d_acc) != 0) return NULL;
+    t->decode += dt_now() - t1;
+    return s->d_acc;
 }
 
 /* the key of this rank's coins at iteration it (each tensor's: rng_hash(key, its index)) */
@@ -188,12 +224,20 @@ static int tern_end_dev(tern_state *s, dt_mode_env *env, const dt_iter *it, dt_t
             return -1;
         k++;
     }
-    if (s->use_allgather ? be->tern_pack(be, s->d_t8, s->d_tern, s->d_codes) != 0 ||
-                               be->to_host(be, s->codes, s->d_codes, s->code_bytes) != 0
-                         : be->to_host(be, s->acc, s->d_t8, s->d_tern) != 0)
-        return -1;
-    t->encode += dt_now() - t1;
-    if (sum_ternary(s, env, p, t) != 0) return -1;
+    const int8_t *sums = s->d_acc; /* the ternary sums on the device, once they are there */
+    if (s->net) {
+        if (s->use_allgather && be->tern_pack(be, s->d_t8, s->d_tern, s->d_codes) != 0) return -1;
+        if (be->sync(be) != 0) return -1;
+        t->encode += dt_now() - t1;
+        if (s->d_tern && !(sums = sum_ternary_dev(s, env, p, t))) return -1;
+    } else {
+        if (s->use_allgather ? be->tern_pack(be, s->d_t8, s->d_tern, s->d_codes) != 0 ||
+                                   be->to_host(be, s->codes, s->d_codes, s->code_bytes) != 0
+                             : be->to_host(be, s->acc, s->d_t8, s->d_tern) != 0)
+            return -1;
+        t->encode += dt_now() - t1;
+        if (sum_ternary(s, env, p, t) != 0) return -1;
+    }
     /* fp32 tensors: their ranges pulled, a plain allreduce, pushed back */
     size_t off = 0;
     for (int i = 0; i < a->n_tensors; i++)
@@ -205,12 +249,12 @@ static int tern_end_dev(tern_state *s, dt_mode_env *env, const dt_iter *it, dt_t
         }
     if (s->d_fp32 && ring_allreduce(s->ring, s->fp32, s->d_fp32, t) != 0) return -1;
     double t3 = dt_now();
-    if (s->d_tern && be->to_device(be, s->d_acc, s->acc, s->d_tern) != 0) return -1;
+    if (!s->net && s->d_tern && be->to_device(be, s->d_acc, s->acc, s->d_tern) != 0) return -1;
     k = 0, off = 0;
     for (int i = 0; i < a->n_tensors; i++) {
         const dt_param *tp = a->tensors[i];
         if (s->tern[i]) {
-            if (be->tern_decode(be, s->d_acc + s->tern_at[i], tp->n, s->all_scal[k++], a->g + tp->offset) != 0)
+            if (be->tern_decode(be, sums + s->tern_at[i], tp->n, s->all_scal[k++], a->g + tp->offset) != 0)
                 return -1;
         } else {
             memcpy(env->gh.host + tp->offset, s->fp32 + off, tp->n * sizeof(float));
@@ -357,6 +401,8 @@ static void tern_finalize(void *state, dt_mode_env *env)
     if (s->d_t8) env->be->free(env->be, s->d_t8);
     if (s->d_acc) env->be->free(env->be, s->d_acc);
     if (s->d_codes) env->be->free(env->be, s->d_codes);
+    if (s->d_all_codes) env->be->free(env->be, s->d_all_codes);
+    devnet_close(env->be, s->net);
     free(s->st_off), free(s->st_n), free(s->st_sum), free(s->st_sq), free(s->st_mx);
     mode_env_release(env);
     ring_destroy(s->ring);
@@ -371,6 +417,15 @@ static void tern_finalize(void *state, dt_mode_env *env)
     dt_free(s->all_scal);
     dt_free(s->fp32);
     free(s);
+}
+
+/* --transport nccl where the backend codes TernGrad on its memory and has the collectives for it */
+static int tern_device_net(const dt_mode_env *env, char *why, size_t n)
+{
+    const dt_backend *be = env->arena.be;
+    if (tern_dev(be) && be->tern_sum && be->net_allgather && be->net_allreduce_i8) return 1;
+    snprintf(why, n, "the %s backend does not code TernGrad on its memory", be->name);
+    return 0;
 }
 
 static const dt_optdef tern_flags[] = {
@@ -392,5 +447,6 @@ const dt_mode_desc mode_terngrad = {
     .end = tern_end,
     .predict = tern_predict,
     .calibrate = tern_calibrate,
+    .device_net = tern_device_net,
     .finalize = tern_finalize,
 };

@@ -158,12 +158,14 @@ struct dt_backend {
      * NULL where the backend has none. tern_stats: for each of count ranges [off[k], off[k] + n[k]) of
      * x, the sum and sum of squares of its values in codec_tern.c's one order and its largest |value|,
      * into host arrays (it waits for them). tern_encode: t[i] of x[0..n) clipped at clip, with scaler s
-     * (0: all zero) and coins from key; tern_pack: 2-bit codes of t[0..n); tern_decode: x[i] = s acc[i]. */
+     * (0: all zero) and coins from key; tern_pack: 2-bit codes of t[0..n); tern_decode: x[i] = s acc[i];
+     * tern_sum: acc[i] = the sum over p ranks' codes of value i (rank r's at codes + r code_bytes). */
     int (*tern_stats)(dt_backend *be, const float *x, const size_t *off, const size_t *n, int count, double *sum,
                       double *sq, float *mx);
     int (*tern_encode)(dt_backend *be, const float *x, size_t n, float clip, float s, uint64_t key, int8_t *t);
     int (*tern_pack)(dt_backend *be, const int8_t *t, size_t n, uint8_t *codes);
     int (*tern_decode)(dt_backend *be, const int8_t *acc, size_t n, float s, float *x);
+    int (*tern_sum)(dt_backend *be, const uint8_t *codes, int p, size_t code_bytes, size_t n, int8_t *acc);
     /* A second queue on the same device and memory, for a communication thread: ops called through q
      * run in their own order beside be's (a CUDA stream of its own), so that communication overlaps
      * compute. q offers copies, sync, add, scale and the codecs; memory is allocated through be.
@@ -178,7 +180,9 @@ struct dt_backend {
      * net_id: a new communicator's id (DT_NET_ID_BYTES), made on one rank and handed to every rank by
      * the caller; net_create joins it as rank of nranks (collective: every rank calls it at once).
      * net_sendrecv (one ring step: the send to dst and the receive from src together) and
-     * net_allreduce (sum of n floats in place) are called through a queue (be, or a queue_create'd
+     * net_allreduce (sum of n floats in place; net_allreduce_i8: of n int8 values, which the caller
+     * keeps from overflowing), net_allgather (every rank's bytes into rbuf, in rank order) are called
+     * through a queue (be, or a queue_create'd
      * one), run in its order and are done when net_wait returns: it waits for the queue, giving up
      * after timeout seconds (0: never) with an error, and reports a failure of the communicator
      * (a rank that died). A communicator is used by one thread. */
@@ -189,6 +193,8 @@ struct dt_backend {
     int (*net_sendrecv)(dt_backend *q, void *net, const void *sbuf, size_t sbytes, int dst, void *rbuf, size_t rbytes,
                         int src);
     int (*net_allreduce)(dt_backend *q, void *net, float *x, size_t n);
+    int (*net_allreduce_i8)(dt_backend *q, void *net, int8_t *x, size_t n);
+    int (*net_allgather)(dt_backend *q, void *net, const void *sbuf, size_t bytes, void *rbuf);
     int (*net_wait)(dt_backend *q, void *net, double timeout);
     /* The device's identity, the same for every rank that runs on it ("GPU 0 (GPU-8d0e...)"), so that
      * ranks sharing one are found; NULL where memory is the host's. */
@@ -272,7 +278,7 @@ typedef struct dt_backend_desc {
 
 /* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
  * which returns NULL when it was built for another ABI. */
-#define DT_BACKEND_ABI 7
+#define DT_BACKEND_ABI 8
 typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
 
 /* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise
