@@ -180,24 +180,24 @@ int cuda_net_sendrecv(dt_backend *q, void *p, const void *sbuf, size_t sbytes, i
     return 0;
 }
 
-int cuda_net_allreduce(dt_backend *q, void *p, float *x, size_t n)
+/* a sum over the ranks of n values of type t in place */
+static int allreduce_of(dt_backend *q, cuda_net *net, void *x, size_t n, ncclDataType_t t, const char *of)
 {
-    cuda_net *net = p;
     char what[64];
     if (cuda_enter(q) != 0) return -1;
-    snprintf(what, sizeof what, "an allreduce of %zu floats", n);
-    NC(nc.all_reduce(x, x, n, ncclFloat32, ncclSum, net->comm, cuda_of(q)->stream), what, net);
+    snprintf(what, sizeof what, "an allreduce of %zu %s", n, of);
+    NC(nc.all_reduce(x, x, n, t, ncclSum, net->comm, cuda_of(q)->stream), what, net);
     return 0;
+}
+
+int cuda_net_allreduce(dt_backend *q, void *p, float *x, size_t n)
+{
+    return allreduce_of(q, p, x, n, ncclFloat32, "floats");
 }
 
 int cuda_net_allreduce_i8(dt_backend *q, void *p, int8_t *x, size_t n)
 {
-    cuda_net *net = p;
-    char what[64];
-    if (cuda_enter(q) != 0) return -1;
-    snprintf(what, sizeof what, "an allreduce of %zu int8 values", n);
-    NC(nc.all_reduce(x, x, n, ncclInt8, ncclSum, net->comm, cuda_of(q)->stream), what, net);
-    return 0;
+    return allreduce_of(q, p, x, n, ncclInt8, "int8 values");
 }
 
 int cuda_net_allgather(dt_backend *q, void *p, const void *sbuf, size_t bytes, void *rbuf)
