@@ -30,14 +30,16 @@ static void fill(float *a, size_t n, uint64_t seed, int kind)
 
 START_TEST(topk_equals_full_sort)
 {
+    /* the sanitized build stops at 300001 values: its million-value cases are minutes of the same paths */
     const size_t sizes[] = {10, 1000, 65537, 300001, 1000003};
+    const size_t n_sizes = getenv("DT_SANITIZED") && !strcmp(getenv("DT_SANITIZED"), "yes") ? 4 : 5;
     const double dens[] = {1e-4, 1e-3, 0.01, 0.1, 0.3, 0.7};
     dt_topk *t;
     ck_assert_int_eq(topk_create(&t, 1000003, 700003), 0);
     float *a = malloc(sizeof(float) * 1000003);
     dt_pair *fast = malloc(sizeof(dt_pair) * 700003), *ref = malloc(sizeof(dt_pair) * 700003);
     int cases = 0;
-    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+    for (size_t si = 0; si < n_sizes; si++)
         for (int kind = 0; kind < 5; kind++)
             for (size_t di = 0; di < sizeof dens / sizeof *dens; di++) {
                 size_t n = sizes[si], k = (size_t)(dens[di] * (double)n);
