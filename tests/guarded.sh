@@ -81,7 +81,7 @@ same --mode terngrad --tern-min-size 5000 --clip 1.5
 if [ "${DT_SANITIZED:-no}" != yes ]; then
     for dev in cpu cpu-guarded; do
         mpi -np 9 "$DTRAIN" "${common[@]}" --iters 4 --batch 90 --device $dev --mode terngrad --save "$T/$dev.st" \
-            > "$T/log" 2>&1 || { cat "$T/log"; fail "9 ranks of terngrad on $dev failed"; }
+            --log "$T/$dev-9.jsonl" > "$T/log" 2>&1 || { cat "$T/log"; fail "9 ranks of terngrad on $dev failed"; }
     done
     grep -q "aggregation: int8 ring allreduce" "$T/log" || { cat "$T/log"; fail "9 ranks of terngrad: not the int8 ring"; }
     "$STDIFF" "$T/cpu.st" "$T/cpu-guarded.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "9 ranks of terngrad differ"; }
@@ -128,17 +128,25 @@ nccl --mode pipesgd --pipeline-depth 3 --warmup-epochs 1 --compress fp16 -- --mo
     --warmup-epochs 1 --compress fp16
 # TernGrad: the codes allgathered from device to device and summed there (the scalers and fp32 tensors
 # over MPI); beyond 8 ranks the device's int8 allreduce
-nccl --mode terngrad -- --mode terngrad
+nccl --mode terngrad --log "$T/tc.jsonl" -- --mode terngrad --log "$T/tg.jsonl"
 grep -q "packing on cpu-guarded memory: the codes go device to device" "$T/log" ||
     { cat "$T/log"; fail "terngrad over nccl does not say that its codes go device to device"; }
+# the log counts the bytes the host's allgather (int8 ring) would send: the same as over mpi
+same_bytes() { # LOG-MPI LOG-NCCL
+    local a b
+    a=$(json_last "$1" summary bytes_sent) b=$(json_last "$2" summary bytes_sent)
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "terngrad's bytes sent: $a over mpi, $b over nccl"
+}
+same_bytes "$T/tc.jsonl" "$T/tg.jsonl"
 nccl --mode terngrad --tern-skip-last -- --mode terngrad --tern-skip-last
 if [ "${DT_SANITIZED:-no}" != yes ]; then
     DTRAIN_GUARDED_DEVICES=9 mpi -np 9 "$DTRAIN" "${common[@]}" --iters 4 --batch 90 --device cpu-guarded \
-        --transport nccl --mode terngrad --save "$T/nccl9.st" > "$T/log" 2>&1 ||
+        --transport nccl --mode terngrad --save "$T/nccl9.st" --log "$T/nccl9.jsonl" > "$T/log" 2>&1 ||
         { cat "$T/log"; fail "9 ranks of terngrad over nccl failed"; }
     grep -q "packing on cpu-guarded memory: the ternary values go device to device" "$T/log" ||
         { cat "$T/log"; fail "9 ranks of terngrad over nccl: not the int8 allreduce on the device"; }
     "$STDIFF" "$T/cpu9.st" "$T/nccl9.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "9 ranks of terngrad over nccl differ"; }
+    same_bytes "$T/cpu-9.jsonl" "$T/nccl9.jsonl"
     runs=$((runs + 1))
 fi
 # auto takes nccl where every rank has a device and the mode sends over it, else mpi and why

@@ -155,11 +155,12 @@ static const int8_t *sum_ternary_dev(tern_state *s, dt_mode_env *env, int p, dt_
                          : be->net_allreduce_i8(be, s->net, s->d_t8, s->d_tern) != 0)
         return NULL;
     if (be->net_wait(be, s->net, comm_timeout(env->comm)) != 0) return NULL;
-    double t1 = dt_now(), sent = s->use_allgather ? (double)s->code_bytes : (double)s->d_tern;
+    double t1 = dt_now(), sent = (double)(p - 1) * (double)s->code_bytes, recv = sent;
     t->comm += t1 - t0;
-    /* as the host's allgather and int8 ring would send them: NCCL does not say */
-    t->bytes_sent += s->use_allgather ? (p - 1) * sent : 2.0 * (p - 1) / p * sent;
-    t->bytes_recv += s->use_allgather ? (p - 1) * sent : 2.0 * (p - 1) / p * sent;
+    /* as the host's allgather or int8 ring would send them: NCCL does not say */
+    if (!s->use_allgather) ring_i8_bytes(s->d_tern, p, comm_rank(env->comm), &sent, &recv);
+    t->bytes_sent += sent;
+    t->bytes_recv += recv;
     if (!s->use_allgather) return s->d_t8;
     if (be->tern_sum(be, s->d_all_codes, p, s->code_bytes, s->d_tern, s->d_acc) != 0) return NULL;
     t->decode += dt_now() - t1;

@@ -322,6 +322,18 @@ int ring_allgather(dt_comm *c, const void *mine, size_t bytes, void *all, dt_tim
     return 0;
 }
 
+void ring_i8_bytes(size_t n, int p, int me, double *sent, double *recv)
+{
+    size_t f, c;
+    *sent = *recv = 0.0;
+    for (int s = 0; s < p - 1; s++) { /* ring_allreduce_i8's steps: reduce-scatter, then all-gather */
+        split_range(n, (me - s + p) % p, p, &f, &c), *sent += (double)c;
+        split_range(n, (me - s - 1 + p) % p, p, &f, &c), *recv += (double)c;
+        split_range(n, (me + 1 - s + p) % p, p, &f, &c), *sent += (double)c;
+        split_range(n, (me - s + p) % p, p, &f, &c), *recv += (double)c;
+    }
+}
+
 int ring_allreduce_i8(dt_comm *c, int8_t *x, size_t n, int8_t *tmp, dt_times *t)
 {
     const int p = comm_size(c), me = comm_rank(c), right = (me + 1) % p, left = (me - 1 + p) % p;

@@ -53,5 +53,8 @@ double ring_bytes_sent(const dt_ring *r, size_t n);
 int ring_allgather(dt_comm *c, const void *mine, size_t bytes, void *all, dt_times *t);
 /* Ring allreduce (sum) of int8 values, for ternary sums |x| <= P <= 127. 2(P-1)/P n bytes. */
 int ring_allreduce_i8(dt_comm *c, int8_t *x, size_t n, int8_t *tmp, dt_times *t);
+/* The bytes rank me of p sends and receives in ring_allreduce_i8 of n values (for the log of a device
+ * transport that does the same sum and does not say what it sent). */
+void ring_i8_bytes(size_t n, int p, int me, double *sent, double *recv);
 
 #endif
