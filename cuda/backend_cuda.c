@@ -190,8 +190,8 @@ int cuda_lowp(dt_backend *be, size_t bytes)
         size_t fr = 0, tot = 0;
         cudaGetLastError();
         cudaMemGetInfo(&fr, &tot);
-        return dt_fail("out of GPU memory on GPU %d for the bf16 operands: asked for %.1f MB, %.1f MB free of %.1f MB; "
-                       "try a smaller --batch",
+        return dt_fail("out of GPU memory on GPU %d for the bf16 operands: asked for %.1f MB, %.1f MB free of "
+                       "%.1f MB; try a smaller --batch",
                        c->dev, (double)bytes / 1e6, (double)fr / 1e6, (double)tot / 1e6);
     }
     c->lowp_bytes = bytes;
@@ -695,8 +695,8 @@ static const dt_backend_desc cuda_desc = {
     .verified = "run on a GPU (one H200, 2026-11-26): every op against the CPU, training equal to the CPU's, every "
                 "mode with 2 ranks on one GPU, checkpoints between devices; only compiled so far: --gpu-exact's "
                 "bit-for-bit repeat, 4 ranks on one GPU, page-locked staging, --precision bf16 (GEMMs and "
-                "convolutions on bf16 operands), the codecs, the D-Sync and Pipe-SGD rings, Top-k's residuals and selection and TernGrad's coding on "
-                "the GPU, the NCCL transport (--transport nccl)",
+                "convolutions on bf16 operands), the codecs, the D-Sync and Pipe-SGD rings, Top-k's residuals and "
+                "selection and TernGrad's coding on the GPU, the NCCL transport (--transport nccl)",
 };
 
 const dt_backend_desc *dtrain_backend_module(int abi);

@@ -73,6 +73,8 @@ int cuda_scratch(dt_backend *be, size_t bytes);
 
 /* Device memory of at least bytes for bf16 operands (grown, never shrunk; queued work done first). */
 int cuda_lowp(dt_backend *be, size_t bytes);
+/* the bytes n bf16 values take there, rounded up so that the next operand starts 256-byte aligned */
+static inline size_t cuda_lowp_bytes(size_t n) { return (n * 2 + 255) & ~(size_t)255; }
 
 /* backend_cuda_blas.c */
 void cuda_blas_init(dt_backend *be);

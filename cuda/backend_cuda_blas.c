@@ -30,9 +30,9 @@ static int cu_gemm(dt_backend *be, int ta, int tb, int m, int n, int k, float al
     if (cu->bf16) {
         /* stored shapes: A is m x k (k x m transposed), B k x n (n x k) */
         size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
-        size_t a_at = 0, b_at = (ar * ac * 2 + 255) & ~(size_t)255;
-        if (cuda_lowp(be, b_at + br * bc * 2) != 0) return -1;
-        uint16_t *a16 = (uint16_t *)((char *)cu->lowp + a_at), *b16 = (uint16_t *)((char *)cu->lowp + b_at);
+        size_t b_at = cuda_lowp_bytes(ar * ac);
+        if (cuda_lowp(be, b_at + cuda_lowp_bytes(br * bc)) != 0) return -1;
+        uint16_t *a16 = cu->lowp, *b16 = (uint16_t *)((char *)cu->lowp + b_at);
         if (cuda_launched(cuk_to_bf16(cu->stream, a, ar, ac, (size_t)lda, a16), "bf16 rounding", "%s", what) != 0 ||
             cuda_launched(cuk_to_bf16(cu->stream, b, br, bc, (size_t)ldb, b16), "bf16 rounding", "%s", what) != 0)
             return -1;

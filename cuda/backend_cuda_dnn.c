@@ -262,16 +262,14 @@ typedef struct lowp_ops {
     size_t nx, nw, ny;
 } lowp_ops;
 
-static size_t lowp_round_up(size_t values) { return (values * 2 + 255) & ~(size_t)255; }
-
 static int lowp_layout(dt_backend *be, const dt_conv_cfg *c, int rows, lowp_ops *o)
 {
     int g = c->groups > 0 ? c->groups : 1;
     o->nx = (size_t)rows * c->c * c->h * c->w;
     o->nw = (size_t)c->o * (c->c / g) * c->kh * c->kw;
     o->ny = (size_t)rows * c->o * c->oh * c->ow;
-    size_t at_w = lowp_round_up(o->nx), at_y = at_w + lowp_round_up(o->nw);
-    if (cuda_lowp(be, at_y + lowp_round_up(o->ny)) != 0) return -1;
+    size_t at_w = cuda_lowp_bytes(o->nx), at_y = at_w + cuda_lowp_bytes(o->nw);
+    if (cuda_lowp(be, at_y + cuda_lowp_bytes(o->ny)) != 0) return -1;
     char *base = cuda_of(be)->lowp;
     o->x = (uint16_t *)base, o->w = (uint16_t *)(base + at_w), o->y = (uint16_t *)(base + at_y);
     return 0;

@@ -128,18 +128,13 @@ static int tern_init(void **state, dt_mode_env *env)
         if (!(s->d_t8 = be->alloc(be, DT_MAX(s->d_tern, 1))) || !(s->d_acc = be->alloc(be, DT_MAX(s->d_tern, 1))) ||
             !(s->d_codes = be->alloc(be, DT_MAX(s->code_bytes, 1))))
             return -1;
-        if (env->transport == DT_TRANSPORT_NCCL) {
-            if (devnet_open(env->comm, be, &s->net) != 0 ||
-                (s->use_allgather && !(s->d_all_codes = be->alloc(be, DT_MAX(s->code_bytes, 1) * (size_t)p))))
-                return -1;
-            snprintf(env->note + off, sizeof env->note - (size_t)off,
-                     "; clipping, ternarizing and packing on %s memory: the %s go device to device", be->name,
-                     s->use_allgather ? "codes" : "ternary values");
-        } else {
-            snprintf(env->note + off, sizeof env->note - (size_t)off,
-                     "; clipping, ternarizing and packing on %s memory: only the %s cross to the host", be->name,
-                     s->use_allgather ? "codes" : "ternary values");
-        }
+        if (env->transport == DT_TRANSPORT_NCCL &&
+            (devnet_open(env->comm, be, &s->net) != 0 ||
+             (s->use_allgather && !(s->d_all_codes = be->alloc(be, DT_MAX(s->code_bytes, 1) * (size_t)p)))))
+            return -1;
+        snprintf(env->note + off, sizeof env->note - (size_t)off,
+                 "; clipping, ternarizing and packing on %s memory: %s %s %s", be->name, s->net ? "the" : "only the",
+                 s->use_allgather ? "codes" : "ternary values", s->net ? "go device to device" : "cross to the host");
     }
     return 0;
 }
@@ -226,14 +221,13 @@ static int tern_end_dev(tern_state *s, dt_mode_env *env, const dt_iter *it, dt_t
         k++;
     }
     const int8_t *sums = s->d_acc; /* the ternary sums on the device, once they are there */
+    if (s->use_allgather && be->tern_pack(be, s->d_t8, s->d_tern, s->d_codes) != 0) return -1;
     if (s->net) {
-        if (s->use_allgather && be->tern_pack(be, s->d_t8, s->d_tern, s->d_codes) != 0) return -1;
         if (be->sync(be) != 0) return -1;
         t->encode += dt_now() - t1;
         if (s->d_tern && !(sums = sum_ternary_dev(s, env, p, t))) return -1;
     } else {
-        if (s->use_allgather ? be->tern_pack(be, s->d_t8, s->d_tern, s->d_codes) != 0 ||
-                                   be->to_host(be, s->codes, s->d_codes, s->code_bytes) != 0
+        if (s->use_allgather ? be->to_host(be, s->codes, s->d_codes, s->code_bytes) != 0
                              : be->to_host(be, s->acc, s->d_t8, s->d_tern) != 0)
             return -1;
         t->encode += dt_now() - t1;
