@@ -181,7 +181,7 @@ int cuda_lowp(dt_backend *be, size_t bytes)
 {
     cuda_impl *c = cuda_of(be);
     if (bytes <= c->lowp_bytes) return 0;
-    CU(cudaStreamSynchronize(c->stream), "bf16 operands");
+    CU(cudaStreamSynchronize(c->stream), "16-bit operands");
     cudaFree(c->lowp);
     c->lowp = NULL, c->lowp_bytes = 0;
     bytes += bytes / 4; /* room for a larger batch or layer without another synchronization */
@@ -190,9 +190,9 @@ int cuda_lowp(dt_backend *be, size_t bytes)
         size_t fr = 0, tot = 0;
         cudaGetLastError();
         cudaMemGetInfo(&fr, &tot);
-        return dt_fail("out of GPU memory on GPU %d for the bf16 operands: asked for %.1f MB, %.1f MB free of "
+        return dt_fail("out of GPU memory on GPU %d for the %s operands: asked for %.1f MB, %.1f MB free of "
                        "%.1f MB; try a smaller --batch",
-                       c->dev, (double)bytes / 1e6, (double)fr / 1e6, (double)tot / 1e6);
+                       c->dev, CUDA_LOWP_NAME(c), (double)bytes / 1e6, (double)fr / 1e6, (double)tot / 1e6);
     }
     c->lowp_bytes = bytes;
     return 0;
@@ -286,6 +286,12 @@ static int cu_scale(dt_backend *be, float *x, float a, size_t n)
 {
     ENTER(be);
     return cuda_launched(cuk_scale(S(be), x, a, n), "scale", "%zu elements", n);
+}
+
+static int cu_grad_unscale(dt_backend *be, float *g, size_t n, float a, int32_t *flag)
+{
+    ENTER(be);
+    return cuda_launched(cuk_unscale(S(be), g, a, n, flag), "loss unscaling", "%zu gradient values", n);
 }
 
 static int cu_add(dt_backend *be, float *y, const float *x, size_t n, float beta)
@@ -527,7 +533,8 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     be->host_memory = 0;
     c->dev = dev;
     c->tf32 = o->tf32;
-    c->bf16 = o->precision == DT_PRECISION_BF16;
+    c->lowp_kind = o->precision == DT_PRECISION_BF16 || o->precision == DT_PRECISION_FP16 ? o->precision : 0;
+    c->fp16 = o->precision == DT_PRECISION_FP16;
     c->exact = o->exact;
     c->workspace_limit = (size_t)(o->workspace_mb > 0 ? o->workspace_mb : 1024) << 20;
     c->verbose = getenv("DTRAIN_CUDA_VERBOSE") != NULL;
@@ -547,7 +554,7 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
         dt_fail("cuDNN: cudnnCreate on GPU %d: %s", dev, cudnnGetErrorString(ds));
         goto out;
     }
-    if (c->bf16) { /* bf16 tensor operations: Ampere (compute capability 8.0) and newer */
+    if (c->lowp_kind == DT_PRECISION_BF16) { /* bf16 tensor operations: Ampere (8.0) and newer; fp16's: 7.0 */
         struct cudaDeviceProp prop;
         if ((e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess) {
             dt_fail("CUDA: cudaGetDeviceProperties of GPU %d: %s", dev, cudaGetErrorString(e));
@@ -562,11 +569,11 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     }
     cublasSetStream(c->blas, c->stream);
     cudnnSetStream(c->dnn, c->stream);
-    /* fp32 unless --tf32: results within fp32 tolerances of the CPU's; under bf16 every GEMM takes bf16
-     * operands, whose products are exact in fp32, and the default math sums them on tensor cores */
-    cublasSetMathMode(c->blas, c->tf32   ? CUBLAS_TF32_TENSOR_OP_MATH
-                               : c->bf16 ? CUBLAS_DEFAULT_MATH
-                                         : CUBLAS_PEDANTIC_MATH);
+    /* fp32 unless --tf32: results within fp32 tolerances of the CPU's; under bf16 or fp16 every GEMM takes
+     * 16-bit operands, whose products are exact in fp32, and the default math sums them on tensor cores */
+    cublasSetMathMode(c->blas, c->tf32        ? CUBLAS_TF32_TENSOR_OP_MATH
+                               : c->lowp_kind ? CUBLAS_DEFAULT_MATH
+                                              : CUBLAS_PEDANTIC_MATH);
     be->destroy = cu_destroy;
     be->alloc = cu_alloc;
     be->free = cu_free;
@@ -587,6 +594,7 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     be->softmax_xent_bwd = cu_softmax_xent_bwd;
     be->sgd_step = cu_sgd_step;
     be->scale = cu_scale;
+    be->grad_unscale = cu_grad_unscale;
     be->add = cu_add;
     be->wire_encode = cu_wire_encode;
     be->wire_decode = cu_wire_decode;
@@ -673,7 +681,7 @@ static void cuda_list_devices(FILE *f)
     fprintf(f, "  run on a GPU (an H200, 2026-11-26): every op against the CPU, training, every mode with 2 ranks on one\n"
                "  GPU, checkpoints across devices; only compiled: the codecs (t16, fp16, q8), the D-Sync and Pipe-SGD\n"
                "  rings, Top-k's residuals and selection and TernGrad's coding on the GPU, the NCCL transport,\n"
-               "  --precision bf16 (cuBLAS and cuDNN on bf16 operands);\n"
+               "  --precision bf16 and fp16 (cuBLAS and cuDNN on 16-bit operands, fp16's loss scaling);\n"
                "  README.md, \"On a GPU\"\n");
 }
 
@@ -694,8 +702,8 @@ static const dt_backend_desc cuda_desc = {
     /* keep in step with README.md, "What has run on a GPU" */
     .verified = "run on a GPU (one H200, 2026-11-26): every op against the CPU, training equal to the CPU's, every "
                 "mode with 2 ranks on one GPU, checkpoints between devices; only compiled so far: --gpu-exact's "
-                "bit-for-bit repeat, 4 ranks on one GPU, page-locked staging, --precision bf16 (GEMMs and "
-                "convolutions on bf16 operands), the codecs, the D-Sync and Pipe-SGD rings, Top-k's residuals and "
+                "bit-for-bit repeat, 4 ranks on one GPU, page-locked staging, --precision bf16 and fp16 (GEMMs "
+                "and convolutions on 16-bit operands, fp16's loss scaling), the codecs, the D-Sync and Pipe-SGD rings, Top-k's residuals and "
                 "selection and TernGrad's coding on the GPU, the NCCL transport (--transport nccl)",
 };
 

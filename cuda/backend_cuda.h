@@ -29,8 +29,10 @@ typedef struct cuda_impl {
     size_t workspace_limit;   /* --gpu-workspace, bytes: the most a convolution algorithm may use */
     void *workspace;          /* the convolution workspace, grown to the largest chosen algorithm's need */
     size_t workspace_bytes;
-    int bf16;                 /* --precision bf16: GEMMs and convolutions on bfloat16 inputs (tensor ops) */
-    void *lowp;               /* their operands rounded to bf16 (and a convolution's bf16 result) */
+    int lowp_kind;            /* --precision bf16 or fp16 (DT_PRECISION_*): GEMMs and convolutions on 16-bit
+                                 inputs (tensor ops); DT_PRECISION_FP32 (0): fp32 */
+    int fp16;                 /* lowp_kind is fp16 (the kernels' flag) */
+    void *lowp;               /* their operands rounded to 16 bits (and a convolution's 16-bit result) */
     size_t lowp_bytes;
     void *scratch;            /* device scratch of the softmax (per-row loss and correct count) */
     size_t scratch_bytes;
@@ -71,9 +73,14 @@ int cuda_launched(int rc, const char *kernel, const char *fmt, ...) __attribute_
 /* Device scratch of at least bytes (grown, never shrunk), and its pinned host twin. */
 int cuda_scratch(dt_backend *be, size_t bytes);
 
-/* Device memory of at least bytes for bf16 operands (grown, never shrunk; queued work done first). */
+/* Device memory of at least bytes for bf16 or fp16 operands (grown, never shrunk; queued work done
+ * first). */
 int cuda_lowp(dt_backend *be, size_t bytes);
-/* the bytes n bf16 values take there, rounded up so that the next operand starts 256-byte aligned */
+/* the 16-bit types of cuBLAS and cuDNN for the backend's --precision, and its name */
+#define CUDA_LOWP_TYPE(cu) ((cu)->fp16 ? CUDA_R_16F : CUDA_R_16BF)
+#define CUDNN_LOWP_TYPE(cu) ((cu)->fp16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16)
+#define CUDA_LOWP_NAME(cu) ((cu)->fp16 ? "fp16" : "bf16")
+/* the bytes n 16-bit values take there, rounded up so that the next operand starts 256-byte aligned */
 static inline size_t cuda_lowp_bytes(size_t n) { return (n * 2 + 255) & ~(size_t)255; }
 
 /* backend_cuda_blas.c */
@@ -111,10 +118,12 @@ int cuk_softmax_xent_bwd(cudaStream_t s, float *dx, const float *prob, const int
 int cuk_sgd(cudaStream_t s, float *w, const float *g, float *v, size_t n, float lr, float m, float wd, int nesterov);
 int cuk_scale(cudaStream_t s, float *x, float a, size_t n);
 int cuk_add(cudaStream_t s, float *y, const float *x, size_t n, float beta);
-/* --precision bf16: rows x cols of x (rows ld apart) rounded to bfloat16 into out, densely; y = v
- * (beta 0) or y + v */
-int cuk_to_bf16(cudaStream_t s, const float *x, size_t rows, size_t cols, size_t ld, uint16_t *out);
-int cuk_from_bf16(cudaStream_t s, float *y, const uint16_t *v, size_t n, float beta);
+/* --precision bf16 or fp16 (fp16 1): rows x cols of x (rows ld apart) rounded to 16 bits into out,
+ * densely; y = v widened (beta 0) or y + v */
+int cuk_to_lowp(cudaStream_t s, int fp16, const float *x, size_t rows, size_t cols, size_t ld, uint16_t *out);
+int cuk_from_lowp(cudaStream_t s, int fp16, float *y, const uint16_t *v, size_t n, float beta);
+/* loss scaling: g *= a; *flag (device) = 1 where a result is not finite */
+int cuk_unscale(cudaStream_t s, float *g, float a, size_t n, int32_t *flag);
 int cuk_pool_fwd(cudaStream_t s, const dt_pool_cfg *c, int rows, const float *x, float *y, int *argmax);
 int cuk_pool_bwd(cudaStream_t s, const dt_pool_cfg *c, int rows, const float *dy, const int *argmax, float *dx,
                  float beta);

@@ -7,7 +7,8 @@
  *
  * --precision bf16 (as the CPU's cpu_gemm_bf16): op(A) and op(B) as stored are rounded to bfloat16
  * (ew_bf16, the CPU's rounding) into the backend's bf16 memory, densely, and cublasGemmEx multiplies
- * them on tensor cores, summing in fp32 into the fp32 C with alpha and beta as before.
+ * them on tensor cores, summing in fp32 into the fp32 C with alpha and beta as before. --precision
+ * fp16: the same with IEEE half operands (ew_half: beyond 65504 infinite, which loss scaling skips).
  */
 #include "backend_cuda.h"
 
@@ -27,18 +28,20 @@ static int cu_gemm(dt_backend *be, int ta, int tb, int m, int n, int k, float al
         CB(cublasSgeam(cu->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, &beta, c, ldc, &zero, c, ldc, c, ldc), what);
         return 0;
     }
-    if (cu->bf16) {
+    if (cu->lowp_kind) {
         /* stored shapes: A is m x k (k x m transposed), B k x n (n x k) */
         size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
         size_t b_at = cuda_lowp_bytes(ar * ac);
         if (cuda_lowp(be, b_at + cuda_lowp_bytes(br * bc)) != 0) return -1;
         uint16_t *a16 = cu->lowp, *b16 = (uint16_t *)((char *)cu->lowp + b_at);
-        if (cuda_launched(cuk_to_bf16(cu->stream, a, ar, ac, (size_t)lda, a16), "bf16 rounding", "%s", what) != 0 ||
-            cuda_launched(cuk_to_bf16(cu->stream, b, br, bc, (size_t)ldb, b16), "bf16 rounding", "%s", what) != 0)
+        if (cuda_launched(cuk_to_lowp(cu->stream, cu->fp16, a, ar, ac, (size_t)lda, a16), "16-bit rounding", "%s",
+                          what) != 0 ||
+            cuda_launched(cuk_to_lowp(cu->stream, cu->fp16, b, br, bc, (size_t)ldb, b16), "16-bit rounding", "%s",
+                          what) != 0)
             return -1;
         CB(cublasGemmEx(cu->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b16,
-                        CUDA_R_16BF, (int)bc, a16, CUDA_R_16BF, (int)ac, &beta, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
-                        CUBLAS_GEMM_DEFAULT),
+                        CUDA_LOWP_TYPE(cu), (int)bc, a16, CUDA_LOWP_TYPE(cu), (int)ac, &beta, c, CUDA_R_32F, ldc,
+                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
            what);
         return 0;
     }

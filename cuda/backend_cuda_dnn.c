@@ -10,7 +10,8 @@
  * inputs into the backend's bf16 memory (ew_bf16, the CPU's rounding) and widens the bf16 result
  * into its fp32 output, so activations and gradients between layers stay fp32 as on the CPU. The CPU
  * keeps its convolutions' results in fp32; here they are rounded to bf16 once, as under PyTorch's
- * autocast.
+ * autocast. --precision fp16 is the same in IEEE half (CUDNN_DATA_HALF, ew_half): a value beyond
+ * 65504 becomes infinite, and the train loop's loss scaling skips that step.
  *
  * Pooling, LRN and the shortcut run on our kernels (backend_cuda_kernels.cu), batch norm on
  * backend_cuda_bn.cu: cuDNN's pooling takes symmetric padding only, where Caffe's ceil-mode
@@ -47,7 +48,7 @@ typedef struct plan {
     } cfg;
     /* convolution */
     cudnnTensorDescriptor_t x, y, bias;
-    cudnnTensorDescriptor_t y32; /* y in fp32 (= y's type but under bf16): the bias's add and gradient */
+    cudnnTensorDescriptor_t y32; /* y in fp32 (= y's type but under bf16/fp16): the bias's add and gradient */
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
     int desc_rows;
@@ -93,7 +94,7 @@ static void cu_plan_free(dt_backend *be, void *pv)
 /* ---- convolution ------------------------------------------------------------------------------ */
 
 /* what x, w and y of a convolution are stored in */
-static cudnnDataType_t data_type(const cuda_impl *cu) { return cu->bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
+static cudnnDataType_t data_type(const cuda_impl *cu) { return cu->lowp_kind ? CUDNN_LOWP_TYPE(cu) : CUDNN_DATA_FLOAT; }
 
 static void conv_shape(const dt_conv_cfg *c, char *what, size_t n)
 {
@@ -118,7 +119,7 @@ static void *cu_conv_plan(dt_backend *be, const dt_conv_cfg *c)
     cuda_impl *cu = cuda_of(be);
     int g = c->groups > 0 ? c->groups : 1;
     cudnnStatus_t s;
-    cudnnMathType_t math = cu->bf16 ? CUDNN_TENSOR_OP_MATH : cu->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    cudnnMathType_t math = cu->lowp_kind ? CUDNN_TENSOR_OP_MATH : cu->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
     if (cuda_enter(be) != 0) goto fail;
     if ((s = cudnnCreateTensorDescriptor(&p->x)) || (s = cudnnCreateTensorDescriptor(&p->y)) ||
         (s = cudnnCreateTensorDescriptor(&p->y32)) || (s = cudnnCreateTensorDescriptor(&p->bias)) ||
@@ -256,7 +257,7 @@ static conv_algos *conv_prepare(dt_backend *be, plan *p, int rows)
     return a;
 }
 
-/* --precision bf16: a convolution's x, w and y (or dx, dw, dy) in the backend's bf16 memory */
+/* --precision bf16 or fp16: a convolution's x, w and y (or dx, dw, dy) in the backend's 16-bit memory */
 typedef struct lowp_ops {
     uint16_t *x, *w, *y;
     size_t nx, nw, ny;
@@ -277,12 +278,14 @@ static int lowp_layout(dt_backend *be, const dt_conv_cfg *c, int rows, lowp_ops 
 
 static int round_in(dt_backend *be, const float *v, uint16_t *out, size_t n, const char *what)
 {
-    return cuda_launched(cuk_to_bf16(cuda_of(be)->stream, v, 1, n, n, out), "bf16 rounding", "%s", what);
+    cuda_impl *cu = cuda_of(be);
+    return cuda_launched(cuk_to_lowp(cu->stream, cu->fp16, v, 1, n, n, out), "16-bit rounding", "%s", what);
 }
 
 static int widen_out(dt_backend *be, float *y, const uint16_t *v, size_t n, float beta, const char *what)
 {
-    return cuda_launched(cuk_from_bf16(cuda_of(be)->stream, y, v, n, beta), "bf16 widening", "%s", what);
+    cuda_impl *cu = cuda_of(be);
+    return cuda_launched(cuk_from_lowp(cu->stream, cu->fp16, y, v, n, beta), "16-bit widening", "%s", what);
 }
 
 static int cu_conv_fwd(dt_backend *be, void *pv, int rows, const float *x, const float *w, const float *b, float *y)
@@ -295,7 +298,7 @@ static int cu_conv_fwd(dt_backend *be, void *pv, int rows, const float *x, const
     conv_algos *a = conv_prepare(be, p, rows);
     if (!a) return -1;
     conv_shape(&p->cfg.conv, what, sizeof what);
-    if (cu->bf16) {
+    if (cu->lowp_kind) {
         lowp_ops o;
         if (lowp_layout(be, &p->cfg.conv, rows, &o) != 0 || round_in(be, x, o.x, o.nx, what) != 0 ||
             round_in(be, w, o.w, o.nw, what) != 0)
@@ -313,8 +316,8 @@ static int cu_conv_fwd(dt_backend *be, void *pv, int rows, const float *x, const
     return 0;
 }
 
-/* the bf16 operands of a conv_bwd: dx from w and dy, dw from x and dy (dy rounded once) */
-static int conv_bwd_bf16(dt_backend *be, plan *p, conv_algos *a, int rows, const float *x, const float *w,
+/* the 16-bit operands of a conv_bwd: dx from w and dy, dw from x and dy (dy rounded once) */
+static int conv_bwd_lowp(dt_backend *be, plan *p, conv_algos *a, int rows, const float *x, const float *w,
                          const float *dy, float *dx, float dx_beta, float *dw, const char *what)
 {
     cuda_impl *cu = cuda_of(be);
@@ -327,7 +330,7 @@ static int conv_bwd_bf16(dt_backend *be, plan *p, conv_algos *a, int rows, const
            what);
         if (widen_out(be, dx, o.x, o.nx, dx_beta, what) != 0) return -1;
     }
-    if (dw) { /* x into x's place (dx's bf16 is in dx by now), dw's bf16 into w's */
+    if (dw) { /* x into x's place (dx's 16 bits are in dx by now), dw's into w's */
         if (round_in(be, x, o.x, o.nx, what) != 0) return -1;
         DN(cudnnConvolutionBackwardFilter(cu->dnn, &one, p->x, o.x, p->y, o.y, p->conv, a->bwd_filter, cu->workspace,
                                           cu->workspace_bytes, &zero, p->w, o.w),
@@ -348,8 +351,8 @@ static int cu_conv_bwd(dt_backend *be, void *pv, int rows, const float *x, const
     conv_algos *a = conv_prepare(be, p, rows);
     if (!a) return -1;
     conv_shape(&p->cfg.conv, what, sizeof what);
-    if (cu->bf16) {
-        if (conv_bwd_bf16(be, p, a, rows, x, w, dy, dx, dx_beta, dw, what) != 0) return -1;
+    if (cu->lowp_kind) {
+        if (conv_bwd_lowp(be, p, a, rows, x, w, dy, dx, dx_beta, dw, what) != 0) return -1;
         if (dw && db && p->cfg.conv.bias)
             DN(cudnnConvolutionBackwardBias(cu->dnn, &one, p->y32, dy, &zero, p->bias, db), what);
         return 0;

@@ -70,7 +70,7 @@ __global__ void k_sgd(float *w, const float *g, float *v, size_t n, float lr, fl
 
 __global__ void k_scale(float *x, float a, size_t n)
 {
-    FOR_EACH(i, n) x[i] *= a;
+    FOR_EACH(i, n) x[i] = a == 0.0f ? 0.0f : x[i] * a;
 }
 
 __global__ void k_add(float *y, const float *x, size_t n, float beta)
@@ -78,20 +78,26 @@ __global__ void k_add(float *y, const float *x, size_t n, float beta)
     FOR_EACH(i, n) y[i] = ew_add(y[i], x[i], beta);
 }
 
-// --precision bf16: x rounded into out (dense), and back into y; rows of cols values ld apart
-__global__ void k_to_bf16(const float *x, size_t n, uint16_t *out)
+// --precision bf16 or fp16: x rounded into out (dense), and back into y; rows of cols values ld apart
+__global__ void k_to_lowp(int fp16, const float *x, size_t n, uint16_t *out)
 {
-    FOR_EACH(i, n) out[i] = ew_bf16(x[i]);
+    FOR_EACH(i, n) out[i] = ew_lowp(fp16, x[i]);
 }
 
-__global__ void k_to_bf16_rows(const float *x, size_t rows, size_t cols, size_t ld, uint16_t *out)
+__global__ void k_to_lowp_rows(int fp16, const float *x, size_t rows, size_t cols, size_t ld, uint16_t *out)
 {
-    FOR_EACH(i, rows * cols) out[i] = ew_bf16(x[(i / cols) * ld + i % cols]);
+    FOR_EACH(i, rows * cols) out[i] = ew_lowp(fp16, x[(i / cols) * ld + i % cols]);
 }
 
-__global__ void k_from_bf16(float *y, const uint16_t *v, size_t n, float beta)
+__global__ void k_from_lowp(int fp16, float *y, const uint16_t *v, size_t n, float beta)
 {
-    FOR_EACH(i, n) y[i] = ew_bf16_put(y[i], v[i], beta);
+    FOR_EACH(i, n) y[i] = ew_lowp_put(fp16, y[i], v[i], beta);
+}
+
+// loss scaling: g *= a, *flag = 1 where a result is not finite
+__global__ void k_unscale(float *g, float a, size_t n, int32_t *flag)
+{
+    FOR_EACH(i, n) if (ew_unscale(&g[i], a)) *flag = 1;
 }
 
 // x: [rows][C][H][W], y and argmax: [rows][C][OH][OW] (NCHW); one thread per output
@@ -214,16 +220,18 @@ int cuk_scale(cudaStream_t s, float *x, float a, size_t n) { LAUNCH(k_scale, n, 
 
 int cuk_add(cudaStream_t s, float *y, const float *x, size_t n, float beta) { LAUNCH(k_add, n, s, y, x, n, beta); }
 
-int cuk_to_bf16(cudaStream_t s, const float *x, size_t rows, size_t cols, size_t ld, uint16_t *out)
+int cuk_to_lowp(cudaStream_t s, int fp16, const float *x, size_t rows, size_t cols, size_t ld, uint16_t *out)
 {
-    if (ld == cols) LAUNCH(k_to_bf16, rows * cols, s, x, rows * cols, out);
-    LAUNCH(k_to_bf16_rows, rows * cols, s, x, rows, cols, ld, out);
+    if (ld == cols) LAUNCH(k_to_lowp, rows * cols, s, fp16, x, rows * cols, out);
+    LAUNCH(k_to_lowp_rows, rows * cols, s, fp16, x, rows, cols, ld, out);
 }
 
-int cuk_from_bf16(cudaStream_t s, float *y, const uint16_t *v, size_t n, float beta)
+int cuk_from_lowp(cudaStream_t s, int fp16, float *y, const uint16_t *v, size_t n, float beta)
 {
-    LAUNCH(k_from_bf16, n, s, y, v, n, beta);
+    LAUNCH(k_from_lowp, n, s, fp16, y, v, n, beta);
 }
+
+int cuk_unscale(cudaStream_t s, float *g, float a, size_t n, int32_t *flag) { LAUNCH(k_unscale, n, s, g, a, n, flag); }
 
 int cuk_pool_fwd(cudaStream_t s, const dt_pool_cfg *c, int rows, const float *x, float *y, int *argmax)
 {

@@ -298,6 +298,31 @@ DT_HD float ew_fp16_dec(uint16_t h)
     return ew_float(e == 31 ? (sign | 0x7f800000u | (m << 13)) : (sign | ((e + 112u) << 23) | (m << 13)));
 }
 
+/* --precision fp16: a GEMM's or convolution's input rounded to IEEE half as the GPU's conversion
+ * (__float2half_rn): to nearest even, beyond 65504 infinite (loss scaling then skips the step),
+ * NaN kept; otherwise the codec's rounding */
+DT_HD uint16_t ew_half(float f)
+{
+    uint32_t x = ew_bits(f), ax = x & 0x7fffffffu;
+    if (ax >= 0x477ff000u && ax <= 0x7f800000u) return (uint16_t)(((x >> 16) & 0x8000u) | 0x7c00u);
+    return ew_fp16(f);
+}
+
+/* --precision fp16 (fp16 1) or bf16 (0): the rounding, and the widening put into y as the backend's
+ * beta says */
+DT_HD uint16_t ew_lowp(int fp16, float f) { return fp16 ? ew_half(f) : ew_bf16(f); }
+DT_HD float ew_lowp_put(int fp16, float y, uint16_t v, float beta)
+{
+    return fp16 ? ew_add(y, ew_fp16_dec(v), beta) : ew_bf16_put(y, v, beta);
+}
+
+/* loss scaling: *x *= a; 1 when the result is not finite (its exponent all ones), as the CPU's */
+DT_HD int ew_unscale(float *x, float a)
+{
+    *x = EW_MUL(*x, a);
+    return (ew_bits(*x) & 0x7f800000u) == 0x7f800000u;
+}
+
 /* q8: a block's scale from the largest bits of |x| over it (ew_q8_absbits; NaN above infinity), 0
  * when that is not finite; q = round(127 x / s) half away from zero; decoded q s / 127 */
 DT_HD uint32_t ew_q8_absbits(float x) { return ew_bits(x) & 0x7fffffffu; }

@@ -8,13 +8,15 @@
  *   rank:R:NAME           rank R's own running statistics (several workers)
  *   comm:R:BUF            rank R's communication state: residuals and momentum-correction
  *                         buffers of the sparse modes, Pipe-SGD's gradients in flight, ...
- * and metadata: net, dataset, training samples, mode, ranks, iteration (iterations done) and
- * options (the canonical options, without epochs and iters). The order of the data, dropout
+ * and metadata: net, dataset, training samples, mode, ranks, iteration (iterations done),
+ * options (the canonical options, without epochs and iters) and under --precision fp16 the loss
+ * scale and its good steps in a row (loss_scale, loss_scale_good). The order of the data, dropout
  * masks and augmentation draws are functions of (seed, epoch, iteration, sample), so the
  * iteration is all a resume needs of them: it continues with exactly the batch that came next.
  */
 #include "ckpt.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,13 +264,17 @@ int ckpt_save(dt_ckpt_state *r, long done, const char *path)
             }
             for (int i = 0; i < mine.n; i++, k++) t[k] = (st_tensor){mine.name[i], 1, {(int64_t)mine.len[i]}, mine.data[i], NULL};
             for (int i = 0; i < g.n; i++, k++) t[k] = (st_tensor){g.name[i], 1, {(int64_t)g.len[i]}, g.data[i], NULL};
-            char it[32], ranks[16], samples[32], *opts = options_text(r);
+            char it[32], ranks[16], samples[32], scale[32], good[32], *opts = options_text(r);
             snprintf(it, sizeof it, "%ld", done);
             snprintf(ranks, sizeof ranks, "%d", p);
             snprintf(samples, sizeof samples, "%zu", r->train_samples);
-            const char *mk[] = {"net", "dataset", "train_samples", "mode", "ranks", "iteration", "options"};
-            const char *mv[] = {net->name, r->dataset, samples, r->mode->name, ranks, it, opts ? opts : ""};
-            rc = opts ? ckpt_write(path, t, k, mk, mv, (int)DT_ARRAY_LEN(mk)) : dt_fail("out of memory");
+            snprintf(scale, sizeof scale, "%.17g", r->loss_scale ? *r->loss_scale : 0.0);
+            snprintf(good, sizeof good, "%ld", r->scale_good ? *r->scale_good : 0);
+            const char *mk[] = {"net", "dataset", "train_samples", "mode", "ranks", "iteration", "options",
+                                "loss_scale", "loss_scale_good"};
+            const char *mv[] = {net->name, r->dataset, samples, r->mode->name, ranks, it, opts ? opts : "", scale, good};
+            int n_meta = (int)DT_ARRAY_LEN(mk) - (r->loss_scale ? 0 : 2);
+            rc = opts ? ckpt_write(path, t, k, mk, mv, n_meta) : dt_fail("out of memory");
             free(opts);
         }
         free(t);
@@ -310,7 +316,7 @@ static void first_difference(const char *a, const char *b, char *out, size_t n)
 
 /* rank 0: the file's checks, the shared tensors into host, the iteration */
 static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float *w, float *state, float *v, long *it0,
-                        long *ranks)
+                        long *ranks, double *scale)
 {
     st_file *f;
     dt_net *net = r->net;
@@ -324,9 +330,10 @@ static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float
         return dt_fail("%s: checkpoint metadata incomplete (expected net, dataset, mode, ranks, iteration, options)", path);
     if (strcmp(m_net, net->name) != 0)
         return dt_fail("%s: a checkpoint of net %s, not %s (expected the net it was made with)", path, m_net, net->name);
-    /* the precision and the transport may change: weights and optimizer state are fp32 under every
-     * precision, and the same on every transport */
-    static const char *const skip[] = {"epochs = ", "iters = ", "precision = ", "transport = ", NULL};
+    /* the precision (with fp16's loss-scale settings) and the transport may change: weights and
+     * optimizer state are fp32 under every precision, and the same on every transport */
+    static const char *const skip[] = {"epochs = ",     "iters = ",          "precision = ",
+                                       "fp16-scale = ", "fp16-scale-window = ", "transport = ", NULL};
     char *ours = options_without(r->options, skip), *theirs = options_without(m_opts, skip);
     if (!ours || !theirs) {
         free(ours), free(theirs);
@@ -348,6 +355,17 @@ static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float
                        m_samples, m_ds, samples);
     if (dt_parse_long(m_it, 0, 1L << 50, "iteration", it0) != 0 || dt_parse_long(m_ranks, 1, 1 << 24, "ranks", ranks) != 0)
         return dt_fail_prefix("%s: checkpoint metadata", path);
+    /* fp16's loss scale: none in a checkpoint written in another precision (the run's own stays) */
+    const char *m_scale = st_meta(f, "loss_scale"), *m_good = st_meta(f, "loss_scale_good");
+    if (m_scale && m_good) {
+        char *end;
+        long good;
+        scale[0] = strtod(m_scale, &end);
+        if (*end || !(scale[0] > 0 && scale[0] < INFINITY) || dt_parse_long(m_good, 0, 1L << 50, "loss_scale_good", &good))
+            return dt_fail("%s: checkpoint metadata: loss_scale '%s' and loss_scale_good '%s' (expected a positive "
+                           "scale and a count)", path, m_scale, m_good);
+        scale[1] = (double)good;
+    }
     if (weights_from(net, f, path, w, state, NULL) != 0) return -1;
     if (v) {
         char name[NAME_LEN + 32];
@@ -406,13 +424,16 @@ int ckpt_restore(dt_ckpt_state *r, const char *path, long *it0_out)
     float *host = dt_alloc((2 * n + ns + 1) * sizeof(float)), *state = host ? host + 2 * n : NULL;
     float *v = r->momentum && host ? host + n : NULL;
     long meta[2] = {0, 0}; /* iteration, ranks */
+    double scale[2] = {0, 0}; /* fp16's loss scale and good steps (0: not in the checkpoint) */
     st_file *f = NULL;
     own mine = {0};
     if (!host) rc = -1;
-    if (rc == 0 && me == 0) rc = open_checked(r, path, &f, host, state, v, &meta[0], &meta[1]);
+    if (rc == 0 && me == 0) rc = open_checked(r, path, &f, host, state, v, &meta[0], &meta[1], scale);
     if (AGREE(r, rc)) goto fail;
-    if (comm_bcast(r->comm, meta, sizeof meta, 0) != 0 || comm_bcast(r->comm, host, (2 * n + ns) * sizeof(float), 0) != 0)
+    if (comm_bcast(r->comm, meta, sizeof meta, 0) != 0 || comm_bcast(r->comm, scale, sizeof scale, 0) != 0 ||
+        comm_bcast(r->comm, host, (2 * n + ns) * sizeof(float), 0) != 0)
         goto fail;
+    if (r->loss_scale && scale[0] > 0) *r->loss_scale = scale[0], *r->scale_good = (long)scale[1];
     rc = r->be->to_device(r->be, net->w, host, n * sizeof(float));
     if (rc == 0) rc = r->be->to_device(r->be, net->state, state, ns * sizeof(float));
     if (rc == 0 && v) rc = r->be->to_device(r->be, r->momentum, v, n * sizeof(float));

@@ -31,6 +31,8 @@ typedef struct dt_ckpt_state {
     int failed_rank;     /* out: after a failure, the lowest rank that failed (it holds the message) */
     char precision_was[16]; /* out (rank 0, after a restore): the precision the checkpoint was
                              * written in (a resume may change it) */
+    double *loss_scale; /* --precision fp16: the loss scale and its good steps (the same on every rank), */
+    long *scale_good;   /* saved, and restored where the checkpoint has them; NULL: none */
 } dt_ckpt_state;
 
 /* Collective: writes a checkpoint after `done` iterations to path (rank 0 writes, atomically).

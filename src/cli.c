@@ -66,12 +66,8 @@ static int check_device(const char *v, const char *origin)
 
 static int check_precision(const char *v, const char *origin)
 {
-    if (strcmp(v, "fp32") == 0 || strcmp(v, "bf16") == 0) return 0;
-    if (strcmp(v, "fp16") == 0)
-        return dt_fail("%s: fp16 is not built yet (the CPU backend's oneDNN 2.6 has no fp16 convolutions or GEMMs, "
-                       "AVX512-FP16 or not, and the GPU's needs loss scaling); bf16 is, on CPUs with AVX512_BF16 or AMX",
-                       origin);
-    return dt_fail("%s: expected one of fp32|bf16, found '%s'", origin, v);
+    if (strcmp(v, "fp32") == 0 || strcmp(v, "bf16") == 0 || strcmp(v, "fp16") == 0) return 0;
+    return dt_fail("%s: expected one of fp32|bf16|fp16, found '%s'", origin, v);
 }
 
 static const dt_optdef table[] = {
@@ -98,10 +94,16 @@ static const dt_optdef table[] = {
      "compute threads per rank (0: the cores of this host divided by its ranks)", NULL},
     {"Run", "device", OPT_STRING, DEVICE_CHOICES, OFF(device), 0, 0, NULL, "auto", OPT_LOCAL, 0,
      "compute backend (--list-devices; auto: the best one that runs here)", check_device},
-    {"Run", "precision", OPT_STRING, "fp32|bf16", OFF(precision), 0, 0, NULL, "fp32", 0, 0,
-     "what GEMMs and convolutions multiply in: bf16 rounds their inputs to bfloat16 and sums in fp32 (CPUs with "
-     "AVX512_BF16 or AMX, GPUs of compute capability 8.0+; weights, optimizer, batch norm and loss stay fp32)",
+    {"Run", "precision", OPT_STRING, "fp32|bf16|fp16", OFF(precision), 0, 0, NULL, "fp32", 0, 0,
+     "what GEMMs and convolutions multiply in: bf16 or fp16 rounds their inputs and sums in fp32 (bf16: CPUs with "
+     "AVX512_BF16 or AMX, GPUs of compute capability 8.0+; fp16: GPUs, with dynamic loss scaling; weights, optimizer, "
+     "batch norm and loss stay fp32)",
      check_precision},
+    {"Run", "fp16-scale", OPT_DOUBLE, "S", OFF(fp16_scale), 1.0 / 16777216, 1e30, NULL, "65536", 0, 0,
+     "--precision fp16: the initial loss scale; halved when a step's gradient overflows (the step is skipped)",
+     NULL},
+    {"Run", "fp16-scale-window", OPT_INT, "N", OFF(fp16_scale_window), 1, 1e9, NULL, "2000", 0, 0,
+     "--precision fp16: the loss scale doubles after N steps in a row without an overflow", NULL},
 #if DT_CUDA_BUILT
     {"Run", "gpu", OPT_INT, "N", OFF(gpu), -1, 1023, NULL, "-1", OPT_LOCAL, 0,
      "the GPU of this rank (-1: its local rank modulo the GPUs of its host)", NULL},
@@ -348,6 +350,12 @@ static int check_combinations(const dt_opts *o)
         if (m && mode_reads(m, "allreduce") && o->comm.allreduce && strcmp(o->comm.allreduce, "mpi") == 0)
             return dt_fail("--transport nccl and --allreduce mpi exclude each other (MPI_Allreduce sums on the host)");
     }
+    for (const char *const *g = (const char *const[]){"fp16-scale", "fp16-scale-window", NULL}; *g; g++)
+        if (cli_given(o, *g) && strcmp(o->precision, "fp16") != 0)
+            return dt_fail("--%s is for --precision fp16, and this run has --precision %s", *g, o->precision);
+    if (strcmp(o->precision, "fp16") == 0 && strcmp(o->mode, "ps") == 0)
+        return dt_fail("--precision fp16 with --mode ps is not built (its servers would have to skip the updates "
+                       "of overflowed steps); use dsync, pipesgd, topk, gtopk, csc or terngrad");
     if (cli_given(o, "checkpoint-every") && !o->checkpoint)
         return dt_fail("--checkpoint-every needs --checkpoint FILE (where to write them)");
     if (o->resume && o->load)

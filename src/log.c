@@ -132,6 +132,7 @@ static void json_times(FILE *f, const dt_record *r)
     if (r->overlapped || r->t.cpu_comm > 0) fprintf(f, ",\"cpu_comm\":%.6g", r->t.cpu_comm / n);
     if (r->t.density > 0) fprintf(f, ",\"density\":%.6g", r->t.density / n);
     if (r->t.skipped > 0) fprintf(f, ",\"skipped_steps\":%.0f", r->t.skipped); /* a count, not per iteration */
+    if (r->loss_scale > 0) fprintf(f, ",\"loss_scale\":%.9g", r->loss_scale);
     fprintf(f, ",\"bytes_sent\":%.0f,\"bytes_recv\":%.0f", r->t.bytes_sent / n, r->t.bytes_recv / n);
     if (r->t.early > 0) fprintf(f, ",\"bytes_early\":%.0f", r->t.early / n);
 }
@@ -228,9 +229,13 @@ int log_record(dt_log *l, const dt_record *r)
     if (strcmp(r->type, "epoch") == 0) {
         char test[64] = "";
         if (r->test_acc >= 0) snprintf(test, sizeof test, "  test_loss %.4f  test_acc %.4f", r->test_loss, r->test_acc);
+        char amp[96] = "";
+        if (r->loss_scale > 0)
+            snprintf(amp, sizeof amp, ", loss scale %g, %.0f step%s skipped", r->loss_scale, r->t.skipped,
+                     r->t.skipped == 1 ? "" : "s");
         if (r->loss >= 0)
-            printf("epoch %d/%d  train_loss %.4f  train_acc %.4f%s  (%.1f s, %.0f samples/s)\n", r->epoch, r->epochs,
-                   r->loss, r->train_acc, test, r->train_time, r->samples_per_s);
+            printf("epoch %d/%d  train_loss %.4f  train_acc %.4f%s  (%.1f s, %.0f samples/s%s)\n", r->epoch, r->epochs,
+                   r->loss, r->train_acc, test, r->train_time, r->samples_per_s, amp);
         else if (r->test_acc >= 0)
             printf("evaluation  test_loss %.4f  test_acc %.4f\n", r->test_loss, r->test_acc);
     } else if (r->n_iters > 0) {

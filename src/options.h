@@ -26,6 +26,8 @@ typedef struct dt_opts {
     int no_shuffle, dry_run, pack_only;
     long gpu, gpu_workspace; /* --gpu (-1: by local rank), --gpu-workspace MB */
     int tf32, gpu_exact;
+    double fp16_scale;       /* --precision fp16: the initial loss scale */
+    long fp16_scale_window;  /* ... steps without an overflow before it doubles */
     /* optimizer */
     double lr, momentum, wd, lr_warmup_epochs;
     int nesterov;

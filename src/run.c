@@ -125,7 +125,9 @@ static int open_net(dt_run *r)
     const dt_opts *o = r->opts;
     r->threads = choose_threads(r);
     dt_backend_opts bo = {.n_threads = r->threads, .device = -1};
-    bo.precision = strcmp(o->precision, "bf16") == 0 ? DT_PRECISION_BF16 : DT_PRECISION_FP32;
+    bo.precision = strcmp(o->precision, "bf16") == 0   ? DT_PRECISION_BF16
+                   : strcmp(o->precision, "fp16") == 0 ? DT_PRECISION_FP16
+                                                       : DT_PRECISION_FP32;
 #if DT_CUDA_BUILT
     bo.device = (int)o->gpu, bo.tf32 = o->tf32, bo.exact = o->gpu_exact, bo.workspace_mb = o->gpu_workspace;
 #endif
@@ -133,6 +135,12 @@ static int open_net(dt_run *r)
     if (check_ranks(r) != 0) return -1;
     if (strcmp(device, "auto") == 0) device = backend_auto(r->auto_why, sizeof r->auto_why);
     if (backend_create(device, &bo, &r->be) != 0) return dt_fail_prefix("--device");
+    if (bo.precision == DT_PRECISION_FP16) { /* dynamic loss scaling (train.c) */
+        r->scaler = (dt_loss_scaler){.on = 1, .scale = o->fp16_scale, .window = o->fp16_scale_window};
+        if (!r->be->grad_unscale)
+            return dt_fail("--precision fp16: backend %s cannot unscale gradients", r->be->name);
+        if (!(r->scaler.flag = r->be->alloc(r->be, sizeof(int32_t)))) return -1;
+    }
     if (net_load_classes(o->net, (int)o->classes, &r->net) != 0) {
         r->usage_error = access(o->net, F_OK) != 0; /* no such net or file: the command line is wrong */
         if (!r->usage_error && o->classes > 0) { /* or a net that --classes cannot size */
@@ -555,9 +563,14 @@ static void banner(dt_run *r)
         log_text(r->log, "resumed in %s a checkpoint written in %s: its fp32 weights and optimizer state go on, "
                          "computed from here in %s\n",
                  o->precision, r->ckpt.precision_was, o->precision);
+    char lowp[128] = "";
+    if (strcmp(o->precision, "fp32") != 0)
+        snprintf(lowp, sizeof lowp, ", %s GEMMs and convolutions", o->precision);
+    if (r->scaler.on)
+        snprintf(lowp + strlen(lowp), sizeof lowp - strlen(lowp), " (loss scale %g, doubled every %ld good steps)",
+                 r->scaler.scale, r->scaler.window);
     log_text(r->log, "backend %s%s%s%s%s: %s; %s\n", r->be->name, r->auto_why[0] ? " (auto; " : "", r->auto_why,
-             r->auto_why[0] ? ")" : "", strcmp(o->precision, "bf16") == 0 ? ", bf16 GEMMs and convolutions" : "",
-             backend_describe(r->be), comm_library());
+             r->auto_why[0] ? ")" : "", lowp, backend_describe(r->be), comm_library());
     if (!r->be->host_memory) log_text(r->log, "transport %s\n", r->transport);
     if (p > 1)
         log_text(r->log,
@@ -727,7 +740,8 @@ int run_setup(dt_run *r)
     comm_set_label(r->comm, r->comm_label);
     if (run_agree(r, rc) != 0) return -1;
     r->ckpt = (dt_ckpt_state){r->comm, r->be, r->net, r->optim->v, r->mode, r->mode_state, &r->env,
-                              r->dataset, r->ds->train.n, r->options, -1, ""};
+                              r->dataset, r->ds->train.n, r->options, -1, "",
+                              r->scaler.on ? &r->scaler.scale : NULL, r->scaler.on ? &r->scaler.good : NULL};
     if (r->opts->resume && ckpt_restore(&r->ckpt, r->opts->resume, &r->it0) != 0) {
         r->failed_rank = r->ckpt.failed_rank;
         dt_fail_prefix("--resume");
@@ -759,5 +773,6 @@ void run_teardown(dt_run *r)
     dt_free(r->eval_idx);
     net_destroy(r->net);
     dataset_close(r->ds);
+    if (r->be && r->scaler.flag) r->be->free(r->be, r->scaler.flag);
     if (r->be) backend_destroy(r->be);
 }

@@ -14,6 +14,21 @@
 #include "engine/engine.h"
 #include "log.h"
 
+/* --precision fp16: dynamic loss scaling, as PyTorch's GradScaler. The loss gradient is multiplied
+ * by scale; backward's gradients are divided by it as they become final, and a non-finite one makes
+ * every rank skip the step and halve the scale; window good steps in a row double it. */
+typedef struct dt_loss_scaler {
+    int on;
+    double scale;   /* the same on every rank */
+    long good;      /* steps since the last overflow or growth */
+    long window;    /* --fp16-scale-window */
+    long in_row;    /* steps skipped in a row */
+    int32_t *flag;  /* backend memory: set by grad_unscale when a gradient is not finite */
+    size_t unscaled; /* values of this iteration's gradient already divided */
+    int failed;      /* grad_unscale failed during backward (its message stands) */
+    int skipped;     /* the last iteration's step was skipped */
+} dt_loss_scaler;
+
 typedef struct dt_run {
     dt_opts *opts;
     dt_comm *comm;
@@ -57,6 +72,7 @@ typedef struct dt_run {
     int stop_req, stop_buf; /* its request in flight (-1: none) and the value it reduces */
     int stopped;            /* the signal the run stopped for (all ranks after the same iteration), 0 */
     dt_ckpt_state ckpt;   /* what checkpoints hold: views of the parts above */
+    dt_loss_scaler scaler; /* --precision fp16 */
 } dt_run;
 
 /* Collective. 0 on every rank, or -1 on every rank (failed_rank holds the message). */

@@ -75,6 +75,7 @@ static void fill(dt_run *r, dt_record *rec, const char *type, int epoch, long it
     rec->n_iters = s->n;
     rec->t = s->t;
     rec->t_model = predict(r, s);
+    rec->loss_scale = r->scaler.on ? r->scaler.scale : 0.0;
 }
 
 /* Loss and accuracy on this worker's share of the test set, averaged over ranks into test[0..1]. */
@@ -105,17 +106,66 @@ static int evaluate(dt_run *r, double *test)
     return 0;
 }
 
+/* --precision fp16: divides the gradient's values [unscaled, n) by the loss scale (grad_unscale
+ * notes a value that is not finite on the device) */
+static int unscale_upto(dt_run *r, size_t n)
+{
+    dt_loss_scaler *s = &r->scaler;
+    if (n <= s->unscaled) return 0;
+    int rc = r->be->grad_unscale(r->be, r->net->g + s->unscaled, n - s->unscaled, (float)(1.0 / s->scale), s->flag);
+    s->unscaled = n;
+    return rc;
+}
+
+/* backward made the first n_ready values of the gradient final: unscaled, the mode may send them */
 static void ready_cb(void *arg, size_t n_ready)
 {
     dt_run *r = arg;
-    r->mode->grad_ready(r->mode_state, &r->env, n_ready);
+    if (r->scaler.on && unscale_upto(r, n_ready) != 0) r->scaler.failed = 1; /* reported after backward */
+    if (r->mode->grad_ready) r->mode->grad_ready(r->mode_state, &r->env, n_ready);
+}
+
+/* --precision fp16, after backward: unscales the rest of the gradient and decides with every rank
+ * whether the step is skipped (a gradient or loss that is not finite anywhere) */
+static int overflowed(dt_run *r, double loss_sum, int *skip)
+{
+    dt_loss_scaler *s = &r->scaler;
+    int32_t flag = 0, zero = 0;
+    if (unscale_upto(r, r->env.arena.n) != 0 || s->failed ||
+        r->be->to_host(r->be, &flag, s->flag, sizeof flag) != 0 ||
+        (flag && r->be->to_device(r->be, s->flag, &zero, sizeof zero) != 0))
+        return -1;
+    double any = flag || !isfinite(loss_sum);
+    if (comm_allreduce_max_f64(r->comm, &any, 1) != 0) return -1;
+    *skip = any > 0;
+    return 0;
+}
+
+/* The loss scale after a step (GradScaler's rule): halved after an overflow, doubled after window
+ * good steps in a row. Overflowing whatever the scale is an error. */
+static int update_scale(dt_run *r, long it, int skip, dt_times *t)
+{
+    dt_loss_scaler *s = &r->scaler;
+    if (!skip) {
+        s->in_row = 0;
+        if (++s->good >= s->window) s->scale *= 2.0, s->good = 0;
+        return 0;
+    }
+    t->skipped += 1;
+    s->scale *= 0.5, s->good = 0;
+    if (++s->in_row >= 64 && s->scale < 1.0)
+        return dt_fail("training diverged: %ld steps in a row up to iteration %ld overflowed in fp16, with the loss scale "
+                       "down to %g (its values do not fit fp16 however the loss is scaled; try --precision bf16 or "
+                       "fp32, or a smaller --lr)",
+                       s->in_row, it + 1, s->scale);
+    return 0;
 }
 
 /* One iteration on this rank; fills t and pass. */
 static int iteration(dt_run *r, long it, int epoch, float lr, dt_times *t, dt_pass *pass)
 {
     dt_mode_env *env = &r->env;
-    dt_iter info = {it, epoch, lr};
+    dt_iter info = {it, epoch, lr, 0};
     double t_begin = dt_now(), c_begin = dt_cpu_process();
     comm_set_iteration(r->comm, it);
 
@@ -134,17 +184,22 @@ static int iteration(dt_run *r, long it, int epoch, float lr, dt_times *t, dt_pa
         pass->labels = r->net->labels;
         pass->rng_key = rng_hash((uint64_t)r->opts->seed, (uint64_t)it);
         pass->row0 = b.row0;
-        pass->grad_scale = 1.0f / (float)b.global_rows;
+        pass->grad_scale = (float)((r->scaler.on ? r->scaler.scale : 1.0) / (double)b.global_rows);
         if (net_forward(r->net, pass) != 0 || r->be->sync(r->be) != 0) return -1;
         t2 = dt_now();
-        if (net_backward(r->net, pass, r->mode->grad_ready ? ready_cb : NULL, r) != 0 || r->be->sync(r->be) != 0)
+        r->scaler.unscaled = 0, r->scaler.failed = 0;
+        if (net_backward(r->net, pass, r->mode->grad_ready || r->scaler.on ? ready_cb : NULL, r) != 0 ||
+            r->be->sync(r->be) != 0)
             return -1;
+        if (r->scaler.on && overflowed(r, pass->loss_sum, &info.skip) != 0) return -1;
         t3 = dt_now();
         t->data += t1 - t0;
         t->forward += t2 - t1;
         t->backward += t3 - t2;
     }
     if (r->mode->end(r->mode_state, env, &info, t) != 0) return -1;
+    if (r->scaler.on && update_scale(r, it, info.skip, t) != 0) return -1;
+    r->scaler.skipped = info.skip;
     t->iter += dt_now() - t_begin;
     t->cpu += dt_cpu_process() - c_begin;
     return 0;
@@ -299,6 +354,8 @@ static int epoch_iterations(dt_run *r, int e, long *it, span *ep, float *lr, spa
         double paused = 0.0; /* checkpoint seconds: not training */
         *lr = (float)lr_at(&r->lr, *it, ipe);
         if (iteration(r, *it, e, *lr, &t, &pass) != 0) return -1;
+        if (r->scaler.skipped && !isfinite(pass.loss_sum)) /* fp16 overflowed in forward: a step that was not */
+            pass.loss_sum = 0.0, pass.n_correct = 0, pass.rows = 0;
         if (!isfinite(pass.loss_sum)) return diverged(r, *it, pass.loss_sum);
         ++*it;
         if (*it == total && finish(r, *lr, &t, &paused) != 0) return -1;

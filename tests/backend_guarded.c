@@ -17,10 +17,17 @@
  * still allocated (a GPU's would then be freed after its context), aborts with a message. So does
  * destroying it with a queue (queue_create: a GPU's second stream) not freed.
  *
+ * --precision fp16, which the CPU backend refuses, is emulated here so that the train loop's loss
+ * scaling runs in tests: the inputs of GEMMs and convolutions are rounded to IEEE half (overflowing
+ * to infinity beyond 65504) and multiplied in fp32. DTRAIN_GUARDED_INF_AT=N[:R] makes the N-th
+ * training backward pass of this process (of rank R only, with :R) overflow: its loss gradient gets
+ * an infinity; N+ makes every pass from the N-th on overflow.
+ *
  * Built twice: into the test library (the Check suites call backend_guarded_desc directly) and
  * as the module dtrain-cpu-guarded.so that `dtrain --device cpu-guarded` loads from
  * $DTRAIN_MODULE_PATH (the tests set it to the build's tests/ directory). Never installed.
  */
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -51,6 +58,10 @@ typedef struct guarded {
     long staging; /* host_alloc'd buffers not yet freed */
     long queues;  /* queue_create'd queues not yet freed */
     int device;   /* its "device" (g_device_id) */
+    int fp16;     /* --precision fp16, emulated */
+    long inf_at;  /* DTRAIN_GUARDED_INF_AT: the backward pass that overflows (0: none) */
+    int inf_on;   /* ... and every one after it */
+    long n_bwd;   /* training backward passes so far (softmax_xent_bwd calls) */
 } guarded;
 
 #define STAGING_MAGIC 0x5354414749494e47ull /* "STAGIING" */
@@ -168,10 +179,6 @@ OP(to_device, (dt_backend * be, void *dst, const void *src, size_t bytes), (in, 
 OP(to_host, (dt_backend * be, void *dst, const void *src, size_t bytes), (in, dst, src, bytes))
 OP(copy, (dt_backend * be, void *dst, const void *src, size_t bytes), (in, dst, src, bytes))
 OP(sync, (dt_backend * be), (in))
-OP(gemm,
-   (dt_backend * be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b, int ldb,
-    float beta, float *c, int ldc),
-   (in, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
 OP(bias_add, (dt_backend * be, float *y, const float *b, int rows, int cols), (in, y, b, rows, cols))
 OP(bias_grad, (dt_backend * be, float *db, const float *dy, int rows, int cols, float beta), (in, db, dy, rows, cols, beta))
 OP(relu_fwd, (dt_backend * be, float *y, const float *x, size_t n), (in, y, x, n))
@@ -185,23 +192,15 @@ OP(softmax_xent_fwd,
    (dt_backend * be, float *prob, const float *logits, const int32_t *labels, int rows, int classes, double *loss_sum,
     int64_t *n_correct),
    (in, prob, logits, labels, rows, classes, loss_sum, n_correct))
-OP(softmax_xent_bwd,
-   (dt_backend * be, float *dx, const float *prob, const int32_t *labels, int rows, int classes, float scale, float beta),
-   (in, dx, prob, labels, rows, classes, scale, beta))
 OP(sgd_step, (dt_backend * be, float *w, const float *gr, float *v, size_t n, float lr, float m, float wd, int nest),
    (in, w, gr, v, n, lr, m, wd, nest))
 OP(scale, (dt_backend * be, float *x, float a, size_t n), (in, x, a, n))
+OP(grad_unscale, (dt_backend * be, float *gr, size_t n, float a, int32_t *flag), (in, gr, n, a, flag))
 OP(add, (dt_backend * be, float *y, const float *x, size_t n, float beta), (in, y, x, n, beta))
 OP(to_plain, (dt_backend * be, dt_layout from, const float *x, float *y, int rows, int c, int h, int w),
    (in, from, x, y, rows, c, h, w))
 OP(from_plain, (dt_backend * be, dt_layout to, const float *x, float *y, int rows, int c, int h, int w, float beta),
    (in, to, x, y, rows, c, h, w, beta))
-OP(conv_fwd, (dt_backend * be, void *plan, int rows, const float *x, const float *w, const float *b, float *y),
-   (in, plan, rows, x, w, b, y))
-OP(conv_bwd,
-   (dt_backend * be, void *plan, int rows, const float *x, const float *w, const float *dy, float *dx, float dx_beta,
-    float *dw, float *db),
-   (in, plan, rows, x, w, dy, dx, dx_beta, dw, db))
 OP(pool_fwd, (dt_backend * be, void *plan, int rows, int train, const float *x, float *y), (in, plan, rows, train, x, y))
 OP(pool_bwd, (dt_backend * be, void *plan, int rows, const float *dy, float *dx, float dx_beta),
    (in, plan, rows, dy, dx, dx_beta))
@@ -220,6 +219,139 @@ OP(shortcut_fwd, (dt_backend * be, const dt_shortcut_cfg *cfg, int rows, const f
    (in, cfg, rows, x, y))
 OP(shortcut_bwd, (dt_backend * be, const dt_shortcut_cfg *cfg, int rows, const float *dy, float *dx, float dx_beta),
    (in, cfg, rows, dy, dx, dx_beta))
+
+/* --precision fp16, emulated: f rounded to IEEE half (to nearest even; beyond 65504 infinite, as a
+ * GPU's conversion) and back */
+uint16_t codec_fp16_from_float(float f);
+float codec_fp16_to_float(uint16_t h);
+
+static float half_of(float f)
+{
+    if (isfinite(f) && fabsf(f) >= 65520.0f) return f > 0 ? INFINITY : -INFINITY; /* 65520 rounds up to 2^16 */
+    return isfinite(f) ? codec_fp16_to_float(codec_fp16_from_float(f)) : f;
+}
+
+/* n values of x rounded to half into new host memory (NULL: x was NULL); out of memory: NULL, *rc -1 */
+static float *halves(const float *x, size_t n, int *rc)
+{
+    if (!x) return NULL;
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    if (!h) {
+        *rc = dt_fail("out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) h[i] = half_of(x[i]);
+    return h;
+}
+
+static int g_gemm(dt_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                  const float *b, int ldb, float beta, float *c, int ldc)
+{
+    guarded *g = enter(be);
+    dt_backend *in = g->in;
+    int rc = 0;
+    if (g->fp16 && k > 0) { /* op(A) is m x k, stored (ta ? k : m) rows of lda */
+        float *ha = halves(a, (size_t)(ta ? k : m) * (size_t)lda, &rc);
+        float *hb = rc == 0 ? halves(b, (size_t)(tb ? n : k) * (size_t)ldb, &rc) : NULL;
+        if (rc == 0) rc = in->gemm(in, ta, tb, m, n, k, alpha, ha, lda, hb, ldb, beta, c, ldc);
+        free(ha), free(hb);
+    } else {
+        rc = in->gemm(in, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    }
+    leave(g);
+    return rc;
+}
+
+/* A convolution's plan: the CPU backend's and the configuration (the sizes of what fp16 rounds). The
+ * live ones are listed, so plan_free knows them from the other ops' plans. */
+typedef struct gconv {
+    void *in;
+    dt_conv_cfg cfg;
+    struct gconv *next;
+} gconv;
+static gconv *conv_plans;
+static pthread_mutex_t conv_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *g_conv_plan(dt_backend *be, const dt_conv_cfg *cfg)
+{
+    dt_backend *in = ((guarded *)be->impl)->in;
+    gconv *p = calloc(1, sizeof *p);
+    if (!p) {
+        dt_fail("out of memory");
+        return NULL;
+    }
+    if (!(p->in = in->conv_plan(in, cfg))) {
+        free(p);
+        return NULL;
+    }
+    p->cfg = *cfg;
+    pthread_mutex_lock(&conv_lock);
+    p->next = conv_plans, conv_plans = p;
+    pthread_mutex_unlock(&conv_lock);
+    return p;
+}
+
+/* floats of x (in), w and y (out) of a convolution of rows */
+static void conv_sizes(dt_backend *in, const dt_conv_cfg *c, int rows, size_t *nx, size_t *nw, size_t *ny)
+{
+    *nx = in->act_size(in, c->in_layout, rows, c->c, c->h, c->w);
+    *nw = (size_t)c->o * (size_t)(c->c / c->groups) * (size_t)c->kh * (size_t)c->kw;
+    *ny = in->act_size(in, c->out_layout, rows, c->o, c->oh, c->ow);
+}
+
+static int g_conv_fwd(dt_backend *be, void *plan, int rows, const float *x, const float *w, const float *b, float *y)
+{
+    gconv *p = plan;
+    guarded *g = enter(be);
+    dt_backend *in = g->in;
+    int rc = 0;
+    if (g->fp16) {
+        size_t nx, nw, ny;
+        conv_sizes(in, &p->cfg, rows, &nx, &nw, &ny);
+        float *hx = halves(x, nx, &rc), *hw = rc == 0 ? halves(w, nw, &rc) : NULL;
+        if (rc == 0) rc = in->conv_fwd(in, p->in, rows, hx, hw, b, y);
+        free(hx), free(hw);
+    } else {
+        rc = in->conv_fwd(in, p->in, rows, x, w, b, y);
+    }
+    leave(g);
+    return rc;
+}
+
+static int g_conv_bwd(dt_backend *be, void *plan, int rows, const float *x, const float *w, const float *dy, float *dx,
+                      float dx_beta, float *dw, float *db)
+{
+    gconv *p = plan;
+    guarded *g = enter(be);
+    dt_backend *in = g->in;
+    int rc = 0;
+    if (g->fp16) {
+        size_t nx, nw, ny;
+        conv_sizes(in, &p->cfg, rows, &nx, &nw, &ny);
+        float *hx = halves(x, nx, &rc), *hw = rc == 0 ? halves(w, nw, &rc) : NULL;
+        float *hdy = rc == 0 ? halves(dy, ny, &rc) : NULL;
+        if (rc == 0) rc = in->conv_bwd(in, p->in, rows, hx, hw, hdy, dx, dx_beta, dw, db);
+        free(hx), free(hw), free(hdy);
+    } else {
+        rc = in->conv_bwd(in, p->in, rows, x, w, dy, dx, dx_beta, dw, db);
+    }
+    leave(g);
+    return rc;
+}
+
+/* the loss gradient; DTRAIN_GUARDED_INF_AT's backward pass gets an infinity in it */
+static int g_softmax_xent_bwd(dt_backend *be, float *dx, const float *prob, const int32_t *labels, int rows, int classes,
+                              float scale, float beta)
+{
+    guarded *g = enter(be);
+    dt_backend *in = g->in;
+    int rc = in->softmax_xent_bwd(in, dx, prob, labels, rows, classes, scale, beta);
+    ++g->n_bwd;
+    if (rc == 0 && g->inf_at > 0 && (g->n_bwd == g->inf_at || (g->inf_on && g->n_bwd > g->inf_at)) && rows > 0)
+        dx[0] = INFINITY;
+    leave(g);
+    return rc;
+}
 
 /* The gradient codecs (a device's run its kernels): the CPU codecs on the guarded memory, so that
  * the comm code's device paths (ring_create_on) run here */
@@ -347,12 +479,6 @@ static size_t g_act_size(dt_backend *be, dt_layout l, int rows, int c, int h, in
     return in->act_size(in, l, rows, c, h, w);
 }
 
-static void *g_conv_plan(dt_backend *be, const dt_conv_cfg *cfg)
-{
-    dt_backend *in = ((guarded *)be->impl)->in;
-    return in->conv_plan(in, cfg);
-}
-
 static void *g_pool_plan(dt_backend *be, const dt_pool_cfg *cfg)
 {
     dt_backend *in = ((guarded *)be->impl)->in;
@@ -374,7 +500,13 @@ static void *g_lrn_plan(dt_backend *be, const dt_lrn_cfg *cfg)
 static void g_plan_free(dt_backend *be, void *plan)
 {
     dt_backend *in = ((guarded *)be->impl)->in;
-    in->plan_free(in, plan);
+    gconv **at = &conv_plans, *conv = NULL;
+    pthread_mutex_lock(&conv_lock);
+    while (*at && *at != plan) at = &(*at)->next;
+    if (*at) conv = *at, *at = conv->next;
+    pthread_mutex_unlock(&conv_lock);
+    in->plan_free(in, conv ? conv->in : plan);
+    free(conv);
 }
 
 static void *g_host_alloc(dt_backend *be, size_t bytes)
@@ -638,7 +770,9 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
         free(g);
         return dt_fail("out of memory");
     }
-    if (backend_cpu_create_with(&g->in, o) != 0) {
+    dt_backend_opts inner = *o;
+    if (o->precision == DT_PRECISION_FP16) inner.precision = DT_PRECISION_FP32, g->fp16 = 1;
+    if (backend_cpu_create_with(&g->in, &inner) != 0) {
         free(be);
         free(g);
         return -1;
@@ -659,6 +793,13 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
         const char *nd = getenv("DTRAIN_GUARDED_DEVICES"), *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
         int count = nd && atoi(nd) > 0 ? atoi(nd) : 1;
         g->device = (o->device >= 0 ? o->device : lr ? atoi(lr) : 0) % count;
+        const char *inf = getenv("DTRAIN_GUARDED_INF_AT"), *colon = inf ? strchr(inf, ':') : NULL;
+        const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+        if (inf && (!colon || atoi(colon + 1) == (rank ? atoi(rank) : 0))) {
+            char *end;
+            g->inf_at = strtol(inf, &end, 10);
+            g->inf_on = *end == '+';
+        }
     }
     be->device_id = g_device_id;
     be->net_available = g_net_available;
@@ -673,7 +814,7 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
 #define WRAP(name) be->name = g_##name
     WRAP(to_device), WRAP(to_host), WRAP(copy), WRAP(sync), WRAP(gemm), WRAP(bias_add), WRAP(bias_grad);
     WRAP(relu_fwd), WRAP(relu_bwd), WRAP(dropout_fwd), WRAP(dropout_bwd), WRAP(softmax_xent_fwd);
-    WRAP(softmax_xent_bwd), WRAP(sgd_step), WRAP(scale), WRAP(add), WRAP(to_plain), WRAP(from_plain);
+    WRAP(softmax_xent_bwd), WRAP(sgd_step), WRAP(scale), WRAP(grad_unscale), WRAP(add), WRAP(to_plain), WRAP(from_plain);
     WRAP(layout_for), WRAP(act_size), WRAP(conv_plan), WRAP(conv_fwd), WRAP(conv_bwd), WRAP(pool_plan);
     WRAP(pool_fwd), WRAP(pool_bwd), WRAP(bn_plan), WRAP(bn_fwd), WRAP(bn_bwd), WRAP(lrn_plan), WRAP(lrn_fwd);
     WRAP(lrn_bwd), WRAP(plan_free), WRAP(shortcut_fwd), WRAP(shortcut_bwd), WRAP(wire_encode), WRAP(wire_decode);

@@ -7,12 +7,14 @@
  * elementwise arithmetic and the softmax; 1e-4 for GEMM and convolution (fp32 sums in another
  * order: cuBLAS and cuDNN against oneDNN, TF32 off); 1e-5 for pooling, LRN and batch norm; the
  * codecs' bytes and decoded floats identical to the CPU codecs', TernGrad's sums, values and codes too;
- * a one-rank NCCL communicator; --precision bf16's GEMMs and convolutions (test bf16).
+ * a one-rank NCCL communicator; --precision bf16's and fp16's GEMMs and convolutions (test lowp) and
+ * loss scaling's unscale (test unscale).
  *
  * Exit 77 (skipped), saying why, where the CUDA backend cannot run: not built, no driver, no GPU.
  * Check runs without fork here: a CUDA context does not survive one.
  */
 #include <check.h>
+#include <immintrin.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -567,17 +569,24 @@ START_TEST(memory)
 }
 END_TEST
 
-/* ---- --precision bf16 --------------------------------------------------------------------------
- * GEMMs and convolutions of a bf16 backend against the CPU's fp32 ones on the same operands rounded to
- * bf16 first (cpu_round_bf16; the products are exact in fp32 either way): a GEMM within fp32's 1e-4;
- * a convolution's result is rounded to bf16 once more (cuDNN's bf16 configuration), so each value within
- * 2^-8 of its own size (twice the rounding's bound) plus 1e-4 for the order of the sums. */
-static dt_backend *g16;
+/* ---- --precision bf16 and fp16 ------------------------------------------------------------------
+ * GEMMs and convolutions of a bf16 (fp16) backend against the CPU's fp32 ones on the same operands
+ * rounded to bf16 (IEEE half) first (cpu_round_bf16; the F16C instruction; the products are exact in
+ * fp32 either way): a GEMM within fp32's 1e-4; a convolution's result is rounded to 16 bits once more
+ * (cuDNN's bf16 and half configurations), so each value within 2^-8 (2^-10) of its own size (twice the
+ * rounding's bound) plus 1e-4 for the order of the sums. Loss scaling's unscale as the CPU's. */
+static dt_backend *g16, *gbf16, *gfp16;
+static int fp16; /* the test in progress is fp16's */
 
-static float *rounded(const float *x, size_t n)
+__attribute__((target("f16c"))) static float *rounded(const float *x, size_t n)
 {
     uint16_t *h = malloc(2 * n + 2);
     float *r = malloc(4 * n + 4);
+    if (fp16) {
+        for (size_t i = 0; i < n; i++) r[i] = _cvtsh_ss(_cvtss_sh(x[i], 0));
+        free(h);
+        return r;
+    }
     cpu_round_bf16(1, h, x, 1, n, n);
     for (size_t i = 0; i < n; i++) {
         uint32_t u = (uint32_t)h[i] << 16;
@@ -603,13 +612,17 @@ static void expect16(const float *d, const float *base, const float *part, size_
     for (size_t i = 0; i < n; i++) {
         double want = (base ? (double)base[i] : 0.0) + (double)part[i];
         ck_assert_msg(fabs((double)h[i] - want) <= 1e-4 + rtol * fabs((double)part[i]),
-                      "%s[%zu]: %.9g on the GPU in bf16, %.9g expected", what, i, h[i], want);
+                      "%s[%zu]: %.9g on the GPU in %s, %.9g expected", what, i, h[i], fp16 ? "fp16" : "bf16", want);
     }
     free(h);
 }
 
-START_TEST(bf16)
+START_TEST(lowp)
 {
+    fp16 = _i == 1;
+    g16 = fp16 ? gfp16 : gbf16;
+    const double conv_tol = fp16 ? 1.0 / 1024 : 1.0 / 256;
+    if (!g16) return; /* this GPU refused it (bf16 before compute capability 8.0): said at the start */
     const int shapes[][3] = {{1, 1, 1}, {3, 7, 33}, {33, 17, 5}, {64, 100, 129}};
     for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++)
         for (int ta = 0; ta < 2; ta++)
@@ -625,8 +638,8 @@ START_TEST(bf16)
                     OK(cpu->gemm(cpu, ta, tb, m, n, k, 0.5f, ra, lda, rb, ldb, (float)beta, c, ldc));
                     OK(g16->gemm(g16, ta, tb, m, n, k, 0.5f, da, lda, db, ldb, (float)beta, dc, ldc));
                     char what[64];
-                    snprintf(what, sizeof what, "bf16 gemm %c%c %dx%dx%d beta %d", ta ? 'T' : 'N', tb ? 'T' : 'N', m,
-                             n, k, beta);
+                    snprintf(what, sizeof what, "gemm %c%c %dx%dx%d beta %d", ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k,
+                             beta);
                     expect16(dc, zero, c, nc, 1e-4, what);
                     g16->free(g16, da), g16->free(g16, db), g16->free(g16, dc);
                     free(a), free(b), free(c0), free(ra), free(rb), free(c), free(zero);
@@ -654,18 +667,18 @@ START_TEST(bf16)
         float *bias_part = malloc(4 * ny);
         for (size_t i = 0; i < ny; i++) bias_part[i] = y[i] - y_nb[i];
         OK(g16->conv_fwd(g16, pg, rows, gx, gw, c.bias ? gb : NULL, gy));
-        expect16(gy, bias_part, y_nb, ny, 1.0 / 256, "bf16 convolution forward");
+        expect16(gy, bias_part, y_nb, ny, conv_tol, "convolution forward");
         for (int beta = 0; beta < 2; beta++) {
             float *dx0 = randv(nx, 38, -1, 1), *dx = calloc(nx, 4), *dw = malloc(4 * nw), *db = malloc(4 * c.o);
             float *gdx = up16(dx0, nx), *gdw = up16(dw, nw), *gdb = up16(db, c.o);
             OK(cpu->conv_bwd(cpu, pc, rows, rx, rw, rdy, dx, 0.0f, dw, NULL));
             OK(g16->conv_bwd(g16, pg, rows, gx, gw, gdy, gdx, (float)beta, gdw, c.bias ? gdb : NULL));
-            expect16(gdx, beta ? dx0 : NULL, dx, nx, 1.0 / 256, "bf16 convolution backward data");
-            expect16(gdw, NULL, dw, nw, 1.0 / 256, "bf16 convolution backward filter");
+            expect16(gdx, beta ? dx0 : NULL, dx, nx, conv_tol, "convolution backward data");
+            expect16(gdw, NULL, dw, nw, conv_tol, "convolution backward filter");
             if (c.bias) { /* from the fp32 dy, as on the CPU */
                 float *ref = malloc(4 * c.o), *fx = malloc(4 * nx), *fw = malloc(4 * nw);
                 OK(cpu->conv_bwd(cpu, pc, rows, x, w, dy, fx, 0.0f, fw, ref));
-                expect16(gdb, NULL, ref, c.o, 1e-5, "bf16 convolution bias gradient");
+                expect16(gdb, NULL, ref, c.o, 1e-5, "convolution bias gradient");
                 free(ref), free(fx), free(fw);
             }
             g16->free(g16, gdx), g16->free(g16, gdw), g16->free(g16, gdb);
@@ -675,6 +688,30 @@ START_TEST(bf16)
         free(x), free(w), free(b), free(dy), free(y), free(y_nb), free(rx), free(rw), free(rdy), free(bias_part);
         cpu->plan_free(cpu, pc), g16->plan_free(g16, pg);
     }
+}
+END_TEST
+
+/* loss scaling's unscale on the GPU: the CPU's values and flag, with and without a value that is not finite */
+START_TEST(unscale)
+{
+    size_t n = 300007;
+    float *x = randv(n, 39, -3e4f, 3e4f), *h = malloc(4 * n);
+    for (int bad = 0; bad < 3; bad++) {
+        if (bad) x[(size_t)bad * 100000 + 3] = bad == 1 ? INFINITY : 3e38f;
+        int32_t flag = 0, gflag = -1, zero = 0;
+        float *d = up(x, 4 * n);
+        int32_t *df = gpu->alloc(gpu, 4);
+        OK(gpu->to_device(gpu, df, &zero, 4));
+        OK(gpu->grad_unscale(gpu, d, n, 2.0f, df));
+        OK(cpu->grad_unscale(cpu, x, n, 2.0f, &flag));
+        OK(gpu->to_host(gpu, h, d, 4 * n));
+        OK(gpu->to_host(gpu, &gflag, df, 4));
+        ck_assert_msg(gflag == flag && flag == (bad > 0), "flag %d on the GPU, %d on the CPU", gflag, flag);
+        ck_assert(memcmp(h, x, 4 * n) == 0);
+        for (size_t i = 0; i < n; i++) x[i] *= 0.5f;
+        gpu->free(gpu, d), gpu->free(gpu, df);
+    }
+    free(x), free(h);
 }
 END_TEST
 
@@ -698,9 +735,14 @@ int main(void)
     printf("GPU: %s\n", d->describe());
     dt_backend_opts o16 = o;
     o16.precision = DT_PRECISION_BF16;
-    if (backend_create("cuda", &o16, &g16) != 0) { /* a GPU older than compute capability 8.0 refuses */
+    if (backend_create("cuda", &o16, &gbf16) != 0) { /* a GPU older than compute capability 8.0 refuses */
         printf("no bf16 tests: %s\n", dt_errmsg());
-        g16 = NULL;
+        gbf16 = NULL;
+    }
+    o16.precision = DT_PRECISION_FP16;
+    if (backend_create("cuda", &o16, &gfp16) != 0) {
+        printf("cannot create the fp16 backend: %s\n", dt_errmsg());
+        return 1;
     }
     Suite *s = suite_create("cuda");
     TCase *tc = tcase_create("ops against the CPU");
@@ -716,14 +758,16 @@ int main(void)
     tcase_add_test(tc, terngrad);
     tcase_add_test(tc, nccl_one_rank);
     tcase_add_test(tc, memory);
-    if (g16) tcase_add_test(tc, bf16);
+    tcase_add_loop_test(tc, lowp, 0, 2); /* bf16, fp16 */
+    tcase_add_test(tc, unscale);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    backend_destroy(g16);
+    if (gbf16) backend_destroy(gbf16);
+    backend_destroy(gfp16);
     backend_destroy(gpu);
     backend_destroy(cpu);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -592,6 +592,77 @@ START_TEST(bf16_rounding)
 }
 END_TEST
 
+/* IEEE half by this CPU's F16C conversion (round to nearest even, beyond 65504 infinite): the
+ * reference for ew_half, which the GPU's fp16 GEMMs and convolutions round their operands with */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("f16c"))) static uint16_t f16c_half(float f) { return (uint16_t)_cvtss_sh(f, 0); }
+static int have_f16c(void) { return __builtin_cpu_supports("f16c"); }
+#else
+static uint16_t f16c_half(float f) { return (uint16_t)(f != f); }
+static int have_f16c(void) { return 0; }
+#endif
+
+/* --precision fp16: ew_half against the CPU's conversion instruction for every kind of float (NaNs
+ * stay NaNs: their payloads are not kept), the limits of its range, and widening */
+START_TEST(half_rounding)
+{
+    static const uint32_t special[] = {0x477fe000u /* 65504 */, 0x477fefffu /* just below 65520 */,
+                                       0x477ff000u /* 65520: a tie, to infinity */, 0x4e6e6b28u /* 1e9 */,
+                                       0xff800000u, 0x33000000u /* 2^-25: a tie, to 0 */, 0x33c00000u /* 3 2^-25 */,
+                                       0x3f801000u /* 1 + 2^-11: a tie, to 1 */, 0x7fc00000u};
+    static const uint16_t want[] = {0x7bffu, 0x7bffu, 0x7c00u, 0x7c00u, 0xfc00u, 0x0000u, 0x0002u, 0x3c00u, 0x7e00u};
+    size_t ns = sizeof special / sizeof *special;
+    for (size_t i = 0; i < ns; i++) {
+        float f;
+        memcpy(&f, &special[i], 4);
+        ck_assert_msg(ew_half(f) == want[i], "bits %08x: %04x, expected %04x", special[i], ew_half(f), want[i]);
+    }
+    float y = ew_lowp_put(1, 5.0f, 0x3c00u, 0.0f), y1 = ew_lowp_put(1, 5.0f, 0x3c00u, 1.0f), inf = ew_fp16_dec(0x7c00u);
+    ck_assert(y == 1.0f && y1 == 6.0f && isinf(inf) && ew_lowp(0, 1.0f) == 0x3f80u && ew_lowp(1, 1.0f) == 0x3c00u);
+    if (!have_f16c()) return; /* no reference instruction on this CPU */
+    for (size_t i = 0; i < 200000; i++) { /* every exponent; often near half's range and its subnormals */
+        uint32_t u = (uint32_t)rng_hash(12, i);
+        if (i % 3 == 0) u = (u & 0x807fffffu) | ((uint32_t)(101 + (u >> 23) % 42) << 23);
+        float f;
+        memcpy(&f, &u, 4);
+        uint16_t g = ew_half(f), h = f16c_half(f);
+        if (isnan(f)) ck_assert_msg((g & 0x7c00u) == 0x7c00u && (g & 0x3ffu), "NaN %08x: %04x", u, g);
+        else ck_assert_msg(g == h, "bits %08x: %04x from ew_half, %04x from the CPU", u, g, h);
+    }
+}
+END_TEST
+
+/* loss scaling: the GPU's unscaling (ew_unscale) gives the CPU backend's values and flag */
+START_TEST(unscale)
+{
+    size_t n = 70001;
+    float *x = randv(n, 13, -3e4f, 3e4f), *y = dup(x, n);
+    int32_t flag = 0, gflag = 0;
+    ck_assert_int_eq(cpu->grad_unscale(cpu, x, n, 1.0f / 65536, &flag), 0);
+    for (size_t i = 0; i < n; i++) gflag |= ew_unscale(&y[i], 1.0f / 65536);
+    ck_assert(flag == 0 && gflag == 0 && memcmp(x, y, n * sizeof *x) == 0);
+    /* an infinity, a NaN, and a finite value the scale makes overflow: each sets the flag */
+    const float bad[] = {INFINITY, NAN, 3e38f};
+    for (int b = 0; b < 3; b++) {
+        memcpy(y, x, n * sizeof *x);
+        y[(size_t)b * 30000 + 5] = x[(size_t)b * 30000 + 5] = bad[b];
+        flag = gflag = 0;
+        ck_assert_int_eq(cpu->grad_unscale(cpu, x, n, 2.0f, &flag), 0);
+        for (size_t i = 0; i < n; i++) gflag |= ew_unscale(&y[i], 2.0f);
+        ck_assert_msg(flag == 1 && gflag == 1, "bad value %d: flags %d (CPU) and %d", b, flag, gflag);
+        for (size_t i = 0; i < n; i++) ck_assert(memcmp(&x[i], &y[i], 4) == 0 || (isnan(x[i]) && isnan(y[i])));
+        x[(size_t)b * 30000 + 5] = y[(size_t)b * 30000 + 5] = 1.0f;
+        for (size_t i = 0; i < n; i++) x[i] *= 0.5f; /* back to the values before */
+    }
+    /* scaling by 0 zeroes even what a skipped step left (a rank without samples zeroes its gradient so) */
+    x[7] = NAN, x[40000] = INFINITY;
+    ck_assert_int_eq(cpu->scale(cpu, x, 0.0f, n), 0);
+    for (size_t i = 0; i < n; i++) ck_assert_msg(x[i] == 0.0f && !signbit(x[i]), "x[%zu] = %g after scale 0", i, x[i]);
+    free(x), free(y);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_twins");
@@ -608,6 +679,8 @@ int main(void)
     tcase_add_test(tc, sparse);
     tcase_add_test(tc, terngrad);
     tcase_add_test(tc, bf16_rounding);
+    tcase_add_test(tc, half_rounding);
+    tcase_add_test(tc, unscale);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

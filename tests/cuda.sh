@@ -18,6 +18,7 @@
 #  - NCCL: a one-rank run over it; two ranks on one GPU refused by --transport nccl, auto says why it
 #    takes mpi; with two GPUs or more, D-Sync, Pipe-SGD and TernGrad over nccl against mpi;
 #  - --precision bf16 (GPUs of compute capability 8.0+): mlp and lenet reach fp32's accuracy;
+#  - --precision fp16: mlp and lenet reach fp32's accuracy, also from a loss scale that overflows;
 #  - --gpu 7 on a machine with fewer GPUs, a batch that cannot fit, --precision bf16 on a GPU older
 #    than 8.0: clear errors, exit 1.
 . "$(dirname "$0")/lib.sh"
@@ -132,6 +133,32 @@ if [ "${cc:-0}" -ge 8 ]; then
         $PYTHON -c "import sys; sys.exit(abs($a - $b) > 0.005)" || bad "--net $net: bf16 accuracy $b, fp32 $a"
     done
 fi
+
+# --precision fp16 on the GPU (tensor cores from compute capability 7.0, dtrain's oldest target): mlp
+# and lenet, one epoch, reach fp32's test accuracy within 0.5 point; the banner says fp16 and its loss
+# scale; from a scale of 1e12 the overflowing steps are skipped (the log counts them) and training
+# still reaches that accuracy
+for net in mlp lenet; do
+    for p in fp32 fp16; do
+        [ $p = fp32 ] && [ -f "$T/$net-fp32.jsonl" ] && continue # the bf16 runs made it
+        [ $net = mlp ] && [ $p = fp32 ] && continue              # the D-Sync run above
+        mpi -np 2 "$DTRAIN" --net $net --dataset fashion-mnist --epochs 1 --seed 3 --threads 2 --progress none \
+            --mode dsync --device cuda --precision $p --log "$T/$net-$p.jsonl" > "$T/out" 2>&1 ||
+            { cat "$T/out"; bad "--net $net --precision $p on the GPU failed"; }
+    done
+    grep -q "fp16 GEMMs and convolutions (loss scale 65536" "$T/out" || { cat "$T/out"; bad "the fp16 banner"; }
+    a=$(acc "$T/$net-fp32.jsonl") b=$(acc "$T/$net-fp16.jsonl")
+    [ $net = mlp ] && a=$(acc "$T/dsync-cuda.jsonl")
+    note "--net $net on the GPU: test accuracy fp32 $a, fp16 $b"
+    $PYTHON -c "import sys; sys.exit(abs($a - $b) > 0.005)" || bad "--net $net: fp16 accuracy $b, fp32 $a"
+done
+mpi -np 2 "$DTRAIN" --net mlp --dataset fashion-mnist --epochs 1 --seed 3 --threads 2 --progress none --mode pipesgd \
+    --device cuda --precision fp16 --fp16-scale 1e12 --log "$T/scaled.jsonl" > "$T/out" 2>&1 ||
+    { cat "$T/out"; bad "fp16 from a scale of 1e12 failed"; }
+s=$(json_last "$T/scaled.jsonl" summary skipped_steps) b=$(acc "$T/scaled.jsonl")
+note "fp16 from a loss scale of 1e12 on the GPU (Pipe-SGD): $s steps skipped, test accuracy $b"
+[ -n "$s" ] && [ "$s" -ge 5 ] || bad "fp16 from a scale of 1e12: $s steps skipped"
+$PYTHON -c "import sys; sys.exit(abs($a - $b) > 0.01)" || bad "fp16 from 1e12: accuracy $b, fp32 $a"
 
 # four ranks on one GPU: D-Sync and Pipe-SGD
 for m in dsync pipesgd; do

@@ -89,7 +89,7 @@ static void step(harness *h, int round)
 {
     size_t n = h->env.arena.n;
     for (size_t i = 0; i < n; i++) h->env.arena.g[i] = grad(me, i, round);
-    dt_iter it = {round, 0, 1.0f};
+    dt_iter it = {round, 0, 1.0f, 0};
     dt_times t = {0};
     if (h->m->end(h->st, &h->env, &it, &t) != 0) {
         fprintf(stderr, "%s: %s\n", h->m->name, dt_errmsg());
@@ -320,7 +320,7 @@ static float csc_scaled_step(dt_comm *c, const char *compress, const char *scale
     setup(&h, c, "csc", o);
     size_t n = h.env.arena.n;
     for (size_t i = 0; i < n; i++) h.env.arena.g[i] = mult * grad(me, i, 0), h.env.arena.w[i] = 0.0f;
-    dt_iter it = {0, 0, 1.0f};
+    dt_iter it = {0, 0, 1.0f, 0};
     dt_times t = {0};
     if (h.m->end(h.st, &h.env, &it, &t) != 0) {
         fprintf(stderr, "csc: %s\n", dt_errmsg());

@@ -44,9 +44,10 @@ def make(net):
 
 
 def main():
-    # MATH: 0 fp32, 1 TF32, bf16: autocast to bfloat16 (TF32 off), as dtrain's --precision bf16
+    # MATH: 0 fp32, 1 TF32, bf16: autocast to bfloat16 (TF32 off), as dtrain's --precision bf16;
+    # fp16: autocast to float16 with GradScaler's dynamic loss scaling (AMP), as --precision fp16
     net, batch, iters, math = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-    tf32, bf16 = math == "1", math == "bf16"
+    tf32, low = math == "1", {"bf16": torch.bfloat16, "fp16": torch.float16}.get(math)
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = True
@@ -57,12 +58,15 @@ def main():
     y = torch.randint(0, classes, (batch,), device="cuda")
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
+    scaler = torch.cuda.amp.GradScaler(enabled=low == torch.float16)
+
     def step():
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast("cuda", dtype=low or torch.bfloat16, enabled=low is not None):
             loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
     for _ in range(10):
         step()
     torch.cuda.synchronize()

@@ -60,7 +60,7 @@ static double mode_encode(dt_comm *c, dt_backend *be, const char *mode, size_t d
     for (int r = 0; r < reps + 1; r++) {
         dt_times t = {0};
         fill(g, d, (uint64_t)r + 1);
-        dt_iter it = {r, 1, 0.01f};
+        dt_iter it = {r, 1, 0.01f, 0};
         if (m->end(st, &env, &it, &t) != 0) {
             fprintf(stderr, "%s: %s\n", mode, dt_errmsg());
             exit(2);

@@ -115,6 +115,11 @@ typedef struct dt_iter {
     long it;    /* global iteration, from 0 */
     int epoch;  /* from 0 */
     float lr;   /* learning rate of this iteration */
+    /* end(): 1 when this iteration's gradient overflowed on some rank (--precision fp16's loss
+     * scaling; the same on every rank): the step is skipped. end() lets what grad_ready started land
+     * and changes nothing: no update, residuals, selections and buffers as they were, nothing of
+     * this gradient left in flight (the train loop counts the skip). */
+    int skip;
 } dt_iter;
 
 /* A named buffer of a mode's state (residuals, momentum-correction buffers, ...): what a

@@ -243,6 +243,12 @@ static int csc_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t
     const float m = env->optim->momentum;
     double t0 = dt_now();
 
+    if (it->skip) { /* overflowed (fp16): what backward sent lands; residuals, selection and scale as they were */
+        if (s->fusion && s->last_job >= 0 && worker_wait(s->worker, s->last_job) != 0) return -1;
+        if (s->fusion) worker_take_times(s->worker, t);
+        layout(s, n); /* nothing corrected or sent yet for the next iteration */
+        return 0;
+    }
     if (correct_upto(s, env, s->n_chunks) != 0) return -1;
     t->encode += dt_now() - t0;
     if (p > 1) {

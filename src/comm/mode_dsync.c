@@ -135,6 +135,12 @@ static int dsync_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times 
 {
     dsync_state *s = state;
     size_t n = env->arena.n;
+    if (it->skip) { /* overflowed (fp16): what backward sent lands, nothing is applied */
+        if (s->fusion && s->last_job >= 0 && worker_wait(s->worker, s->last_job) != 0) return -1;
+        if (s->fusion) worker_take_times(s->worker, t);
+        s->sent = 0;
+        return 0;
+    }
     if (mode_ranks(env) > 1) {
         if (s->fusion) {
             double t0 = dt_now();

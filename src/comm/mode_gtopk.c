@@ -153,6 +153,7 @@ static int gtopk_allreduce(gtopk_state *s, dt_comm *c, size_t k, size_t *ncur, d
 static int gtopk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     gtopk_state *s = state;
+    if (it->skip) return 0; /* overflowed (fp16): residuals as they were */
     size_t n = env->arena.n, k = density_k(density_at(&s->sched, it->epoch), n), ncur = k, nused = 0;
     double s0 = comm_bytes_sent(env->comm), r0 = comm_bytes_recv(env->comm), t0 = dt_now();
 

@@ -134,6 +134,11 @@ static int pipe_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
     pipe_state *s = state;
     int i = (int)(it->it % s->k);
     struct job *j = &s->jobs[i];
+    if (it->skip) { /* overflowed (fp16): this gradient goes nowhere; its slot stays free */
+        s->pending[i] = 0;
+        s->job[i] = -1;
+        return 0;
+    }
     s->pending[i] = 1;
     s->job_it[i] = it->it;
     s->slot_lr[i] = it->lr;

@@ -270,6 +270,7 @@ static int tern_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
     const dt_arena *a = &env->arena;
     int p = mode_ranks(env), me = comm_rank(env->comm), k;
     float *g = env->gh.host;
+    if (it->skip) return 0; /* overflowed (fp16): nothing sent, nothing applied */
     if (s->on_dev) return tern_end_dev(s, env, it, t);
     double t0 = dt_now();
 

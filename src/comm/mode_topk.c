@@ -130,6 +130,7 @@ static int topk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
 {
     topk_state *s = state;
     int p = mode_ranks(env);
+    if (it->skip) return 0; /* overflowed (fp16): residuals as they were */
     double rho, t0 = dt_now(), density = density_at(&s->sched, it->epoch);
     size_t k = k_at(env, density), n_agg;
     rho = (double)k / (double)env->arena.n;

@@ -131,10 +131,13 @@ struct dt_backend {
      * d = g + wd*w; v = m*v + d; d = nesterov ? d + m*v : v; w -= lr*d. v may be NULL if m == 0. */
     int (*sgd_step)(dt_backend *be, float *w, const float *g, float *v, size_t n, float lr, float momentum,
                     float wd, int nesterov);
-    /* x *= a */
+    /* x *= a; a == 0 zeroes x whatever it held (an infinity or NaN of a skipped fp16 step too) */
     int (*scale)(dt_backend *be, float *x, float a, size_t n);
     /* y = beta * y + x */
     int (*add)(dt_backend *be, float *y, const float *x, size_t n, float beta);
+    /* Loss scaling (--precision fp16): g *= a, and *flag (an int32 in the backend's memory) set to 1
+     * if any g[i] is then not finite (left as it is otherwise) */
+    int (*grad_unscale)(dt_backend *be, float *g, size_t n, float a, int32_t *flag);
     /* Gradient codecs (--compress) on the backend's memory, for comm code that keeps gradients there:
      * comm/codec.h's formats, the same bytes as the CPU codecs for the same input and the same floats
      * decoded (subnormals aside: the CPU flushes them). kind: DT_WIRE_*; block: q8's values per scale
@@ -245,7 +248,7 @@ typedef struct dt_backend_opts {
     int tf32;      /* --tf32: a GPU may use TensorFloat-32 in GEMMs and convolutions */
     int exact;     /* --gpu-exact: only convolution algorithms whose sums are as exact as the CPU's */
     long workspace_mb; /* --gpu-workspace: the most a convolution algorithm may use (0: the default) */
-    int precision;     /* --precision: DT_PRECISION_FP32, or a backend's GEMMs and convolutions take bf16 inputs */
+    int precision;     /* --precision: DT_PRECISION_*: what a backend's GEMMs and convolutions take as inputs */
     int channels_last; /* CPU: 1 keeps activations NHWC where it would block them (tests); 0 its own choice */
 } dt_backend_opts;
 
@@ -253,8 +256,9 @@ typedef struct dt_backend_opts {
  * nearest even), products summed in fp32, results fp32; weights, optimizer state, activations
  * between layers, batch norm, softmax and the loss stay fp32 (mixed precision, as autocast). A
  * backend may round a convolution's result to bf16 before writing it in fp32 (cuDNN's bf16
- * convolutions do). */
-enum { DT_PRECISION_FP32 = 0, DT_PRECISION_BF16 = 1 };
+ * convolutions do). fp16: the same with IEEE half inputs, which overflow to infinity beyond 65504:
+ * the train loop scales the loss (dynamic loss scaling, grad_unscale). The CPU backend refuses it. */
+enum { DT_PRECISION_FP32 = 0, DT_PRECISION_BF16 = 1, DT_PRECISION_FP16 = 2 };
 
 /* A backend kind: built in, or a module loaded on first use (dtrain-NAME.so, as Open MPI loads its
  * components), so that a build with CUDA still runs where there is no CUDA. */
@@ -278,7 +282,7 @@ typedef struct dt_backend_desc {
 
 /* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
  * which returns NULL when it was built for another ABI. */
-#define DT_BACKEND_ABI 8
+#define DT_BACKEND_ABI 9
 typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
 
 /* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise
@@ -315,7 +319,8 @@ void backend_destroy(dt_backend *be);
 /* The CPU backend (oneDNN for GEMM and the CNN ops, plain vectorised loops for the rest): the
  * registry's "cpu"; exported for the guarded test backend, which wraps its kernels. */
 int backend_cpu_create(dt_backend **out, int n_threads);
-/* ... with every option of o (n_threads, precision; a CPU without bf16 instructions refuses bf16) */
+/* ... with every option of o (n_threads, precision; a CPU without bf16 instructions refuses bf16,
+ * every CPU fp16) */
 int backend_cpu_create_with(dt_backend **out, const dt_backend_opts *o);
 const char *backend_cpu_describe(void);
 

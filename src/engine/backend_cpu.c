@@ -334,7 +334,43 @@ DT_CLONES static void scale(float *x, float s, size_t n)
 
 static int cpu_scale(dt_backend *be, float *x, float s, size_t n)
 {
+    if (s == 0.0f) {
+        PAR_RANGE(be, n, memset(x + a, 0, (b - a) * sizeof *x));
+        return 0;
+    }
     PAR_RANGE(be, n, scale(x + a, s, b - a));
+    return 0;
+}
+
+/* x *= s; 1 if a result is not finite (|x| all ones in the exponent: inf or NaN, read from the bits so
+ * that no compiler's finite-math assumption drops the test) */
+DT_CLONES static int unscale(float *x, float s, size_t n)
+{
+    uint32_t bad = 0;
+#pragma omp simd reduction(| : bad)
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        x[i] *= s;
+        memcpy(&u, &x[i], sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad != 0;
+}
+
+static int cpu_grad_unscale(dt_backend *be, float *g, size_t n, float a, int32_t *flag)
+{
+    int bad = 0;
+    if (n >= PAR_MIN && be->n_threads > 1) {
+        int nt = be->n_threads;
+#pragma omp parallel for schedule(static) num_threads(nt) reduction(| : bad)
+        for (int t = 0; t < nt; t++) {
+            size_t a0 = n * (size_t)t / (size_t)nt, a1 = n * (size_t)(t + 1) / (size_t)nt;
+            bad |= unscale(g + a0, a, a1 - a0);
+        }
+    } else {
+        bad = unscale(g, a, n);
+    }
+    if (bad) *flag = 1;
     return 0;
 }
 
@@ -355,6 +391,10 @@ int backend_cpu_create(dt_backend **out, int n_threads)
 int backend_cpu_create_with(dt_backend **out, const dt_backend_opts *o)
 {
     int n_threads = o->n_threads;
+    if (o->precision == DT_PRECISION_FP16)
+        return dt_fail("--precision fp16: the CPU backend has no fp16 GEMMs or convolutions (oneDNN 2.6 has none for "
+                       "CPUs), and emulated fp16 would run slower than fp32; fp16 runs on GPUs (--device cuda), bf16 on "
+                       "CPUs with AVX512_BF16 or AMX");
     if (o->precision == DT_PRECISION_BF16 && !cpu_has_bf16())
         return dt_fail("--precision bf16: this CPU (%s) has neither AVX512_BF16 nor AMX, and emulated bf16 "
                        "would run slower than fp32; use --precision fp32",
@@ -393,6 +433,7 @@ int backend_cpu_create_with(dt_backend **out, const dt_backend_opts *o)
     be->softmax_xent_bwd = cpu_softmax_xent_bwd;
     be->sgd_step = cpu_sgd_step;
     be->scale = cpu_scale;
+    be->grad_unscale = cpu_grad_unscale;
     be->add = cpu_add;
     omp_set_num_threads(be->n_threads);
     cpu_flush_denormals();
