@@ -291,29 +291,32 @@ static void *g_conv_plan(dt_backend *be, const dt_conv_cfg *cfg)
     return p;
 }
 
-/* floats of x (in), w and y (out) of a convolution of rows */
-static void conv_sizes(dt_backend *in, const dt_conv_cfg *c, int rows, size_t *nx, size_t *nw, size_t *ny)
+/* fp16: a convolution's x, w and dy (dy NULL: forward) replaced by their roundings to half, in
+ * own[0..2] for the caller to free */
+static int conv_halves(guarded *g, const gconv *p, int rows, const float **x, const float **w, const float **dy,
+                       float **own)
 {
-    *nx = in->act_size(in, c->in_layout, rows, c->c, c->h, c->w);
-    *nw = (size_t)c->o * (size_t)(c->c / c->groups) * (size_t)c->kh * (size_t)c->kw;
-    *ny = in->act_size(in, c->out_layout, rows, c->o, c->oh, c->ow);
+    int rc = 0;
+    own[0] = own[1] = own[2] = NULL;
+    if (!g->fp16) return 0;
+    const dt_conv_cfg *c = &p->cfg;
+    size_t nx = g->in->act_size(g->in, c->in_layout, rows, c->c, c->h, c->w);
+    size_t nw = (size_t)c->o * (size_t)(c->c / c->groups) * (size_t)c->kh * (size_t)c->kw;
+    size_t ny = g->in->act_size(g->in, c->out_layout, rows, c->o, c->oh, c->ow);
+    *x = own[0] = halves(*x, nx, &rc);
+    if (rc == 0) *w = own[1] = halves(*w, nw, &rc);
+    if (rc == 0 && dy) *dy = own[2] = halves(*dy, ny, &rc);
+    return rc;
 }
 
 static int g_conv_fwd(dt_backend *be, void *plan, int rows, const float *x, const float *w, const float *b, float *y)
 {
     gconv *p = plan;
     guarded *g = enter(be);
-    dt_backend *in = g->in;
-    int rc = 0;
-    if (g->fp16) {
-        size_t nx, nw, ny;
-        conv_sizes(in, &p->cfg, rows, &nx, &nw, &ny);
-        float *hx = halves(x, nx, &rc), *hw = rc == 0 ? halves(w, nw, &rc) : NULL;
-        if (rc == 0) rc = in->conv_fwd(in, p->in, rows, hx, hw, b, y);
-        free(hx), free(hw);
-    } else {
-        rc = in->conv_fwd(in, p->in, rows, x, w, b, y);
-    }
+    float *own[3];
+    int rc = conv_halves(g, p, rows, &x, &w, NULL, own);
+    if (rc == 0) rc = g->in->conv_fwd(g->in, p->in, rows, x, w, b, y);
+    free(own[0]), free(own[1]), free(own[2]);
     leave(g);
     return rc;
 }
@@ -323,18 +326,10 @@ static int g_conv_bwd(dt_backend *be, void *plan, int rows, const float *x, cons
 {
     gconv *p = plan;
     guarded *g = enter(be);
-    dt_backend *in = g->in;
-    int rc = 0;
-    if (g->fp16) {
-        size_t nx, nw, ny;
-        conv_sizes(in, &p->cfg, rows, &nx, &nw, &ny);
-        float *hx = halves(x, nx, &rc), *hw = rc == 0 ? halves(w, nw, &rc) : NULL;
-        float *hdy = rc == 0 ? halves(dy, ny, &rc) : NULL;
-        if (rc == 0) rc = in->conv_bwd(in, p->in, rows, hx, hw, hdy, dx, dx_beta, dw, db);
-        free(hx), free(hw), free(hdy);
-    } else {
-        rc = in->conv_bwd(in, p->in, rows, x, w, dy, dx, dx_beta, dw, db);
-    }
+    float *own[3];
+    int rc = conv_halves(g, p, rows, &x, &w, &dy, own);
+    if (rc == 0) rc = g->in->conv_bwd(g->in, p->in, rows, x, w, dy, dx, dx_beta, dw, db);
+    free(own[0]), free(own[1]), free(own[2]);
     leave(g);
     return rc;
 }

@@ -68,7 +68,13 @@ for m in "${modes[@]}"; do
     esac
     n=$((n + 1))
 done
-note "$n modes: a step that overflowed on one rank is skipped on all and changes nothing"
+# and with convolutions (the emulation rounds their operands too)
+lenet=("${common[@]/mlp/lenet}" "${g[@]}")
+DTRAIN_GUARDED_INF_AT=4:0 mpi -np 2 -x DTRAIN_GUARDED_INF_AT "$DTRAIN" "${lenet[@]}" --iters 4 --save "$T/a.st" \
+    > "$T/log" 2>&1 || { cat "$T/log"; fail "lenet: the run with an overflow failed"; }
+mpi -np 2 "$DTRAIN" "${lenet[@]}" --iters 3 --save "$T/b.st" > "$T/log" 2>&1 || { cat "$T/log"; fail "lenet: 3 iterations"; }
+"$STDIFF" "$T/a.st" "$T/b.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "lenet: the skipped step changed the weights"; }
+note "$n modes and lenet: a step that overflowed on one rank is skipped on all and changes nothing"
 
 # the scale's course: halved while it overflows, doubled after a window of good steps
 mpi -np 2 "$DTRAIN" "${common[@]}" "${g[@]}" --fp16-scale 1e12 --iters 40 --log "$T/s.jsonl" > "$T/log" 2>&1 ||
