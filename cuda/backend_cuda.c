@@ -703,8 +703,9 @@ static const dt_backend_desc cuda_desc = {
     .verified = "run on a GPU (one H200, 2026-11-26): every op against the CPU, training equal to the CPU's, every "
                 "mode with 2 ranks on one GPU, checkpoints between devices; only compiled so far: --gpu-exact's "
                 "bit-for-bit repeat, 4 ranks on one GPU, page-locked staging, --precision bf16 and fp16 (GEMMs "
-                "and convolutions on 16-bit operands, fp16's loss scaling), the codecs, the D-Sync and Pipe-SGD rings, Top-k's residuals and "
-                "selection and TernGrad's coding on the GPU, the NCCL transport (--transport nccl)",
+                "and convolutions on 16-bit operands, fp16's loss scaling), the codecs, the D-Sync and Pipe-SGD "
+                "rings, Top-k's residuals and selection and TernGrad's coding on the GPU, the NCCL transport "
+                "(--transport nccl)",
 };
 
 const dt_backend_desc *dtrain_backend_module(int abi);

@@ -250,9 +250,10 @@ static int g_gemm(dt_backend *be, int ta, int tb, int m, int n, int k, float alp
     guarded *g = enter(be);
     dt_backend *in = g->in;
     int rc = 0;
-    if (g->fp16 && k > 0) { /* op(A) is m x k, stored (ta ? k : m) rows of lda */
-        float *ha = halves(a, (size_t)(ta ? k : m) * (size_t)lda, &rc);
-        float *hb = rc == 0 ? halves(b, (size_t)(tb ? n : k) * (size_t)ldb, &rc) : NULL;
+    /* op(A) is m x k, stored in (ta ? k : m) rows of (ta ? m : k) values, lda apart; op(B) likewise */
+    if (g->fp16 && m > 0 && n > 0 && k > 0) {
+        float *ha = halves(a, (size_t)((ta ? k : m) - 1) * (size_t)lda + (size_t)(ta ? m : k), &rc);
+        float *hb = rc == 0 ? halves(b, (size_t)((tb ? n : k) - 1) * (size_t)ldb + (size_t)(tb ? k : n), &rc) : NULL;
         if (rc == 0) rc = in->gemm(in, ta, tb, m, n, k, alpha, ha, lda, hb, ldb, beta, c, ldc);
         free(ha), free(hb);
     } else {
