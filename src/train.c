@@ -153,11 +153,13 @@ static int update_scale(dt_run *r, long it, int skip, dt_times *t)
     }
     t->skipped += 1;
     s->scale *= 0.5, s->good = 0;
-    if (++s->in_row >= 64 && s->scale < 1.0)
+    if (++s->in_row >= 64 && s->scale < 1.0) { /* every rank decides the same: all stop, one message */
+        r->failed_rank = 0;
         return dt_fail("training diverged: %ld steps in a row up to iteration %ld overflowed in fp16, with the loss scale "
                        "down to %g (its values do not fit fp16 however the loss is scaled; try --precision bf16 or "
                        "fp32, or a smaller --lr)",
                        s->in_row, it + 1, s->scale);
+    }
     return 0;
 }
 
