@@ -11,7 +11,7 @@
 #    momentum, each rank's residuals and buffers) equals the checkpoint after 5
 #  - the scale's course: from 1e12 the overflowing steps are skipped and halve it until the gradients
 #    fit (the final scale is 1e12 / 2^skipped); from 1, 20 good steps with a window of 5 make it 16
-#  - overflowing whatever the scale is: an error, exit 1
+#  - overflowing whatever the scale is (on one rank): every rank stops, one message, exit 1
 #  - the scale and its good steps are in checkpoints: a run resumed across a change of scale equals
 #    the straight run; an fp16 checkpoint resumes in fp32
 . "$(dirname "$0")/lib.sh"
@@ -90,10 +90,11 @@ mpi -np 2 "$DTRAIN" "${common[@]}" "${g[@]}" --fp16-scale 1 --fp16-scale-window 
 [ -z "$(json_last "$T/w.jsonl" summary skipped_steps)" ] || fail "steps skipped from a scale of 1"
 note "from 1e12: $skipped steps skipped, scale $scale; from 1 with a window of 5: 16 after 20 steps"
 
-DTRAIN_GUARDED_INF_AT=2+ "$DTRAIN" "${common[@]}" "${g[@]}" --fp16-scale 1 --epochs 20 --iters 100 > "$T/e.out" 2>&1
+DTRAIN_GUARDED_INF_AT=2+:1 mpi -np 2 -x DTRAIN_GUARDED_INF_AT "$DTRAIN" "${common[@]}" "${g[@]}" --fp16-scale 1 \
+    --epochs 20 --iters 100 > "$T/e.out" 2>&1
 rc=$?
-[ $rc = 1 ] && grep -q "64 steps in a row up to iteration 65 overflowed in fp16" "$T/e.out" ||
-    { cat "$T/e.out"; fail "every step overflowing: exit $rc"; }
+[ $rc = 1 ] && [ "$(grep -c "64 steps in a row up to iteration 65 overflowed in fp16" "$T/e.out")" = 1 ] ||
+    { cat "$T/e.out"; fail "every step overflowing on rank 1: exit $rc, expected 1 and one message"; }
 
 # the scale goes into checkpoints: resumed across its changes, the run is the straight one
 r=("${common[@]}" "${g[@]}" --fp16-scale 1e12 --fp16-scale-window 4 --mode topk)
