@@ -533,8 +533,7 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     be->host_memory = 0;
     c->dev = dev;
     c->tf32 = o->tf32;
-    c->lowp_kind = o->precision == DT_PRECISION_BF16 || o->precision == DT_PRECISION_FP16 ? o->precision : 0;
-    c->fp16 = o->precision == DT_PRECISION_FP16;
+    c->precision = o->precision;
     c->exact = o->exact;
     c->workspace_limit = (size_t)(o->workspace_mb > 0 ? o->workspace_mb : 1024) << 20;
     c->verbose = getenv("DTRAIN_CUDA_VERBOSE") != NULL;
@@ -554,7 +553,7 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
         dt_fail("cuDNN: cudnnCreate on GPU %d: %s", dev, cudnnGetErrorString(ds));
         goto out;
     }
-    if (c->lowp_kind == DT_PRECISION_BF16) { /* bf16 tensor operations: Ampere (8.0) and newer; fp16's: 7.0 */
+    if (c->precision == DT_PRECISION_BF16) { /* bf16 tensor operations: Ampere (8.0) and newer; fp16's: 7.0 */
         struct cudaDeviceProp prop;
         if ((e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess) {
             dt_fail("CUDA: cudaGetDeviceProperties of GPU %d: %s", dev, cudaGetErrorString(e));
@@ -572,7 +571,7 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     /* fp32 unless --tf32: results within fp32 tolerances of the CPU's; under bf16 or fp16 every GEMM takes
      * 16-bit operands, whose products are exact in fp32, and the default math sums them on tensor cores */
     cublasSetMathMode(c->blas, c->tf32        ? CUBLAS_TF32_TENSOR_OP_MATH
-                               : c->lowp_kind ? CUBLAS_DEFAULT_MATH
+                               : c->precision ? CUBLAS_DEFAULT_MATH
                                               : CUBLAS_PEDANTIC_MATH);
     be->destroy = cu_destroy;
     be->alloc = cu_alloc;

@@ -29,9 +29,8 @@ typedef struct cuda_impl {
     size_t workspace_limit;   /* --gpu-workspace, bytes: the most a convolution algorithm may use */
     void *workspace;          /* the convolution workspace, grown to the largest chosen algorithm's need */
     size_t workspace_bytes;
-    int lowp_kind;            /* --precision bf16 or fp16 (DT_PRECISION_*): GEMMs and convolutions on 16-bit
-                                 inputs (tensor ops); DT_PRECISION_FP32 (0): fp32 */
-    int fp16;                 /* lowp_kind is fp16 (the kernels' flag) */
+    int precision;            /* --precision (DT_PRECISION_*): bf16 or fp16 (nonzero) run GEMMs and
+                                 convolutions on 16-bit inputs (tensor ops) */
     void *lowp;               /* their operands rounded to 16 bits (and a convolution's 16-bit result) */
     size_t lowp_bytes;
     void *scratch;            /* device scratch of the softmax (per-row loss and correct count) */
@@ -77,9 +76,10 @@ int cuda_scratch(dt_backend *be, size_t bytes);
  * first). */
 int cuda_lowp(dt_backend *be, size_t bytes);
 /* the 16-bit types of cuBLAS and cuDNN for the backend's --precision, and its name */
-#define CUDA_LOWP_TYPE(cu) ((cu)->fp16 ? CUDA_R_16F : CUDA_R_16BF)
-#define CUDNN_LOWP_TYPE(cu) ((cu)->fp16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16)
-#define CUDA_LOWP_NAME(cu) ((cu)->fp16 ? "fp16" : "bf16")
+#define CUDA_FP16(cu) ((cu)->precision == DT_PRECISION_FP16)
+#define CUDA_LOWP_TYPE(cu) (CUDA_FP16(cu) ? CUDA_R_16F : CUDA_R_16BF)
+#define CUDNN_LOWP_TYPE(cu) (CUDA_FP16(cu) ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16)
+#define CUDA_LOWP_NAME(cu) (CUDA_FP16(cu) ? "fp16" : "bf16")
 /* the bytes n 16-bit values take there, rounded up so that the next operand starts 256-byte aligned */
 static inline size_t cuda_lowp_bytes(size_t n) { return (n * 2 + 255) & ~(size_t)255; }
 

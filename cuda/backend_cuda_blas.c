@@ -28,15 +28,15 @@ static int cu_gemm(dt_backend *be, int ta, int tb, int m, int n, int k, float al
         CB(cublasSgeam(cu->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, &beta, c, ldc, &zero, c, ldc, c, ldc), what);
         return 0;
     }
-    if (cu->lowp_kind) {
+    if (cu->precision) {
         /* stored shapes: A is m x k (k x m transposed), B k x n (n x k) */
         size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
         size_t b_at = cuda_lowp_bytes(ar * ac);
         if (cuda_lowp(be, b_at + cuda_lowp_bytes(br * bc)) != 0) return -1;
         uint16_t *a16 = cu->lowp, *b16 = (uint16_t *)((char *)cu->lowp + b_at);
-        if (cuda_launched(cuk_to_lowp(cu->stream, cu->fp16, a, ar, ac, (size_t)lda, a16), "16-bit rounding", "%s",
+        if (cuda_launched(cuk_to_lowp(cu->stream, CUDA_FP16(cu), a, ar, ac, (size_t)lda, a16), "16-bit rounding", "%s",
                           what) != 0 ||
-            cuda_launched(cuk_to_lowp(cu->stream, cu->fp16, b, br, bc, (size_t)ldb, b16), "16-bit rounding", "%s",
+            cuda_launched(cuk_to_lowp(cu->stream, CUDA_FP16(cu), b, br, bc, (size_t)ldb, b16), "16-bit rounding", "%s",
                           what) != 0)
             return -1;
         CB(cublasGemmEx(cu->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b16,

@@ -94,7 +94,7 @@ static void cu_plan_free(dt_backend *be, void *pv)
 /* ---- convolution ------------------------------------------------------------------------------ */
 
 /* what x, w and y of a convolution are stored in */
-static cudnnDataType_t data_type(const cuda_impl *cu) { return cu->lowp_kind ? CUDNN_LOWP_TYPE(cu) : CUDNN_DATA_FLOAT; }
+static cudnnDataType_t data_type(const cuda_impl *cu) { return cu->precision ? CUDNN_LOWP_TYPE(cu) : CUDNN_DATA_FLOAT; }
 
 static void conv_shape(const dt_conv_cfg *c, char *what, size_t n)
 {
@@ -119,7 +119,7 @@ static void *cu_conv_plan(dt_backend *be, const dt_conv_cfg *c)
     cuda_impl *cu = cuda_of(be);
     int g = c->groups > 0 ? c->groups : 1;
     cudnnStatus_t s;
-    cudnnMathType_t math = cu->lowp_kind ? CUDNN_TENSOR_OP_MATH : cu->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    cudnnMathType_t math = cu->precision ? CUDNN_TENSOR_OP_MATH : cu->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
     if (cuda_enter(be) != 0) goto fail;
     if ((s = cudnnCreateTensorDescriptor(&p->x)) || (s = cudnnCreateTensorDescriptor(&p->y)) ||
         (s = cudnnCreateTensorDescriptor(&p->y32)) || (s = cudnnCreateTensorDescriptor(&p->bias)) ||
@@ -279,13 +279,13 @@ static int lowp_layout(dt_backend *be, const dt_conv_cfg *c, int rows, lowp_ops 
 static int round_in(dt_backend *be, const float *v, uint16_t *out, size_t n, const char *what)
 {
     cuda_impl *cu = cuda_of(be);
-    return cuda_launched(cuk_to_lowp(cu->stream, cu->fp16, v, 1, n, n, out), "16-bit rounding", "%s", what);
+    return cuda_launched(cuk_to_lowp(cu->stream, CUDA_FP16(cu), v, 1, n, n, out), "16-bit rounding", "%s", what);
 }
 
 static int widen_out(dt_backend *be, float *y, const uint16_t *v, size_t n, float beta, const char *what)
 {
     cuda_impl *cu = cuda_of(be);
-    return cuda_launched(cuk_from_lowp(cu->stream, cu->fp16, y, v, n, beta), "16-bit widening", "%s", what);
+    return cuda_launched(cuk_from_lowp(cu->stream, CUDA_FP16(cu), y, v, n, beta), "16-bit widening", "%s", what);
 }
 
 static int cu_conv_fwd(dt_backend *be, void *pv, int rows, const float *x, const float *w, const float *b, float *y)
@@ -298,7 +298,7 @@ static int cu_conv_fwd(dt_backend *be, void *pv, int rows, const float *x, const
     conv_algos *a = conv_prepare(be, p, rows);
     if (!a) return -1;
     conv_shape(&p->cfg.conv, what, sizeof what);
-    if (cu->lowp_kind) {
+    if (cu->precision) {
         lowp_ops o;
         if (lowp_layout(be, &p->cfg.conv, rows, &o) != 0 || round_in(be, x, o.x, o.nx, what) != 0 ||
             round_in(be, w, o.w, o.nw, what) != 0)
@@ -351,7 +351,7 @@ static int cu_conv_bwd(dt_backend *be, void *pv, int rows, const float *x, const
     conv_algos *a = conv_prepare(be, p, rows);
     if (!a) return -1;
     conv_shape(&p->cfg.conv, what, sizeof what);
-    if (cu->lowp_kind) {
+    if (cu->precision) {
         if (conv_bwd_lowp(be, p, a, rows, x, w, dy, dx, dx_beta, dw, what) != 0) return -1;
         if (dw && db && p->cfg.conv.bias)
             DN(cudnnConvolutionBackwardBias(cu->dnn, &one, p->y32, dy, &zero, p->bias, db), what);

@@ -16,7 +16,6 @@
  */
 #include "ckpt.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,12 +357,10 @@ static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float
     /* fp16's loss scale: none in a checkpoint written in another precision (the run's own stays) */
     const char *m_scale = st_meta(f, "loss_scale"), *m_good = st_meta(f, "loss_scale_good");
     if (m_scale && m_good) {
-        char *end;
         long good;
-        scale[0] = strtod(m_scale, &end);
-        if (*end || !(scale[0] > 0 && scale[0] < INFINITY) || dt_parse_long(m_good, 0, 1L << 50, "loss_scale_good", &good))
-            return dt_fail("%s: checkpoint metadata: loss_scale '%s' and loss_scale_good '%s' (expected a positive "
-                           "scale and a count)", path, m_scale, m_good);
+        if (dt_parse_double(m_scale, 1e-300, 1e300, "loss_scale", &scale[0]) != 0 ||
+            dt_parse_long(m_good, 0, 1L << 50, "loss_scale_good", &good) != 0)
+            return dt_fail_prefix("%s: checkpoint metadata", path);
         scale[1] = (double)good;
     }
     if (weights_from(net, f, path, w, state, NULL) != 0) return -1;
