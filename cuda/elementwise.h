@@ -348,10 +348,11 @@ DT_HD float ew_velocity(float u, float g, float w, float m, float wd)
 {
     return EW_ADD(EW_ADD(EW_MUL(m, u), g), EW_MUL(wd, w));
 }
-/* a pair applied to x[i]: DT_PAIRS_SET (0) v, DT_PAIRS_ZERO (1) 0, DT_PAIRS_SUB (2) x - a v */
+/* a pair applied to x[i]: DT_PAIRS_SET (0) v, DT_PAIRS_ZERO (1) 0, DT_PAIRS_SUB (2) x - a v,
+ * DT_PAIRS_ADD (3) x + a v */
 DT_HD float ew_pair(float x, float v, int how, float a)
 {
-    return how == 0 ? v : how == 1 ? 0.0f : EW_SUB(x, EW_MUL(a, v));
+    return how == 0 ? v : how == 1 ? 0.0f : how == 2 ? EW_SUB(x, EW_MUL(a, v)) : EW_ADD(x, EW_MUL(a, v));
 }
 /* top-k's sort key: |x| as its bits (larger |x|, larger key) */
 DT_HD uint32_t ew_topk_key(float x) { return ew_bits(x) & 0x7fffffffu; }

@@ -414,7 +414,10 @@ __attribute__((optimize("fp-contract=off"))) static int g_pairs_apply(dt_backend
     guarded *g = enter(be);
     const dt_pair *p = pairs;
     for (size_t j = 0; j < k; j++)
-        x[p[j].i] = how == DT_PAIRS_SET ? p[j].v : how == DT_PAIRS_ZERO ? 0.0f : x[p[j].i] - a * p[j].v;
+        x[p[j].i] = how == DT_PAIRS_SET    ? p[j].v
+                    : how == DT_PAIRS_ZERO ? 0.0f
+                    : how == DT_PAIRS_SUB  ? x[p[j].i] - a * p[j].v
+                                           : x[p[j].i] + a * p[j].v;
     leave(g);
     return 0;
 }

@@ -430,18 +430,21 @@ START_TEST(sparse)
             ck_assert_msg(j == k, "top-%zu of %s values: pair %zu is (%u, %g) on the GPU, (%u, %g) on the CPU", k,
                           which ? "tied" : "random", j, got[j].i, got[j].v, ref[j].i, ref[j].v);
         }
-    /* pairs_apply: the last selection's pairs set, subtracted (x - 0.05 v) and zeroed */
+    /* pairs_apply: the last selection's pairs set, subtracted (x - 0.05 v), zeroed and added (x + 0.05 v) */
     size_t k = 1000;
     ck_assert_int_eq(topk_select(sel, g, n, k, ref), 0);
     OK(gpu->to_device(gpu, dp, ref, k * sizeof *ref));
     float *x = malloc(n * 4), *dx = up(w, n * 4);
     memcpy(x, w, n * 4);
-    for (int how = 0; how < 3; how++) {
+    static const char *what[] = {"pairs set", "pairs zeroed", "pairs subtracted", "pairs added"};
+    for (int how = DT_PAIRS_SET; how <= DT_PAIRS_ADD; how++) {
         for (size_t j = 0; j < k; j++)
-            x[ref[j].i] = how == DT_PAIRS_SET ? ref[j].v : how == DT_PAIRS_ZERO ? 0.0f : x[ref[j].i] - 0.05f * ref[j].v;
+            x[ref[j].i] = how == DT_PAIRS_SET    ? ref[j].v
+                          : how == DT_PAIRS_ZERO ? 0.0f
+                          : how == DT_PAIRS_SUB  ? x[ref[j].i] - 0.05f * ref[j].v
+                                                 : x[ref[j].i] + 0.05f * ref[j].v;
         OK(gpu->pairs_apply(gpu, dx, dp, k, how, 0.05f));
-        expect(dx, x, n, 0.0,
-               how == DT_PAIRS_SET ? "pairs set" : how == DT_PAIRS_ZERO ? "pairs zeroed" : "pairs subtracted");
+        expect(dx, x, n, 0.0, what[how]);
     }
     topk_destroy(sel);
     gpu->free(gpu, dp), gpu->free(gpu, dt), gpu->free(gpu, dx), gpu->free(gpu, dg), gpu->free(gpu, dw);

@@ -484,6 +484,50 @@ START_TEST(sparse)
 }
 END_TEST
 
+/* Top-k over the device's transport: every rank's pairs added in rank order into a zero vector
+ * (pairs_apply's DT_PAIRS_ADD, ew_pair) equal the host's fold (sparse_merge_topk in rank order)
+ * scattered, bit for bit; and w + (-lr v) (memory_update_dense with correction: scale by -lr, then
+ * add) equals ew_pair's w - lr v, where v is zero too */
+START_TEST(pairs_fold)
+{
+    const size_t n = 2000, k = 500;
+    const int p = 5;
+    dt_pair *all = malloc(sizeof *all * k * p), *agg = malloc(sizeof *agg * k * p);
+    dt_pair *out = malloc(sizeof *out * k * p), *tmp = malloc(sizeof *tmp * k * (p + 1));
+    float *dense = calloc(n, 4), *ref = calloc(n, 4), *w = randv(n, 7, -1, 1), *v = randv(n * p, 8, -3, 3);
+    uint32_t *idx = malloc(n * sizeof *idx);
+    for (int r = 0; r < p; r++) { /* k distinct indices of n, sorted: heavy overlap between ranks */
+        for (size_t i = 0; i < n; i++) idx[i] = (uint32_t)i;
+        for (size_t i = 0; i < k; i++) {
+            size_t j = i + (size_t)(rng_hash(r, i) % (n - i));
+            uint32_t x = idx[i];
+            idx[i] = idx[j], idx[j] = x;
+        }
+        for (size_t i = 0; i < k; i++) all[r * k + i] = (dt_pair){idx[i], v[r * n + i] * (i % 7 ? 1.0f : 1e-4f)};
+        qsort(all + r * k, k, sizeof *all, by_index);
+    }
+    size_t n_agg = k;
+    memcpy(agg, all, k * sizeof *agg);
+    for (int r = 1; r < p; r++) {
+        n_agg = sparse_merge_topk(agg, n_agg, all + (size_t)r * k, k, (size_t)-1, out, tmp);
+        memcpy(agg, out, n_agg * sizeof *agg);
+    }
+    for (size_t j = 0; j < n_agg; j++) ref[agg[j].i] = agg[j].v;
+    for (int r = 0; r < p; r++)
+        for (size_t j = 0; j < k; j++) {
+            const dt_pair *q = &all[r * k + j];
+            dense[q->i] = ew_pair(dense[q->i], q->v, DT_PAIRS_ADD, 1.0f);
+        }
+    SAME(ref, dense, n, "the rank-order sum of the pairs");
+    const float lr = 0.05f;
+    float *wt = dup(w, n), *wd = dup(w, n);
+    for (size_t j = 0; j < n_agg; j++) wt[agg[j].i] = ew_pair(wt[agg[j].i], agg[j].v, DT_PAIRS_SUB, lr);
+    for (size_t i = 0; i < n; i++) wd[i] = EW_ADD(wd[i], EW_MUL(-lr, dense[i]));
+    SAME(wt, wd, n, "the dense update w + (-lr v)");
+    free(all), free(agg), free(out), free(tmp), free(dense), free(ref), free(w), free(v), free(idx), free(wt), free(wd);
+}
+END_TEST
+
 /* TernGrad's kernels (backend_cuda_tern.cu) as the host runs their arithmetic: the sums lane by lane
  * and block by block, the ternary values from the coins, the codes, the decoding; against
  * codec_tern.c's tern_stats, tern_ternarize and tern_pack bit for bit */
@@ -677,6 +721,7 @@ int main(void)
     tcase_add_test(tc, shortcut);
     tcase_add_test(tc, codecs);
     tcase_add_test(tc, sparse);
+    tcase_add_test(tc, pairs_fold);
     tcase_add_test(tc, terngrad);
     tcase_add_test(tc, bf16_rounding);
     tcase_add_test(tc, half_rounding);

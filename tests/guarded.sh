@@ -135,10 +135,18 @@ grep -q "packing on cpu-guarded memory: the codes go device to device" "$T/log" 
 same_bytes() { # LOG-MPI LOG-NCCL
     local a b
     a=$(json_last "$1" summary bytes_sent) b=$(json_last "$2" summary bytes_sent)
-    [ -n "$a" ] && [ "$a" = "$b" ] || fail "terngrad's bytes sent: $a over mpi, $b over nccl"
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "bytes sent: $a over mpi, $b over nccl ($1, $2)"
 }
 same_bytes "$T/tc.jsonl" "$T/tg.jsonl"
 nccl --mode terngrad --tern-skip-last -- --mode terngrad --tern-skip-last
+# Top-k: the pairs allgathered device to device and summed there in rank order, the update on the device
+# (with momentum correction: w + (-lr v)); the density warm-up changes k each epoch
+nccl --mode topk --density 0.02 --log "$T/tc.jsonl" -- --mode topk --density 0.02 --log "$T/tg.jsonl"
+grep -q "topk: residuals and selection on cpu-guarded memory: the pairs go device to device and are summed there" \
+    "$T/log" || { cat "$T/log"; fail "topk over nccl does not say that its pairs go device to device"; }
+same_bytes "$T/tc.jsonl" "$T/tg.jsonl"
+nccl --mode topk --density 0.02 --density-warmup 0.25,0.05 --momentum-correction --wd 1e-4 -- --mode topk \
+    --density 0.02 --density-warmup 0.25,0.05 --momentum-correction --wd 1e-4
 if [ "${DT_SANITIZED:-no}" != yes ]; then
     DTRAIN_GUARDED_DEVICES=9 mpi -np 9 "$DTRAIN" "${common[@]}" --iters 4 --batch 90 --device cpu-guarded \
         --transport nccl --mode terngrad --save "$T/nccl9.st" --log "$T/nccl9.jsonl" > "$T/log" 2>&1 ||
@@ -177,6 +185,8 @@ DTRAIN_GUARDED_DEVICES=2 DTRAIN_GUARDED_NO_NET=1 expect_fail 1 "--transport nccl
 switched off" --device cpu-guarded --transport nccl
 expect_fail 2 "--transport nccl moves gradients between GPUs, and this run has --device cpu" --device cpu --transport nccl
 expect_fail 2 "--transport nccl: mode ps sends over MPI only" --device cpu-guarded --transport nccl --mode ps
+expect_fail 2 "--transport nccl and --topk-scope layer exclude each other" --device cpu-guarded --transport nccl \
+    --mode topk --topk-scope layer
 expect_fail 2 "--transport nccl and --allreduce mpi exclude each other" --device cpu-guarded --transport nccl \
     --allreduce mpi
 echo "PASS: $runs mode/codec runs on cpu-guarded (over mpi and nccl) equal cpu bit for bit; checkpoints resumed on it" \

@@ -79,6 +79,15 @@ int memory_select(dt_memory *mem, dt_topk *sel, size_t off, size_t n, size_t k, 
     return be->to_host(be, out, mem->pairs, k * sizeof *out);
 }
 
+int memory_select_keep(dt_memory *mem, size_t n, size_t k, const void **pairs)
+{
+    dt_backend *be = mem->be;
+    if (!be) return dt_fail("internal: memory_select_keep on host memory");
+    if (k > mem->max_pairs) return dt_fail("internal: top-%zu exceeds the memory's %zu pairs", k, mem->max_pairs);
+    *pairs = mem->pairs;
+    return be->topk(be, mem->rh.dev, n, k, mem->pairs);
+}
+
 DT_CLONES static void accumulate_plain(float *restrict r, const float *restrict g, size_t n)
 {
 #pragma omp simd
@@ -139,6 +148,28 @@ int memory_used(dt_memory *mem, const dt_pair *used, size_t k)
         if (mem->u) mem->u[used[j].i] = 0.0f;
     }
     return 0;
+}
+
+int memory_used_keep(dt_memory *mem, size_t k)
+{
+    dt_backend *be = mem->be;
+    if (be->pairs_apply(be, mem->rh.dev, mem->pairs, k, DT_PAIRS_ZERO, 0.0f) != 0) return -1;
+    return mem->u ? be->pairs_apply(be, mem->uh.dev, mem->pairs, k, DT_PAIRS_ZERO, 0.0f) : 0;
+}
+
+/* With correction, w + (-lr v): rounded as memory_update's w - lr v (a negated product rounds to the
+ * negated rounding; 1 y + x is exact before its one rounding, fused or not), and w + -0 = w where
+ * the aggregate is zero. */
+int memory_update_dense(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w, const dt_hostbuf *dense, float lr)
+{
+    dt_backend *be = mem->be;
+    if (mem->u) {
+        if (be->scale(be, dense->dev, -lr, mem->n) != 0 || be->add(be, w->dev, dense->dev, mem->n, 1.0f) != 0)
+            return -1;
+    } else if (optim_step(opt, w->dev, dense->dev, lr, 0, mem->n) != 0) {
+        return -1;
+    }
+    return be->scale(be, dense->dev, 0.0f, mem->n);
 }
 
 /* the same sparse updates where the memory lives on a backend */

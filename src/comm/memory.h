@@ -42,6 +42,9 @@ int memory_create_on(dt_memory **out, dt_backend *be, size_t n, int momentum_cor
  * memory): topk_select with sel on the host, the backend's top-k where the memory lives there. */
 int memory_select(dt_memory *mem, dt_topk *sel, size_t off, size_t n, size_t k, dt_pair *out);
 void memory_destroy(dt_memory *mem);
+/* Where the memory lives on a backend (--transport nccl): the k largest |r| of r[0..n) as pairs
+ * sorted by index, left in the backend's memory at *pairs (mem->pairs, until the next call). */
+int memory_select_keep(dt_memory *mem, size_t n, size_t k, const void **pairs);
 /* Its buffers as state tensors ("residual", and "velocity" with momentum correction), in host
  * memory (copied there from a backend's); after a resume wrote them, memory_restored. */
 int memory_state(dt_memory *mem, dt_state_tensor *out, int max);
@@ -55,11 +58,17 @@ int memory_accumulate(dt_memory *mem, const dt_hostbuf *g, const dt_hostbuf *w);
 double memory_clip(const dt_hostbuf *g, size_t n, double max_norm, int p);
 /* The entries the aggregate used leave the memory: r[i] = 0 (and u[i] = 0). used: host memory. */
 int memory_used(dt_memory *mem, const dt_pair *used, size_t k);
+/* The same for the k pairs memory_select_keep left in the backend's memory. */
+int memory_used_keep(dt_memory *mem, size_t k);
 /* Applies a sparse aggregate (pairs sorted by index, host memory) to the weights (w: the arena's
  * host view). Without correction the optimizer runs on the backend with the dense vector `dense`
  * (an arena-sized buffer, zero except at the pairs, left zero again afterwards: its host view, or
  * its backend memory where the memory lives there). */
 int memory_update(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w, const dt_pair *agg, size_t k,
                   const dt_hostbuf *dense, float lr);
+/* The same where the memory lives on a backend and the aggregate is there already as the dense
+ * vector dense->dev (zero but at the aggregate's indices; all zero again afterwards); the weights
+ * equal memory_update's with the aggregate's pairs bit for bit (signs of zero aside). */
+int memory_update_dense(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w, const dt_hostbuf *dense, float lr);
 
 #endif

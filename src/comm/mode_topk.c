@@ -7,7 +7,12 @@
  * in memory.h and schedule.h.
  * DGC's variants (Lin et al. §3): --topk-scope layer selects floor(density * n_t) (at least 1)
  * entries of each parameter tensor t instead of the arena's k, and --clip-norm X scales each
- * rank's gradient to norm X/sqrt(P) at most before it joins the residual. */
+ * rank's gradient to norm X/sqrt(P) at most before it joins the residual.
+ * Over a device's transport (--transport nccl; residuals and selection on the device) the pairs
+ * never cross to the host: the device's allgather gathers them, and each rank's list, in rank
+ * order, is added into an arena-sized zero vector on the device (pairs_apply's add: within a list
+ * indices are distinct): the same sums as the host's fold, bit for bit, and the update runs on
+ * that vector. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -15,6 +20,7 @@
 #include <string.h>
 
 #include "../util.h"
+#include "devnet.h"
 #include "memory.h"
 #include "mode.h"
 #include "ring.h"
@@ -35,6 +41,8 @@ typedef struct {
     dt_pair *mine, *all, *agg, *tmp, *tmp2;
     dt_hostbuf dense; /* the aggregate as a dense arena-sized vector, for the optimizer */
     dt_times cost; /* the timing model's selection (encode) and merges (decode): topk_calibrate's */
+    void *net;     /* --transport nccl: the device's communicator */
+    void *d_all;   /* and every rank's pairs gathered on the device */
 } topk_state;
 
 static int cmp_range(const void *a, const void *b)
@@ -113,9 +121,13 @@ static int topk_init(void **state, dt_mode_env *env)
              : memory_create(&s->mem, n, env->opts.momentum_correction, env->optim->momentum, env->optim->wd)) != 0 ||
         topk_create(&s->sel, n, s->kmax) != 0 || topk_calibrate(env, &s->cost) != 0)
         return -1;
+    if (env->transport == DT_TRANSPORT_NCCL &&
+        (devnet_open(env->comm, env->be, &s->net) != 0 ||
+         !(s->d_all = env->be->alloc(env->be, sizeof(dt_pair) * s->kmax * (size_t)p))))
+        return -1;
     if (s->mem->be)
-        snprintf(env->note, sizeof env->note, "residuals and selection on %s memory: only pairs cross to the host",
-                 env->be->name);
+        snprintf(env->note, sizeof env->note, "residuals and selection on %s memory: %s", env->be->name,
+                 s->net ? "the pairs go device to device and are summed there" : "only pairs cross to the host");
     s->mine = dt_alloc(sizeof(dt_pair) * s->kmax);
     s->all = dt_alloc(sizeof(dt_pair) * s->kmax * (size_t)p);
     s->agg = dt_alloc(sizeof(dt_pair) * s->kmax * (size_t)p);
@@ -123,6 +135,34 @@ static int topk_init(void **state, dt_mode_env *env)
     s->tmp2 = dt_alloc(sizeof(dt_pair) * s->kmax * (size_t)p);
     if (!s->mine || !s->all || !s->agg || !s->tmp || !s->tmp2) return -1;
     if (hostbuf_alloc(&s->dense, env->be, n) != 0) return -1;
+    return 0;
+}
+
+/* topk_end over the device's transport, after the selection: the k pairs at *mine (device memory)
+ * gathered, summed in rank order into s->dense, the update */
+static int topk_end_net(topk_state *s, dt_mode_env *env, const void *mine, size_t k, const dt_iter *it,
+                        dt_times *t)
+{
+    dt_backend *be = env->be;
+    int p = mode_ranks(env);
+    size_t bytes = k * sizeof(dt_pair);
+    double t0 = dt_now();
+    if (be->net_allgather(be, s->net, mine, bytes, s->d_all) != 0 ||
+        be->net_wait(be, s->net, comm_timeout(env->comm)) != 0)
+        return -1;
+    double t1 = dt_now();
+    t->comm += t1 - t0;
+    t->bytes_sent += (double)(p - 1) * (double)bytes; /* as the host's ring allgather sends them */
+    t->bytes_recv += (double)(p - 1) * (double)bytes;
+    for (int r = 0; r < p; r++)
+        if (be->pairs_apply(be, s->dense.dev, (const char *)s->d_all + (size_t)r * bytes, k, DT_PAIRS_ADD, 1.0f) != 0)
+            return -1;
+    if (be->sync(be) != 0) return -1;
+    double t2 = dt_now();
+    t->decode += t2 - t1;
+    if (memory_used_keep(s->mem, k) != 0 || memory_update_dense(s->mem, env->optim, &env->wh, &s->dense, it->lr) != 0)
+        return -1;
+    t->update += dt_now() - t2;
     return 0;
 }
 
@@ -137,6 +177,13 @@ static int topk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
 
     if (env->opts.clip_norm > 0 && memory_clip(&env->gh, env->arena.n, env->opts.clip_norm, p) < 0) return -1;
     if (memory_accumulate(s->mem, &env->gh, &env->wh) != 0) return -1;
+    if (s->net) {
+        const void *mine;
+        if (memory_select_keep(s->mem, env->arena.n, k, &mine) != 0 || env->be->sync(env->be) != 0) return -1;
+        t->encode += dt_now() - t0;
+        t->density += rho;
+        return topk_end_net(s, env, mine, k, it, t);
+    }
     if (select_top(s, density, env->arena.n, k) != 0) return -1;
     t->encode += dt_now() - t0;
 
@@ -190,6 +237,8 @@ static void topk_finalize(void *state, dt_mode_env *env)
     topk_state *s = state;
     if (!s) return;
     mode_env_release(env);
+    if (s->d_all) env->be->free(env->be, s->d_all);
+    devnet_close(env->be, s->net);
     memory_destroy(s->mem);
     topk_destroy(s->sel);
     free(s->ranges);
@@ -218,6 +267,19 @@ static const dt_optdef topk_flags[] = {
      "topk: the k largest of the whole arena (gTop-k's baseline) or of each parameter tensor (DGC)", NULL},
 };
 
+/* --transport nccl where the residuals and the selection live on the device and it has an allgather;
+ * --topk-scope layer selects per tensor through the host */
+static int topk_device_net(const dt_mode_env *env, char *why, size_t n)
+{
+    if (per_tensor(env)) {
+        snprintf(why, n, "--topk-scope layer selects through the host");
+        return 0;
+    }
+    if (memory_can_run_on(env->arena.be) && env->arena.be->net_allgather) return 1;
+    snprintf(why, n, "the %s backend does not keep top-k's residuals on its memory", env->arena.be->name);
+    return 0;
+}
+
 const dt_mode_desc mode_topk = {
     .name = "topk",
     .help = "Top-k sparsification with residuals; every rank's k largest entries gathered by allgather",
@@ -233,4 +295,5 @@ const dt_mode_desc mode_topk = {
     .state = topk_list_state,
     .restored = topk_restored,
     .finalize = topk_finalize,
+    .device_net = topk_device_net,
 };

@@ -75,7 +75,7 @@ enum { DT_WIRE_T16 = 1, DT_WIRE_FP16 = 2, DT_WIRE_Q8 = 3 };
 /* the bytes of a device communicator's id (net_id) */
 #define DT_NET_ID_BYTES 128
 /* what pairs_apply does at each pair */
-enum { DT_PAIRS_SET = 0, DT_PAIRS_ZERO = 1, DT_PAIRS_SUB = 2 };
+enum { DT_PAIRS_SET = 0, DT_PAIRS_ZERO = 1, DT_PAIRS_SUB = 2, DT_PAIRS_ADD = 3 };
 
 struct dt_backend {
     const char *name;
@@ -151,8 +151,8 @@ struct dt_backend {
      * residual_add: r += g; or with u (momentum correction) v = m u + g + wd w, u = v, r += v (each
      * product and sum rounded on its own, as the CPU's memory.c).
      * topk: the k largest |x[i]| of x[0..n) (ties to the lower index) as pairs sorted by index.
-     * pairs_apply: at each pair's index i, x[i] = v (DT_PAIRS_SET), 0 (DT_PAIRS_ZERO) or
-     * x[i] - a v (DT_PAIRS_SUB); indices distinct. */
+     * pairs_apply: at each pair's index i, x[i] = v (DT_PAIRS_SET), 0 (DT_PAIRS_ZERO), x[i] - a v
+     * (DT_PAIRS_SUB) or x[i] + a v (DT_PAIRS_ADD; ABI 10); indices distinct. */
     int (*residual_add)(dt_backend *be, float *r, float *u, const float *g, const float *w, size_t n, float m,
                         float wd);
     int (*topk)(dt_backend *be, const float *x, size_t n, size_t k, void *pairs);
@@ -282,7 +282,7 @@ typedef struct dt_backend_desc {
 
 /* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
  * which returns NULL when it was built for another ABI. */
-#define DT_BACKEND_ABI 9
+#define DT_BACKEND_ABI 10
 typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
 
 /* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise
