@@ -357,9 +357,6 @@ static int check_combinations(const dt_opts *o)
     for (const char *const *g = (const char *const[]){"fp16-scale", "fp16-scale-window", NULL}; *g; g++)
         if (cli_given(o, *g) && strcmp(o->precision, "fp16") != 0)
             return dt_fail("--%s is for --precision fp16, and this run has --precision %s", *g, o->precision);
-    if (strcmp(o->precision, "fp16") == 0 && strcmp(o->mode, "ps") == 0)
-        return dt_fail("--precision fp16 with --mode ps is not built (its servers would have to skip the updates "
-                       "of overflowed steps); use dsync, pipesgd, topk, gtopk, csc or terngrad");
     if (cli_given(o, "checkpoint-every") && !o->checkpoint)
         return dt_fail("--checkpoint-every needs --checkpoint FILE (where to write them)");
     if (o->resume && o->load)

@@ -126,14 +126,16 @@ static void ready_cb(void *arg, size_t n_ready)
 }
 
 /* --precision fp16, after backward: unscales the rest of the gradient and decides with every rank
- * whether the step is skipped (a gradient or loss that is not finite anywhere) */
+ * whether the step is skipped (a gradient or loss that is not finite anywhere). A rank that does
+ * not compute (a parameter server) takes part at the same point, with nothing to add: it learns
+ * whether to skip the update. */
 static int overflowed(dt_run *r, double loss_sum, int *skip)
 {
     dt_loss_scaler *s = &r->scaler;
     int32_t flag = 0, zero = 0;
-    if (unscale_upto(r, r->env.arena.n) != 0 || s->failed ||
-        r->be->to_host(r->be, &flag, s->flag, sizeof flag) != 0 ||
-        (flag && r->be->to_device(r->be, s->flag, &zero, sizeof zero) != 0))
+    if (r->env.is_worker &&
+        (unscale_upto(r, r->env.arena.n) != 0 || s->failed || r->be->to_host(r->be, &flag, s->flag, sizeof flag) != 0 ||
+         (flag && r->be->to_device(r->be, s->flag, &zero, sizeof zero) != 0)))
         return -1;
     double any = flag || !isfinite(loss_sum);
     if (comm_allreduce_max_f64(r->comm, &any, 1) != 0) return -1;
@@ -198,6 +200,8 @@ static int iteration(dt_run *r, long it, int epoch, float lr, dt_times *t, dt_pa
         t->data += t1 - t0;
         t->forward += t2 - t1;
         t->backward += t3 - t2;
+    } else if (r->scaler.on && overflowed(r, 0.0, &info.skip) != 0) {
+        return -1;
     }
     if (r->mode->end(r->mode_state, env, &info, t) != 0) return -1;
     if (r->scaler.on && update_scale(r, it, info.skip, t) != 0) return -1;

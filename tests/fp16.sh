@@ -3,12 +3,13 @@
 # backend emulates fp16 (the inputs of GEMMs and convolutions rounded to IEEE half, overflowing to
 # infinity) and injects overflows (DTRAIN_GUARDED_INF_AT=N[:RANK]: the N-th training backward pass
 # of that rank gets an infinity in its loss gradient).
-#  - refusals: fp16 on the cpu backend (1); the scaler's flags without fp16, a window of 0, fp16 with
-#    ps (2); the banner names fp16 and the scale
-#  - a skipped step changes nothing: for every mode that runs fp16, 2 ranks with an overflow on rank 1
-#    in the last of 6 iterations end with the weights of 5 iterations (bit for bit), count 1 skipped
-#    step and halve the scale; with a checkpoint after the overflow, every tensor of it (weights,
-#    momentum, each rank's residuals and buffers) equals the checkpoint after 5
+#  - refusals: fp16 on the cpu backend (1); the scaler's flags without fp16, a window of 0 (2); the
+#    banner names fp16 and the scale
+#  - a skipped step changes nothing: for every mode, 2 ranks (ps: 2 workers and a server) with an
+#    overflow on rank 1 in the last of 6 iterations end with the weights of 5 iterations (bit for bit),
+#    count 1 skipped step and halve the scale; with a checkpoint after the overflow, every tensor of it
+#    (weights, momentum, each rank's residuals and buffers) equals the checkpoint after 5; PS's
+#    stale-synchronous variants (whose weights depend on timing) skip and halve too
 #  - the scale's course: from 1e12 the overflowing steps are skipped and halve it until the gradients
 #    fit (the final scale is 1e12 / 2^skipped); from 1, 20 good steps with a window of 5 make it 16
 #  - overflowing whatever the scale is (on one rank): every rank stops, one message, exit 1
@@ -32,7 +33,6 @@ expect_exit() { # CODE TEXT ARGS...
 expect_exit 1 "the CPU backend has no fp16 GEMMs" --device cpu --precision fp16
 expect_exit 2 "is for --precision fp16" --fp16-scale 1024
 expect_exit 2 "fp16-scale-window" "${g[@]}" --fp16-scale-window 0
-expect_exit 2 "fp16 with --mode ps is not built" "${g[@]}" --mode ps
 "$DTRAIN" "${common[@]}" "${g[@]}" --iters 1 > "$T/b.out" 2>&1 || { cat "$T/b.out"; fail "a one-iteration fp16 run failed"; }
 grep -q "fp16 GEMMs and convolutions (loss scale 65536, doubled every 2000 good steps)" "$T/b.out" ||
     { cat "$T/b.out"; fail "the banner does not name fp16 and its scale"; }
@@ -45,28 +45,41 @@ cmp -s "$T/fp32.st" "$T/fp16.st" && fail "fp16 trained the same weights as fp32"
 
 # a skipped step changes nothing, in every mode
 modes=("dsync" "dsync --fusion-bytes 20000 --compress q8" "pipesgd" "pipesgd --pipeline-depth 3"
-       "topk --momentum-correction" "gtopk" "csc --fusion-bytes 20000" "csc --momentum-correction" "terngrad")
+       "topk --momentum-correction" "gtopk" "csc --fusion-bytes 20000" "csc --momentum-correction" "terngrad"
+       "ps --compress q8" "ps --ps-messages range --ps-wait-free")
 # sanitized: the variants that overlap (threads) and one of each other kind
 [ "${DT_SANITIZED:-no}" = yes ] && modes=("dsync --fusion-bytes 20000 --compress q8" "pipesgd --pipeline-depth 3"
-                                        "topk --momentum-correction" "csc --fusion-bytes 20000" "terngrad")
+                                        "topk --momentum-correction" "csc --fusion-bytes 20000" "terngrad"
+                                        "ps --ps-messages range --ps-wait-free")
 n=0
 for m in "${modes[@]}"; do
     args=("${common[@]}" "${g[@]}" --mode $m)
-    DTRAIN_GUARDED_INF_AT=6:1 mpi -np 2 -x DTRAIN_GUARDED_INF_AT "$DTRAIN" "${args[@]}" --iters 6 --save "$T/a.st" \
+    np=2
+    case $m in ps*) np=3 ;; esac # 2 workers, the overflow on the second
+    DTRAIN_GUARDED_INF_AT=6:1 mpi -np $np -x DTRAIN_GUARDED_INF_AT "$DTRAIN" "${args[@]}" --iters 6 --save "$T/a.st" \
         --log "$T/a.jsonl" > "$T/log" 2>&1 || { cat "$T/log"; fail "$m: the run with an overflow failed"; }
-    mpi -np 2 "$DTRAIN" "${args[@]}" --iters 5 --save "$T/b.st" > "$T/log" 2>&1 || { cat "$T/log"; fail "$m: 5 iterations"; }
+    mpi -np $np "$DTRAIN" "${args[@]}" --iters 5 --save "$T/b.st" > "$T/log" 2>&1 || { cat "$T/log"; fail "$m: 5 iterations"; }
     "$STDIFF" "$T/a.st" "$T/b.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "$m: the skipped step changed the weights"; }
     [ "$(json_last "$T/a.jsonl" summary skipped_steps)" = 1 ] || fail "$m: the summary does not count 1 skipped step"
     [ "$(json_last "$T/a.jsonl" summary loss_scale)" = 32768 ] || fail "$m: the scale was not halved"
-    case $m in pipesgd*) ;; *) # the state after the skipped step is the state before it (Pipe-SGD's slots are not)
+    case $m in pipesgd* | ps*) ;; *) # the state after the skipped step is the state before it (Pipe-SGD's slots
+        # are not; ps has no checkpoints)
         rm -f "$T/a.ck" "$T/b.ck"
-        DTRAIN_GUARDED_INF_AT=6:1 mpi -np 2 -x DTRAIN_GUARDED_INF_AT "$DTRAIN" "${args[@]}" --iters 6 \
+        DTRAIN_GUARDED_INF_AT=6:1 mpi -np $np -x DTRAIN_GUARDED_INF_AT "$DTRAIN" "${args[@]}" --iters 6 \
             --checkpoint "$T/a.ck" > "$T/log" 2>&1 || { cat "$T/log"; fail "$m: checkpointed run with an overflow"; }
-        mpi -np 2 "$DTRAIN" "${args[@]}" --iters 5 --checkpoint "$T/b.ck" > "$T/log" 2>&1 || { cat "$T/log"; fail "$m"; }
+        mpi -np $np "$DTRAIN" "${args[@]}" --iters 5 --checkpoint "$T/b.ck" > "$T/log" 2>&1 || { cat "$T/log"; fail "$m"; }
         "$STDIFF" "$T/a.ck" "$T/b.ck" 0 0 > "$T/diff" || { cat "$T/diff"; fail "$m: the skipped step changed the state"; }
         ;;
     esac
     n=$((n + 1))
+done
+# PS's stale-synchronous variants: their weights depend on which version has arrived, so they only have
+# to skip the step and halve the scale
+for m in "--staleness 1" "--ps-apply each --staleness 2"; do
+    DTRAIN_GUARDED_INF_AT=4:0 mpi -np 3 -x DTRAIN_GUARDED_INF_AT "$DTRAIN" "${common[@]}" "${g[@]}" --mode ps $m \
+        --iters 8 --log "$T/a.jsonl" > "$T/log" 2>&1 || { cat "$T/log"; fail "ps $m: the run with an overflow failed"; }
+    [ "$(json_last "$T/a.jsonl" summary skipped_steps)" = 1 ] || fail "ps $m: the summary does not count 1 skipped step"
+    [ "$(json_last "$T/a.jsonl" summary loss_scale)" = 32768 ] || fail "ps $m: the scale was not halved"
 done
 # and with convolutions (the emulation rounds their operands too)
 lenet=("${common[@]/mlp/lenet}" "${g[@]}")

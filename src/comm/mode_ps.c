@@ -52,6 +52,10 @@
  * layer it holds (with uniform placement, all of them); range cuts the placement at layer
  * boundaries, which gives wait-free its layer-by-layer pushes. Packing counts as backward.
  *
+ * --precision fp16: the servers take part in the train loop's collective decision on an overflow
+ * (after the workers' backward) and, where a step is skipped, receive the pushes and drop them: the
+ * weights they send back are those of the step before, the optimizer's state is untouched.
+ *
  * Gradients and weights pass through the arena's host views (env->gh, env->wh): a worker pulls
  * its gradient before packing and pushes the weights it unpacked; a server pushes its summed
  * part before its update and pulls its new weights before sending them.
@@ -545,12 +549,14 @@ static int server_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times
         }
     }
     double t1 = dt_now();
-    unpack(s, s->server, s->acc, env->gh.host);
-    if (stage_part(s, s->server, &env->gh, 1) != 0) return -1;
-    for (int i = 0; i < s->place->n_ranges[s->server]; i++)
-        if (optim_step(env->optim, env->arena.w, env->arena.g, it->lr, s->place->ranges[s->server][i].off,
-                       s->place->ranges[s->server][i].n) != 0)
-            return -1;
+    if (!it->skip) { /* skipped (fp16 overflowed on a worker): the pushes consumed, the weights as they were */
+        unpack(s, s->server, s->acc, env->gh.host);
+        if (stage_part(s, s->server, &env->gh, 1) != 0) return -1;
+        for (int i = 0; i < s->place->n_ranges[s->server]; i++)
+            if (optim_step(env->optim, env->arena.w, env->arena.g, it->lr, s->place->ranges[s->server][i].off,
+                           s->place->ranges[s->server][i].n) != 0)
+                return -1;
+    }
     if (stage_part(s, s->server, &env->wh, 0) != 0) return -1;
     double t2 = dt_now();
     for (int w = 0; w < s->n_workers * c; w++)
@@ -613,8 +619,10 @@ static int ssp_answer(ps_state *s, dt_mode_env *env, int w, long v)
     return 0;
 }
 
-/* Applies the push of worker w that has arrived (iteration clock[w]): one optimizer step. */
-static int ssp_apply(ps_state *s, dt_mode_env *env, int w, float lr, double *td, double *tu)
+/* Applies the push of worker w that has arrived (iteration clock[w]): one optimizer step; none where
+ * the step is skipped (fp16: with the train loop's collective on the overflow every iteration, the
+ * pushes applied in the server's iteration t are all of iteration t, and skip is t's). */
+static int ssp_apply(ps_state *s, dt_mode_env *env, int w, const dt_iter *it, double *td, double *tu)
 {
     int k = s->server, c = s->m_count[k];
     long lead = s->clock[w] - ssp_min_clock(s);
@@ -622,14 +630,22 @@ static int ssp_apply(ps_state *s, dt_mode_env *env, int w, float lr, double *td,
         return dt_fail("internal: ps --ps-apply each: worker %d pushed iteration %ld, %ld ahead of the slowest "
                        "(--staleness %ld)",
                        w, s->clock[w], lead, env->opts.staleness);
+    if (it->skip && s->clock[w] != it->it)
+        return dt_fail("internal: ps --ps-apply each: a push of iteration %ld in the server's skipped iteration %ld",
+                       s->clock[w], it->it);
     double t0 = dt_now();
+    if (it->skip) {
+        s->clock[w]++;
+        s->pending[w] = 1;
+        return 0;
+    }
     for (int j = 0; j < c; j++)
         codec_decode(&env->codec, s->rbuf[w] + s->m_enc[k][j], s->m_n[k][j], s->acc + s->m_off[k][j]);
     double t1 = dt_now();
     unpack(s, k, s->acc, env->gh.host);
     if (stage_part(s, k, &env->gh, 1) != 0) return -1;
     for (int i = 0; i < s->place->n_ranges[k]; i++)
-        if (optim_step(env->optim, env->arena.w, env->arena.g, lr, s->place->ranges[k][i].off,
+        if (optim_step(env->optim, env->arena.w, env->arena.g, it->lr, s->place->ranges[k][i].off,
                        s->place->ranges[k][i].n) != 0)
             return -1;
     if (stage_part(s, k, &env->wh, 0) != 0) return -1;
@@ -658,7 +674,7 @@ static int server_end_each(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_
             }
             if (!arrived) continue;
             s->posted_rx[w] = 0;
-            if (ssp_apply(s, env, w, it->lr, &td, &tu) != 0) return -1;
+            if (ssp_apply(s, env, w, it, &td, &tu) != 0) return -1;
             long slowest = ssp_min_clock(s);
             for (int v = 0; v < s->n_workers; v++)
                 if (s->pending[v] && slowest >= s->clock[v] - env->opts.staleness) {
