@@ -340,6 +340,20 @@ static int cu_pairs_apply(dt_backend *be, float *x, const void *pairs, size_t k,
     return cuda_launched(cuk_pairs_apply(S(be), x, pairs, k, how, a), "sparse update", "%zu pairs", k);
 }
 
+static int cu_pairs_merge(dt_backend *be, const void *a, size_t na, const void *b, size_t nb, size_t k, void *out,
+                          size_t *n_out)
+{
+    ENTER(be);
+    return cuda_launched(cuk_pairs_merge(S(be), a, na, b, nb, k, out, n_out), "gTop-k merge",
+                         "%zu and %zu pairs to %zu", na, nb, k);
+}
+
+static int cu_pairs_zero_common(dt_backend *be, float *x, const void *a, size_t na, const void *b, size_t nb)
+{
+    ENTER(be);
+    return cuda_launched(cuk_pairs_zero_common(S(be), x, a, na, b, nb), "residual reset", "%zu of %zu pairs", na, nb);
+}
+
 /* TernGrad: every range's sums in one pass of launches, then one copy of the results to the host */
 static int cu_tern_stats(dt_backend *be, const float *x, const size_t *off, const size_t *n, int count, double *sum,
                          double *sq, float *mx)
@@ -600,6 +614,8 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     be->residual_add = cu_residual_add;
     be->topk = cu_topk;
     be->pairs_apply = cu_pairs_apply;
+    be->pairs_merge = cu_pairs_merge;
+    be->pairs_zero_common = cu_pairs_zero_common;
     be->tern_stats = cu_tern_stats;
     be->tern_encode = cu_tern_encode;
     be->tern_pack = cu_tern_pack;
@@ -704,7 +720,7 @@ static const dt_backend_desc cuda_desc = {
                 "bit-for-bit repeat, 4 ranks on one GPU, page-locked staging, --precision bf16 and fp16 (GEMMs "
                 "and convolutions on 16-bit operands, fp16's loss scaling), the codecs, the D-Sync and Pipe-SGD "
                 "rings, Top-k's residuals and selection and TernGrad's coding on the GPU, the NCCL transport "
-                "(--transport nccl, Top-k's pairs summed on the GPU included)",
+                "(--transport nccl, Top-k's pairs summed and gTop-k's merged on the GPU included)",
 };
 
 const dt_backend_desc *dtrain_backend_module(int abi);

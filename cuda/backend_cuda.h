@@ -142,10 +142,14 @@ int cuk_bn_bwd(cudaStream_t s, const dt_bn_cfg *c, int rows, const float *x, con
 int cuk_wire_encode(cudaStream_t s, int kind, int block, const float *x, size_t n, void *out);
 int cuk_wire_decode(cudaStream_t s, int kind, int block, const void *in, size_t n, float *x, int add);
 /* backend_cuda_sparse.cu: the sparse modes' residuals, top-k and sparse updates (be->residual_add,
- * topk, pairs_apply) */
+ * topk, pairs_apply) and gTop-k's merge */
 int cuk_residual_add(cudaStream_t s, float *r, float *u, const float *g, const float *w, size_t n, float m, float wd);
 int cuk_topk(cudaStream_t s, const float *x, size_t n, size_t k, void *pairs);
 int cuk_pairs_apply(cudaStream_t s, float *x, const void *pairs, size_t k, int how, float a);
+/* gTop-k (be->pairs_merge, pairs_zero_common); the merge waits for the union's size */
+int cuk_pairs_merge(cudaStream_t s, const void *a, size_t na, const void *b, size_t nb, size_t k, void *out,
+                    size_t *n_out);
+int cuk_pairs_zero_common(cudaStream_t s, float *x, const void *a, size_t na, const void *b, size_t nb);
 /* backend_cuda_tern.cu: TernGrad (be->tern_stats, tern_encode, tern_pack, tern_decode). tern_stats needs
  * 2 cuk_tern_lanes_floats(n) floats of device scratch (lanes); out: sum and sum of squares (device),
  * mx: the largest |x|'s bits, maxed into (zero it first) */

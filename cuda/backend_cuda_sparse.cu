@@ -6,6 +6,12 @@
 // keys |x| (as their bits) with their indices by CUB's radix sort, which is stable: equal keys keep
 // index order, so ties go to the lower index as on the CPU; the k winners are sorted by index
 // again (CUB) and gathered. Compiled -ftz=true, as the CPU flushes subnormals.
+//
+// gTop-k's merge (sparse_merge_topk's twin): the two lists sorted together by index (CUB's stable
+// radix sort: where an index meets, a's entry comes first), a's value + b's where it meets (the
+// CPU's one addition), the union compacted (CUB), and where it holds more than k, the top-k above
+// on the union's values (its positions are in index order, so ties go to the lower index) with
+// the positions mapped back to indices.
 #include <cub/cub.cuh>
 
 #include "backend_cuda.h"
@@ -49,6 +55,50 @@ __global__ void k_pairs_apply(float *x, const cu_pair *p, size_t k, int how, flo
     FOR_EACH(j, k) x[p[j].i] = ew_pair(x[p[j].i], p[j].v, how, a);
 }
 
+__global__ void k_merge_split(uint32_t *key, float *val, const cu_pair *a, size_t na, const cu_pair *b, size_t nb)
+{
+    FOR_EACH(j, na + nb) {
+        cu_pair p = j < na ? a[j] : b[j - na];
+        key[j] = p.i;
+        val[j] = p.v;
+    }
+}
+
+// where an index begins (a head), its value: a's + b's where both hold it
+__global__ void k_merge_heads(uint32_t *flag, float *sum, const uint32_t *key, const float *val, size_t m)
+{
+    FOR_EACH(j, m) {
+        int head = j == 0 || key[j - 1] != key[j];
+        flag[j] = (uint32_t)head;
+        sum[j] = head && j + 1 < m && key[j + 1] == key[j] ? EW_ADD(val[j], val[j + 1]) : val[j];
+    }
+}
+
+__global__ void k_merge_pack(cu_pair *out, const uint32_t *key, const float *val, size_t u)
+{
+    FOR_EACH(j, u) out[j] = cu_pair{key[j], val[j]};
+}
+
+// the top-k's pairs name positions in the union: their indices instead
+__global__ void k_merge_index(cu_pair *out, const cu_pair *top, const uint32_t *key, size_t k)
+{
+    FOR_EACH(j, k) out[j] = cu_pair{key[top[j].i], top[j].v};
+}
+
+__global__ void k_zero_common(float *x, const cu_pair *a, size_t na, const cu_pair *b, size_t nb)
+{
+    FOR_EACH(j, na) {
+        uint32_t i = a[j].i;
+        size_t lo = 0, hi = nb;
+        while (lo < hi) { // the first of b at or after i
+            size_t mid = lo + (hi - lo) / 2;
+            if (b[mid].i < i) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < nb && b[lo].i == i) x[i] = 0.0f;
+    }
+}
+
 extern "C" int cuk_residual_add(cudaStream_t s, float *r, float *u, const float *g, const float *w, size_t n, float m,
                                 float wd)
 {
@@ -56,6 +106,71 @@ extern "C" int cuk_residual_add(cudaStream_t s, float *r, float *u, const float 
     if (u) k_residual_corrected<<<blocks_for(n), THREADS, 0, s>>>(r, u, g, w, n, m, wd);
     else k_residual_plain<<<blocks_for(n), THREADS, 0, s>>>(r, g, n);
     return (int)cudaGetLastError();
+}
+
+extern "C" int cuk_pairs_zero_common(cudaStream_t s, float *x, const void *a, size_t na, const void *b, size_t nb)
+{
+    if (na == 0 || nb == 0) return 0;
+    k_zero_common<<<blocks_for(na), THREADS, 0, s>>>(x, (const cu_pair *)a, na, (const cu_pair *)b, nb);
+    return (int)cudaGetLastError();
+}
+
+// Scratch from the stream-ordered allocator: CUB's storage, then m words each of keys and values in
+// and out, heads' flags, the union's sums, its compacted keys and values, its top-k's pairs (2 k
+// words) and the union's size.
+extern "C" int cuk_pairs_merge(cudaStream_t s, const void *a, size_t na, const void *b, size_t nb, size_t k, void *out,
+                               size_t *n_out)
+{
+    size_t m = na + nb;
+    *n_out = 0;
+    if (m == 0 || k == 0) return 0;
+    if (m > 0x7fffffffu) return (int)cudaErrorInvalidValue;
+    int mi = (int)m, *count = NULL;
+    uint32_t *ukey = NULL, *flag = NULL;
+    float *uval = NULL;
+    size_t t1 = 0, t2 = 0, t3 = 0;
+    cudaError_t e = cub::DeviceRadixSort::SortPairs(NULL, t1, ukey, ukey, uval, uval, mi, 0, 32, s);
+    if (e == cudaSuccess) e = cub::DeviceSelect::Flagged(NULL, t2, ukey, flag, ukey, count, mi, s);
+    if (e == cudaSuccess) e = cub::DeviceSelect::Flagged(NULL, t3, uval, flag, uval, count, mi, s);
+    if (e != cudaSuccess) return (int)e;
+    size_t temp = t1 > t2 ? t1 : t2;
+    temp = ((temp > t3 ? temp : t3) + 255) / 256 * 256;
+    char *base = NULL;
+    if ((e = cudaMallocAsync((void **)&base, temp + (8 * m + 2 * k + 1) * sizeof(uint32_t), s)) != cudaSuccess)
+        return (int)e;
+    void *tmp = base;
+    uint32_t *key_in = (uint32_t *)(base + temp), *key_out = key_in + m;
+    float *val_in = (float *)(key_out + m), *val_out = val_in + m, *sum = val_out + m;
+    flag = (uint32_t *)(sum + m), ukey = flag + m, uval = (float *)(ukey + m);
+    cu_pair *top = (cu_pair *)(uval + m);
+    count = (int *)(top + k);
+    size_t u = 0;
+    k_merge_split<<<blocks_for(m), THREADS, 0, s>>>(key_in, val_in, (const cu_pair *)a, na, (const cu_pair *)b, nb);
+    e = cudaGetLastError();
+    if (e == cudaSuccess) e = cub::DeviceRadixSort::SortPairs(tmp, t1, key_in, key_out, val_in, val_out, mi, 0, 32, s);
+    if (e == cudaSuccess) {
+        k_merge_heads<<<blocks_for(m), THREADS, 0, s>>>(flag, sum, key_out, val_out, m);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess) e = cub::DeviceSelect::Flagged(tmp, t2, key_out, flag, ukey, count, mi, s);
+    if (e == cudaSuccess) e = cub::DeviceSelect::Flagged(tmp, t3, sum, flag, uval, count, mi, s);
+    int ui = 0;
+    if (e == cudaSuccess) e = cudaMemcpyAsync(&ui, count, sizeof ui, cudaMemcpyDeviceToHost, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    u = (size_t)ui;
+    if (e == cudaSuccess && u <= k) {
+        k_merge_pack<<<blocks_for(u), THREADS, 0, s>>>((cu_pair *)out, ukey, uval, u);
+        e = cudaGetLastError();
+    } else if (e == cudaSuccess) {
+        e = (cudaError_t)cuk_topk(s, uval, u, k, top);
+        if (e == cudaSuccess) {
+            k_merge_index<<<blocks_for(k), THREADS, 0, s>>>((cu_pair *)out, top, ukey, k);
+            e = cudaGetLastError();
+        }
+    }
+    cudaError_t f = cudaFreeAsync(base, s);
+    if (e == cudaSuccess && f == cudaSuccess) *n_out = u < k ? u : k;
+    return (int)(e != cudaSuccess ? e : f);
 }
 
 extern "C" int cuk_pairs_apply(cudaStream_t s, float *x, const void *pairs, size_t k, int how, float a)

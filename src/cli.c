@@ -346,7 +346,8 @@ static int check_combinations(const dt_opts *o)
         if (strcmp(o->device, "cpu") == 0)
             return dt_fail("--transport nccl moves gradients between GPUs, and this run has --device cpu");
         if (m && !m->device_net)
-            return dt_fail("--transport nccl: mode %s sends over MPI only (nccl: dsync, pipesgd, topk and terngrad)",
+            return dt_fail("--transport nccl: mode %s sends over MPI only (nccl: dsync, pipesgd, topk, gtopk and "
+                           "terngrad)",
                            m->name);
         if (m && mode_reads(m, "topk-scope") && o->comm.topk_scope && strcmp(o->comm.topk_scope, "layer") == 0)
             return dt_fail("--transport nccl and --topk-scope layer exclude each other (the per-tensor selection "

@@ -422,6 +422,32 @@ __attribute__((optimize("fp-contract=off"))) static int g_pairs_apply(dt_backend
     return 0;
 }
 
+/* gTop-k's merge: sparse.c's on the guarded memory */
+static int g_pairs_merge(dt_backend *be, const void *a, size_t na, const void *b, size_t nb, size_t k, void *out,
+                         size_t *n_out)
+{
+    dt_pair *tmp = malloc((na + nb + 1) * sizeof *tmp);
+    if (!tmp) return dt_fail("out of memory");
+    guarded *g = enter(be);
+    *n_out = sparse_merge_topk(a, na, b, nb, k, out, tmp);
+    leave(g);
+    free(tmp);
+    return 0;
+}
+
+static int g_pairs_zero_common(dt_backend *be, float *x, const void *a, size_t na, const void *b, size_t nb)
+{
+    guarded *g = enter(be);
+    const dt_pair *p = a, *q = b;
+    for (size_t i = 0, j = 0; i < na && j < nb;) {
+        if (p[i].i < q[j].i) i++;
+        else if (q[j].i < p[i].i) j++;
+        else x[p[i++].i] = 0.0f, j++;
+    }
+    leave(g);
+    return 0;
+}
+
 /* TernGrad (a device's run its kernels): codec_tern.c on the guarded memory */
 static int g_tern_stats(dt_backend *be, const float *x, const size_t *off, const size_t *n, int count, double *sum,
                         double *sq, float *mx)
@@ -627,8 +653,8 @@ static int g_net_sendrecv(dt_backend *q, void *p, const void *sbuf, size_t sbyte
     }
     g_out(q, s, sbuf, sbytes);
     __atomic_add_fetch(&net_bytes, (long long)sbytes, __ATOMIC_RELAXED);
-    if (MPI_Sendrecv(s, (int)sbytes, MPI_BYTE, dst, 7, r, (int)rbytes, MPI_BYTE, src, 7, net->comm,
-                     MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+    if (MPI_Sendrecv(s, (int)sbytes, MPI_BYTE, sbytes ? dst : MPI_PROC_NULL, 7, r, (int)rbytes, MPI_BYTE,
+                     rbytes ? src : MPI_PROC_NULL, 7, net->comm, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
         dt_fail("cpu-guarded: MPI_Sendrecv failed");
         goto out;
     }
@@ -817,7 +843,8 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
     WRAP(layout_for), WRAP(act_size), WRAP(conv_plan), WRAP(conv_fwd), WRAP(conv_bwd), WRAP(pool_plan);
     WRAP(pool_fwd), WRAP(pool_bwd), WRAP(bn_plan), WRAP(bn_fwd), WRAP(bn_bwd), WRAP(lrn_plan), WRAP(lrn_fwd);
     WRAP(lrn_bwd), WRAP(plan_free), WRAP(shortcut_fwd), WRAP(shortcut_bwd), WRAP(wire_encode), WRAP(wire_decode);
-    WRAP(residual_add), WRAP(topk), WRAP(pairs_apply), WRAP(tern_stats), WRAP(tern_encode), WRAP(tern_pack);
+    WRAP(residual_add), WRAP(topk), WRAP(pairs_apply), WRAP(pairs_merge), WRAP(pairs_zero_common), WRAP(tern_stats);
+    WRAP(tern_encode), WRAP(tern_pack);
     WRAP(tern_decode), WRAP(tern_sum);
 #undef WRAP
     pthread_mutex_lock(&instances_lock);

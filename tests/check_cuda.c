@@ -452,6 +452,59 @@ START_TEST(sparse)
 }
 END_TEST
 
+/* gTop-k's device ops: pairs_merge equal to sparse_merge_topk (pairs, ties included) where the union
+ * keeps k and where it is smaller than the k asked for, pairs_zero_common equal to the host's
+ * put-back; bit for bit. */
+START_TEST(merge)
+{
+    const size_t n = 100003;
+    const size_t ks[] = {1, 7, 1000, 50000};
+    ck_assert_msg(gpu->pairs_merge && gpu->pairs_zero_common, "the CUDA backend has no gTop-k merge");
+    cpu_flush_denormals();
+    float *x = randv(n, 110, -1, 1), *y = randv(n, 111, -1, 1), *t = tied_floats(n, 112), *u = tied_floats(n, 113);
+    dt_topk *sel;
+    ck_assert_int_eq(topk_create(&sel, n, n), 0);
+    size_t kmax = 50000;
+    dt_pair *a = malloc(kmax * sizeof *a), *b = malloc(kmax * sizeof *b), *ref = malloc(2 * kmax * sizeof *ref);
+    dt_pair *tmp = malloc(2 * kmax * sizeof *tmp), *got = malloc(2 * kmax * sizeof *got);
+    void *da = gpu->alloc(gpu, kmax * sizeof *a), *db = gpu->alloc(gpu, kmax * sizeof *b);
+    void *dout = gpu->alloc(gpu, 2 * kmax * sizeof *ref);
+    for (int which = 0; which < 2; which++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+            for (int wide = 0; wide < 2; wide++) {
+                size_t k = ks[ki], kout = wide ? 2 * k : k, nref, ngot = 0;
+                ck_assert_int_eq(topk_select(sel, which ? t : x, n, k, a), 0);
+                ck_assert_int_eq(topk_select(sel, which ? u : y, n, k, b), 0);
+                nref = sparse_merge_topk(a, k, b, k, kout, ref, tmp);
+                OK(gpu->to_device(gpu, da, a, k * sizeof *a));
+                OK(gpu->to_device(gpu, db, b, k * sizeof *b));
+                OK(gpu->pairs_merge(gpu, da, k, db, k, kout, dout, &ngot));
+                ck_assert_msg(ngot == nref, "merge of 2 x %zu %s pairs to %zu: %zu on the GPU, %zu on the CPU", k,
+                              which ? "tied" : "random", kout, ngot, nref);
+                OK(gpu->to_host(gpu, got, dout, nref * sizeof *got));
+                size_t j = 0;
+                while (j < nref && got[j].i == ref[j].i && memcmp(&got[j].v, &ref[j].v, 4) == 0) j++;
+                ck_assert_msg(j == nref, "merge of 2 x %zu %s pairs to %zu: pair %zu is (%u, %g) on the GPU, (%u, %g) "
+                              "on the CPU", k, which ? "tied" : "random", kout, j, got[j].i, got[j].v, ref[j].i,
+                              ref[j].v);
+                /* the put-back: x zeroed where a's indices are in the merge's result */
+                float *h = malloc(n * 4), *dh = up(x, n * 4);
+                memcpy(h, x, n * 4);
+                for (size_t p = 0, q = 0; p < k && q < nref;)
+                    if (a[p].i < ref[q].i) p++;
+                    else if (ref[q].i < a[p].i) q++;
+                    else h[a[p++].i] = 0.0f, q++;
+                OK(gpu->pairs_zero_common(gpu, dh, da, k, dout, nref));
+                expect(dh, h, n, 0.0, "put-back");
+                gpu->free(gpu, dh);
+                free(h);
+            }
+    topk_destroy(sel);
+    gpu->free(gpu, da), gpu->free(gpu, db), gpu->free(gpu, dout);
+    free(a), free(b), free(ref), free(tmp), free(got), free(x), free(y), free(t), free(u);
+}
+END_TEST
+
 /* TernGrad's ops against codec_tern.c: the sums of several ranges at once, the ternary values, their
  * codes and the decoding, bit for bit */
 START_TEST(terngrad)
@@ -758,6 +811,7 @@ int main(void)
     tcase_add_test(tc, batch_norm);
     tcase_add_test(tc, codecs);
     tcase_add_test(tc, sparse);
+    tcase_add_test(tc, merge);
     tcase_add_test(tc, terngrad);
     tcase_add_test(tc, nccl_one_rank);
     tcase_add_test(tc, memory);

@@ -147,6 +147,21 @@ grep -q "topk: residuals and selection on cpu-guarded memory: the pairs go devic
 same_bytes "$T/tc.jsonl" "$T/tg.jsonl"
 nccl --mode topk --density 0.02 --density-warmup 0.25,0.05 --momentum-correction --wd 1e-4 -- --mode topk \
     --density 0.02 --density-warmup 0.25,0.05 --momentum-correction --wd 1e-4
+# gTop-k: the tree's pairs device to device, merged there (pairs_merge) and put back (pairs_zero_common)
+nccl --mode gtopk --density 0.02 --log "$T/tc.jsonl" -- --mode gtopk --density 0.02 --log "$T/tg.jsonl"
+grep -q "gtopk: residuals and selection on cpu-guarded memory: the pairs go device to device and are merged there" \
+    "$T/log" || { cat "$T/log"; fail "gtopk over nccl does not say that its pairs go device to device"; }
+same_bytes "$T/tc.jsonl" "$T/tg.jsonl"
+nccl --mode gtopk --density 0.02 --density-warmup 0.25,0.05 --momentum-correction --wd 1e-4 -- --mode gtopk \
+    --density 0.02 --density-warmup 0.25,0.05 --momentum-correction --wd 1e-4
+# 3 ranks: the third folds its pairs into rank 0 first, and gets the result last
+for dev in cpu cpu-guarded; do
+    DTRAIN_GUARDED_DEVICES=3 mpi -np 3 "$DTRAIN" "${common[@]}" --iters 6 --batch 30 --device $dev --mode gtopk \
+        --density 0.02 --save "$T/g3-$dev.st" > "$T/log" 2>&1 || { cat "$T/log"; fail "3 ranks of gtopk on $dev failed"; }
+done
+grep -q "^transport nccl" "$T/log" || { cat "$T/log"; fail "3 ranks of gtopk on cpu-guarded: not over nccl"; }
+"$STDIFF" "$T/g3-cpu.st" "$T/g3-cpu-guarded.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "3 ranks of gtopk over nccl differ"; }
+runs=$((runs + 1))
 if [ "${DT_SANITIZED:-no}" != yes ]; then
     DTRAIN_GUARDED_DEVICES=9 mpi -np 9 "$DTRAIN" "${common[@]}" --iters 4 --batch 90 --device cpu-guarded \
         --transport nccl --mode terngrad --save "$T/nccl9.st" --log "$T/nccl9.jsonl" > "$T/log" 2>&1 ||

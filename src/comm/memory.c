@@ -157,6 +157,13 @@ int memory_used_keep(dt_memory *mem, size_t k)
     return mem->u ? be->pairs_apply(be, mem->uh.dev, mem->pairs, k, DT_PAIRS_ZERO, 0.0f) : 0;
 }
 
+int memory_survived_keep(dt_memory *mem, size_t k, const void *agg, size_t n_agg)
+{
+    dt_backend *be = mem->be;
+    if (be->pairs_zero_common(be, mem->rh.dev, mem->pairs, k, agg, n_agg) != 0) return -1;
+    return mem->u ? be->pairs_zero_common(be, mem->uh.dev, mem->pairs, k, agg, n_agg) : 0;
+}
+
 /* With correction, w + (-lr v): rounded as memory_update's w - lr v (a negated product rounds to the
  * negated rounding; 1 y + x is exact before its one rounding, fused or not), and w + -0 = w where
  * the aggregate is zero. */
@@ -172,17 +179,23 @@ int memory_update_dense(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w, cons
     return be->scale(be, dense->dev, 0.0f, mem->n);
 }
 
-/* the same sparse updates where the memory lives on a backend */
+/* the same sparse updates where the memory lives on a backend, the pairs in its memory */
+int memory_update_keep(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w, const void *agg, size_t k,
+                       const dt_hostbuf *dense, float lr)
+{
+    dt_backend *be = mem->be;
+    if (mem->u) return be->pairs_apply(be, w->dev, agg, k, DT_PAIRS_SUB, lr);
+    if (be->pairs_apply(be, dense->dev, agg, k, DT_PAIRS_SET, 0.0f) != 0 ||
+        optim_step(opt, w->dev, dense->dev, lr, 0, mem->n) != 0)
+        return -1;
+    return be->pairs_apply(be, dense->dev, agg, k, DT_PAIRS_ZERO, 0.0f);
+}
+
 static int update_on(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w, const dt_pair *agg, size_t k,
                      const dt_hostbuf *dense, float lr)
 {
-    dt_backend *be = mem->be;
     if (pairs_in(mem, agg, k) != 0) return -1;
-    if (mem->u) return be->pairs_apply(be, w->dev, mem->pairs, k, DT_PAIRS_SUB, lr);
-    if (be->pairs_apply(be, dense->dev, mem->pairs, k, DT_PAIRS_SET, 0.0f) != 0 ||
-        optim_step(opt, w->dev, dense->dev, lr, 0, mem->n) != 0)
-        return -1;
-    return be->pairs_apply(be, dense->dev, mem->pairs, k, DT_PAIRS_ZERO, 0.0f);
+    return memory_update_keep(mem, opt, w, mem->pairs, k, dense, lr);
 }
 
 /* w - lr v rounded twice, as on a GPU (ew_pair) */

@@ -60,6 +60,9 @@ double memory_clip(const dt_hostbuf *g, size_t n, double max_norm, int p);
 int memory_used(dt_memory *mem, const dt_pair *used, size_t k);
 /* The same for the k pairs memory_select_keep left in the backend's memory. */
 int memory_used_keep(dt_memory *mem, size_t k);
+/* gTop-k's put-back on a backend: of the k pairs memory_select_keep left, those whose index the
+ * aggregate agg (n_agg pairs sorted by index, the backend's memory) holds leave the memory. */
+int memory_survived_keep(dt_memory *mem, size_t k, const void *agg, size_t n_agg);
 /* Applies a sparse aggregate (pairs sorted by index, host memory) to the weights (w: the arena's
  * host view). Without correction the optimizer runs on the backend with the dense vector `dense`
  * (an arena-sized buffer, zero except at the pairs, left zero again afterwards: its host view, or
@@ -70,5 +73,8 @@ int memory_update(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w, const dt_p
  * vector dense->dev (zero but at the aggregate's indices; all zero again afterwards); the weights
  * equal memory_update's with the aggregate's pairs bit for bit (signs of zero aside). */
 int memory_update_dense(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w, const dt_hostbuf *dense, float lr);
+/* memory_update where the memory lives on a backend and the aggregate's pairs are in its memory. */
+int memory_update_keep(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w, const void *agg, size_t k,
+                       const dt_hostbuf *dense, float lr);
 
 #endif

@@ -10,6 +10,10 @@
  * that did not survive (I \ J) stay in its residual ("put back", Alg. 4 line 10), so
  * sent + residual = accumulated gradient, exactly.
  * Bytes per rank: at most k pairs per round it takes part in, 2 k log2(P) words for rank 0.
+ * Over a device's transport (--transport nccl; residuals and selection on the device) the pairs
+ * never cross to the host: the tree's sends and receives go device to device and the device merges
+ * (pairs_merge: sparse_merge_topk's result) and puts back (pairs_zero_common). Every message is
+ * k pairs: a merge of k distinct indices with k more keeps k.
  */
 #include <math.h>
 #include <stddef.h>
@@ -18,6 +22,7 @@
 #include <string.h>
 
 #include "../util.h"
+#include "devnet.h"
 #include "memory.h"
 #include "mode.h"
 #include "schedule.h"
@@ -34,6 +39,8 @@ typedef struct {
     dt_pair *mine, *cur, *in, *tmp, *used;
     dt_hostbuf dense; /* the aggregate as a dense arena-sized vector, for the optimizer */
     dt_times cost; /* the timing model's selection (encode) and merges (decode): gtopk_calibrate's */
+    void *net;     /* --transport nccl: the device's communicator */
+    void *d_cur, *d_in, *d_out; /* and kmax pairs each on the device: the running result, a received list, a merge's */
 } gtopk_state;
 
 /* the timing model's costs at the target density: the selection of k over the arena and log2(P)
@@ -64,9 +71,16 @@ static int gtopk_init(void **state, dt_mode_env *env)
              : memory_create(&s->mem, n, env->opts.momentum_correction, env->optim->momentum, env->optim->wd)) != 0 ||
         topk_create(&s->sel, n, s->kmax) != 0 || gtopk_calibrate(env, &s->cost) != 0)
         return -1;
+    if (env->transport == DT_TRANSPORT_NCCL) {
+        dt_backend *be = env->be;
+        size_t bytes = sizeof(dt_pair) * s->kmax;
+        if (devnet_open(env->comm, be, &s->net) != 0 || !(s->d_cur = be->alloc(be, bytes)) ||
+            !(s->d_in = be->alloc(be, bytes)) || !(s->d_out = be->alloc(be, bytes)))
+            return -1;
+    }
     if (s->mem->be)
-        snprintf(env->note, sizeof env->note, "residuals and selection on %s memory: only pairs cross to the host",
-                 env->be->name);
+        snprintf(env->note, sizeof env->note, "residuals and selection on %s memory: %s", env->be->name,
+                 s->net ? "the pairs go device to device and are merged there" : "only pairs cross to the host");
     s->mine = dt_alloc(sizeof(dt_pair) * s->kmax);
     s->cur = dt_alloc(sizeof(dt_pair) * s->kmax);
     s->in = dt_alloc(sizeof(dt_pair) * s->kmax);
@@ -150,6 +164,98 @@ static int gtopk_allreduce(gtopk_state *s, dt_comm *c, size_t k, size_t *ncur, d
     return 0;
 }
 
+/* ---- over the device's transport: gtopk_allreduce's tree on device memory ---- */
+
+static int net_send(gtopk_state *s, dt_mode_env *env, const void *buf, size_t bytes, int dst, dt_times *t)
+{
+    dt_backend *be = env->be;
+    double t0 = dt_now();
+    if (be->net_sendrecv(be, s->net, buf, bytes, dst, NULL, 0, 0) != 0 ||
+        be->net_wait(be, s->net, comm_timeout(env->comm)) != 0)
+        return -1;
+    t->comm += dt_now() - t0;
+    t->bytes_sent += (double)bytes;
+    return 0;
+}
+
+static int net_recv(gtopk_state *s, dt_mode_env *env, void *buf, size_t bytes, int src, dt_times *t)
+{
+    dt_backend *be = env->be;
+    double t0 = dt_now();
+    if (be->net_sendrecv(be, s->net, NULL, 0, 0, buf, bytes, src) != 0 ||
+        be->net_wait(be, s->net, comm_timeout(env->comm)) != 0)
+        return -1;
+    t->comm += dt_now() - t0;
+    t->bytes_recv += (double)bytes;
+    return 0;
+}
+
+/* receives k pairs from src and merges them into d_cur */
+static int net_recv_merge(gtopk_state *s, dt_mode_env *env, int src, size_t k, dt_times *t)
+{
+    dt_backend *be = env->be;
+    size_t got;
+    if (net_recv(s, env, s->d_in, k * sizeof(dt_pair), src, t) != 0) return -1;
+    double t0 = dt_now();
+    if (be->pairs_merge(be, s->d_cur, k, s->d_in, k, k, s->d_out, &got) != 0) return -1;
+    if (got != k) return dt_fail("internal: gtopk: a merge of %zu and %zu pairs kept %zu", k, k, got);
+    void *x = s->d_cur;
+    s->d_cur = s->d_out, s->d_out = x;
+    t->decode += dt_now() - t0;
+    return 0;
+}
+
+/* gtopk_allreduce on device memory: on return every rank holds the global top-k in d_cur */
+static int gtopk_allreduce_net(gtopk_state *s, dt_mode_env *env, size_t k, dt_times *t)
+{
+    int p = comm_size(env->comm), me = comm_rank(env->comm), p2 = largest_pow2(p);
+    size_t bytes = k * sizeof(dt_pair);
+    if (me >= p2) {
+        if (net_send(s, env, s->d_cur, bytes, me - p2, t) != 0) return -1;
+    } else {
+        if (me + p2 < p && net_recv_merge(s, env, me + p2, k, t) != 0) return -1;
+        for (int step = 1; step < p2; step *= 2) {
+            if (me % (2 * step) == 0) {
+                if (net_recv_merge(s, env, me + step, k, t) != 0) return -1;
+            } else {
+                if (net_send(s, env, s->d_cur, bytes, me - step, t) != 0) return -1;
+                break;
+            }
+        }
+    }
+    if (me < p2) {
+        int mask = 1;
+        while (mask < p2) {
+            if (me & mask) {
+                if (net_recv(s, env, s->d_cur, bytes, me - mask, t) != 0) return -1;
+                break;
+            }
+            mask <<= 1;
+        }
+        for (mask >>= 1; mask > 0; mask >>= 1)
+            if (me + mask < p2 && net_send(s, env, s->d_cur, bytes, me + mask, t) != 0) return -1;
+        if (me + p2 < p && net_send(s, env, s->d_cur, bytes, me + p2, t) != 0) return -1;
+    } else if (net_recv(s, env, s->d_cur, bytes, me - p2, t) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* gtopk_end over the device's transport, after the selection (k pairs at mine, device memory) */
+static int gtopk_end_net(gtopk_state *s, dt_mode_env *env, const void *mine, size_t k, const dt_iter *it,
+                         dt_times *t)
+{
+    dt_backend *be = env->be;
+    if (be->copy(be, s->d_cur, mine, k * sizeof(dt_pair)) != 0) return -1;
+    if (mode_ranks(env) > 1 && gtopk_allreduce_net(s, env, k, t) != 0) return -1;
+    double t1 = dt_now(); /* what survived of what this rank sent leaves the residual; the rest stays */
+    if (memory_survived_keep(s->mem, k, s->d_cur, k) != 0 ||
+        memory_update_keep(s->mem, env->optim, &env->wh, s->d_cur, k, &s->dense, it->lr) != 0)
+        return -1;
+    t->update += dt_now() - t1;
+    return 0;
+}
+
 static int gtopk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     gtopk_state *s = state;
@@ -159,6 +265,13 @@ static int gtopk_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times 
 
     if (env->opts.clip_norm > 0 && memory_clip(&env->gh, n, env->opts.clip_norm, mode_ranks(env)) < 0) return -1;
     if (memory_accumulate(s->mem, &env->gh, &env->wh) != 0) return -1;
+    if (s->net) {
+        const void *mine;
+        if (memory_select_keep(s->mem, n, k, &mine) != 0 || env->be->sync(env->be) != 0) return -1;
+        t->encode += dt_now() - t0;
+        t->density += (double)k / (double)n;
+        return gtopk_end_net(s, env, mine, k, it, t);
+    }
     if (memory_select(s->mem, s->sel, 0, n, k, s->mine) != 0) return -1;
     memcpy(s->cur, s->mine, k * sizeof(dt_pair));
     t->encode += dt_now() - t0;
@@ -214,6 +327,9 @@ static void gtopk_finalize(void *state, dt_mode_env *env)
     gtopk_state *s = state;
     if (!s) return;
     mode_env_release(env);
+    for (void **d = (void *[]){s->d_cur, s->d_in, s->d_out}, **e = d + 3; d < e; d++)
+        if (*d) env->be->free(env->be, *d);
+    devnet_close(env->be, s->net);
     memory_destroy(s->mem);
     topk_destroy(s->sel);
     dt_free(s->mine);
@@ -223,6 +339,15 @@ static void gtopk_finalize(void *state, dt_mode_env *env)
     dt_free(s->tmp);
     hostbuf_free(&s->dense);
     free(s);
+}
+
+/* --transport nccl where the residuals and the selection live on the device and it merges there */
+static int gtopk_device_net(const dt_mode_env *env, char *why, size_t n)
+{
+    const dt_backend *be = env->arena.be;
+    if (memory_can_run_on(be) && be->net_sendrecv && be->pairs_merge && be->pairs_zero_common) return 1;
+    snprintf(why, n, "the %s backend does not keep gTop-k's residuals and merges on its memory", be->name);
+    return 0;
 }
 
 static void gtopk_describe(const dt_mode_env *env, char *buf, size_t n)
@@ -245,4 +370,5 @@ const dt_mode_desc mode_gtopk = {
     .state = gtopk_list_state,
     .restored = gtopk_restored,
     .finalize = gtopk_finalize,
+    .device_net = gtopk_device_net,
 };

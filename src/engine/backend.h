@@ -152,11 +152,19 @@ struct dt_backend {
      * product and sum rounded on its own, as the CPU's memory.c).
      * topk: the k largest |x[i]| of x[0..n) (ties to the lower index) as pairs sorted by index.
      * pairs_apply: at each pair's index i, x[i] = v (DT_PAIRS_SET), 0 (DT_PAIRS_ZERO), x[i] - a v
-     * (DT_PAIRS_SUB) or x[i] + a v (DT_PAIRS_ADD; ABI 10); indices distinct. */
+     * (DT_PAIRS_SUB) or x[i] + a v (DT_PAIRS_ADD; ABI 10); indices distinct.
+     * pairs_merge (ABI 10; gTop-k over the device's transport): comm/sparse.h's sparse_merge_topk on
+     * the backend's memory: a and b (sorted by index) summed where indices meet (a's value + b's),
+     * the k largest |v| of that union (ties to the lower index) sorted by index into out (which may
+     * not overlap a or b); *n_out (host) = min(k, |union|) (it waits for it).
+     * pairs_zero_common (ABI 10): x[i] = 0 for each index i of a that b (sorted by index) holds too. */
     int (*residual_add)(dt_backend *be, float *r, float *u, const float *g, const float *w, size_t n, float m,
                         float wd);
     int (*topk)(dt_backend *be, const float *x, size_t n, size_t k, void *pairs);
     int (*pairs_apply)(dt_backend *be, float *x, const void *pairs, size_t k, int how, float a);
+    int (*pairs_merge)(dt_backend *be, const void *a, size_t na, const void *b, size_t nb, size_t k, void *out,
+                       size_t *n_out);
+    int (*pairs_zero_common)(dt_backend *be, float *x, const void *a, size_t na, const void *b, size_t nb);
     /* TernGrad (comm/codec_tern.h) on the backend's memory, for comm code that keeps gradients there;
      * NULL where the backend has none. tern_stats: for each of count ranges [off[k], off[k] + n[k]) of
      * x, the sum and sum of squares of its values in codec_tern.c's one order and its largest |value|,
@@ -182,7 +190,8 @@ struct dt_backend {
      * net_available: 1 and the library's name and version in why ("NCCL 2.28.3"), or 0 and why not.
      * net_id: a new communicator's id (DT_NET_ID_BYTES), made on one rank and handed to every rank by
      * the caller; net_create joins it as rank of nranks (collective: every rank calls it at once).
-     * net_sendrecv (one ring step: the send to dst and the receive from src together) and
+     * net_sendrecv (one ring step: the send to dst and the receive from src together; a side of 0
+     * bytes is left out, its rank ignored) and
      * net_allreduce (sum of n floats in place; net_allreduce_i8: of n int8 values, which the caller
      * keeps from overflowing), net_allgather (every rank's bytes into rbuf, in rank order) are called
      * through a queue (be, or a queue_create'd
