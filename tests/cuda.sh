@@ -16,7 +16,8 @@
 #  - a checkpoint written on the GPU resumes on the CPU, and the reverse; --gpu-exact runs repeat
 #    bit for bit;
 #  - NCCL: a one-rank run over it; two ranks on one GPU refused by --transport nccl, auto says why it
-#    takes mpi; with two GPUs or more, D-Sync, Pipe-SGD and TernGrad over nccl against mpi;
+#    takes mpi; Top-k and gTop-k on one rank over nccl equal mpi; with two GPUs or more, D-Sync,
+#    Pipe-SGD, TernGrad, Top-k and gTop-k over nccl against mpi;
 #  - --precision bf16 (GPUs of compute capability 8.0+): mlp and lenet reach fp32's accuracy;
 #  - --precision fp16: mlp and lenet reach fp32's accuracy, also from a loss scale that overflows;
 #  - --gpu 7 on a machine with fewer GPUs, a batch that cannot fit, --precision bf16 on a GPU older
@@ -180,6 +181,15 @@ if grep -q "with the NCCL transport" <("$DTRAIN" --version 2>&1; "$DTRAIN" --lis
     F=(--net mlp --dataset fashion-mnist --seed 3 --threads 2 --progress none)
     "$DTRAIN" "${F[@]}" --iters 20 --device cuda --transport nccl --compress q8 > "$T/out" 2>&1 &&
         grep -q "^transport nccl (NCCL 2\." "$T/out" || { cat "$T/out"; bad "one rank over nccl"; }
+    # Top-k and gTop-k on one rank over nccl: the pairs summed (pairs_apply's add) and put back on the
+    # GPU; with --gpu-exact the weights equal those over mpi (the host's sums) bit for bit
+    for m in topk gtopk; do
+        for tr in mpi nccl; do
+            "$DTRAIN" "${F[@]}" --iters 30 --device cuda --gpu-exact --transport $tr --mode $m --density 0.01 \
+                --momentum-correction --save "$T/sp-$tr.st" > "$T/out" 2>&1 || { cat "$T/out"; bad "$m over $tr"; }
+        done
+        "$STDIFF" "$T/sp-mpi.st" "$T/sp-nccl.st" 0 0 > "$T/diff" || { cat "$T/diff"; bad "$m: nccl differs from mpi"; }
+    done
     mpi -np 2 "$DTRAIN" "${F[@]}" --iters 2 --device cuda --gpu 0 --transport nccl > "$T/out" 2>&1
     rc=$?
     [ $rc = 1 ] && grep -q "ranks 0 and 1 share one device (GPU-" "$T/out" ||
@@ -189,7 +199,7 @@ if grep -q "with the NCCL transport" <("$DTRAIN" --version 2>&1; "$DTRAIN" --lis
         { cat "$T/out"; bad "two ranks on one GPU, --transport auto: no mpi and why"; }
     if [ "$(grep -c '^  GPU ' "$T/devices")" -ge 2 ]; then
         for args in "dsync" "dsync --compress q8" "dsync --fusion-bytes 65536" "pipesgd --compress fp16" \
-            "terngrad"; do
+            "terngrad" "topk --density 0.01" "gtopk --density 0.01"; do
             for tr in mpi nccl; do
                 mpi -np 2 "$DTRAIN" "${F[@]}" --epochs 1 --mode $args --device cuda --transport $tr \
                     --log "$T/tr-$tr.jsonl" > "$T/out" 2>&1 || { cat "$T/out"; bad "--mode $args --transport $tr failed"; }
