@@ -720,7 +720,7 @@ static const dt_backend_desc cuda_desc = {
                 "bit-for-bit repeat, 4 ranks on one GPU, page-locked staging, --precision bf16 and fp16 (GEMMs "
                 "and convolutions on 16-bit operands, fp16's loss scaling), the codecs, the D-Sync and Pipe-SGD "
                 "rings, Top-k's residuals and selection and TernGrad's coding on the GPU, the NCCL transport "
-                "(--transport nccl, Top-k's pairs summed and gTop-k's merged on the GPU included)",
+                "(--transport nccl; PS-Sync's pushes summed, Top-k's pairs summed and gTop-k's merged on the GPU included)",
 };
 
 const dt_backend_desc *dtrain_backend_module(int abi);

@@ -155,7 +155,7 @@ static const dt_optdef table[] = {
 #if DT_NCCL_BUILT
     {"Communication", "transport", OPT_CHOICE, "mpi|nccl|auto", OFF(transport), 0, 0, "mpi|nccl|auto", "auto", 0, 0,
      "how gradients on a GPU travel: mpi (staged through the host), nccl (GPU to GPU; a GPU per rank; dsync, "
-     "pipesgd, topk, gtopk, terngrad), auto (nccl where it can, else mpi, saying why)", NULL},
+     "ps, pipesgd, topk, gtopk, terngrad), auto (nccl where it can, else mpi, saying why)", NULL},
 #endif
     {"Communication", "comm-timeout", OPT_DOUBLE, "S", OFF(comm_timeout), 0, 1e7, NULL, "300", OPT_LOCAL | OPT_AGREE,
      0, "end the job when a rank waits more than S seconds for another (0: wait forever)", NULL},
@@ -346,9 +346,13 @@ static int check_combinations(const dt_opts *o)
         if (strcmp(o->device, "cpu") == 0)
             return dt_fail("--transport nccl moves gradients between GPUs, and this run has --device cpu");
         if (m && !m->device_net)
-            return dt_fail("--transport nccl: mode %s sends over MPI only (nccl: dsync, pipesgd, topk, gtopk and "
-                           "terngrad)",
+            return dt_fail("--transport nccl: mode %s sends over MPI only (nccl: dsync, ps, pipesgd, topk, gtopk "
+                           "and terngrad)",
                            m->name);
+        if (m && strcmp(m->name, "ps") == 0 && mode_ps_not_on_device(&o->comm))
+            return dt_fail("--transport nccl: ps with %s sends over MPI only (over nccl: bulk-synchronous, a message "
+                           "per server and direction)",
+                           mode_ps_not_on_device(&o->comm));
         if (m && mode_reads(m, "topk-scope") && o->comm.topk_scope && strcmp(o->comm.topk_scope, "layer") == 0)
             return dt_fail("--transport nccl and --topk-scope layer exclude each other (the per-tensor selection "
                            "goes through the host)");

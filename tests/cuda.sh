@@ -17,7 +17,7 @@
 #    bit for bit;
 #  - NCCL: a one-rank run over it; two ranks on one GPU refused by --transport nccl, auto says why it
 #    takes mpi; Top-k and gTop-k on one rank over nccl equal mpi; with two GPUs or more, D-Sync,
-#    Pipe-SGD, TernGrad, Top-k and gTop-k over nccl against mpi;
+#    PS-Sync (a worker and a server), Pipe-SGD, TernGrad, Top-k and gTop-k over nccl against mpi;
 #  - --precision bf16 (GPUs of compute capability 8.0+): mlp and lenet reach fp32's accuracy;
 #  - --precision fp16: mlp and lenet reach fp32's accuracy, also from a loss scale that overflows;
 #  - --gpu 7 on a machine with fewer GPUs, a batch that cannot fit, --precision bf16 on a GPU older
@@ -199,7 +199,7 @@ if grep -q "with the NCCL transport" <("$DTRAIN" --version 2>&1; "$DTRAIN" --lis
         { cat "$T/out"; bad "two ranks on one GPU, --transport auto: no mpi and why"; }
     if [ "$(grep -c '^  GPU ' "$T/devices")" -ge 2 ]; then
         for args in "dsync" "dsync --compress q8" "dsync --fusion-bytes 65536" "pipesgd --compress fp16" \
-            "terngrad" "topk --density 0.01" "gtopk --density 0.01"; do
+            "terngrad" "topk --density 0.01" "gtopk --density 0.01" "ps --compress q8"; do
             for tr in mpi nccl; do
                 mpi -np 2 "$DTRAIN" "${F[@]}" --epochs 1 --mode $args --device cuda --transport $tr \
                     --log "$T/tr-$tr.jsonl" > "$T/out" 2>&1 || { cat "$T/out"; bad "--mode $args --transport $tr failed"; }

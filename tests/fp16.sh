@@ -46,19 +46,21 @@ cmp -s "$T/fp32.st" "$T/fp16.st" && fail "fp16 trained the same weights as fp32"
 # a skipped step changes nothing, in every mode
 modes=("dsync" "dsync --fusion-bytes 20000 --compress q8" "pipesgd" "pipesgd --pipeline-depth 3"
        "topk --momentum-correction" "gtopk" "csc --fusion-bytes 20000" "csc --momentum-correction" "terngrad"
-       "ps --compress q8" "ps --ps-messages range --ps-wait-free")
+       "ps --compress q8" "ps --ps-messages range --ps-wait-free" "ps --transport nccl --compress q8")
 # sanitized: the variants that overlap (threads) and one of each other kind
 [ "${DT_SANITIZED:-no}" = yes ] && modes=("dsync --fusion-bytes 20000 --compress q8" "pipesgd --pipeline-depth 3"
                                         "topk --momentum-correction" "csc --fusion-bytes 20000" "terngrad"
-                                        "ps --ps-messages range --ps-wait-free")
+                                        "ps --ps-messages range --ps-wait-free" "ps --transport nccl")
 n=0
 for m in "${modes[@]}"; do
     args=("${common[@]}" "${g[@]}" --mode $m)
-    np=2
-    case $m in ps*) np=3 ;; esac # 2 workers, the overflow on the second
-    DTRAIN_GUARDED_INF_AT=6:1 mpi -np $np -x DTRAIN_GUARDED_INF_AT "$DTRAIN" "${args[@]}" --iters 6 --save "$T/a.st" \
-        --log "$T/a.jsonl" > "$T/log" 2>&1 || { cat "$T/log"; fail "$m: the run with an overflow failed"; }
-    mpi -np $np "$DTRAIN" "${args[@]}" --iters 5 --save "$T/b.st" > "$T/log" 2>&1 || { cat "$T/log"; fail "$m: 5 iterations"; }
+    np=2 devs=1
+    case $m in ps*) np=3 devs=3 ;; esac # 2 workers, the overflow on the second; a device each (for nccl)
+    DTRAIN_GUARDED_DEVICES=$devs DTRAIN_GUARDED_INF_AT=6:1 mpi -np $np -x DTRAIN_GUARDED_INF_AT \
+        -x DTRAIN_GUARDED_DEVICES "$DTRAIN" "${args[@]}" --iters 6 --save "$T/a.st" --log "$T/a.jsonl" > "$T/log" 2>&1 ||
+        { cat "$T/log"; fail "$m: the run with an overflow failed"; }
+    DTRAIN_GUARDED_DEVICES=$devs mpi -np $np -x DTRAIN_GUARDED_DEVICES "$DTRAIN" "${args[@]}" --iters 5 \
+        --save "$T/b.st" > "$T/log" 2>&1 || { cat "$T/log"; fail "$m: 5 iterations"; }
     "$STDIFF" "$T/a.st" "$T/b.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "$m: the skipped step changed the weights"; }
     [ "$(json_last "$T/a.jsonl" summary skipped_steps)" = 1 ] || fail "$m: the summary does not count 1 skipped step"
     [ "$(json_last "$T/a.jsonl" summary loss_scale)" = 32768 ] || fail "$m: the scale was not halved"

@@ -162,6 +162,19 @@ done
 grep -q "^transport nccl" "$T/log" || { cat "$T/log"; fail "3 ranks of gtopk on cpu-guarded: not over nccl"; }
 "$STDIFF" "$T/g3-cpu.st" "$T/g3-cpu-guarded.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "3 ranks of gtopk over nccl differ"; }
 runs=$((runs + 1))
+# PS-Sync: pushes encoded on the device, summed there in worker order, weights sent back, device to
+# device; 2 workers and 2 servers too
+nccl --mode ps --compress q8 -- --mode ps --compress q8
+grep -q "ps: pushes, sums and weights on cpu-guarded memory: device to device" "$T/log" ||
+    { cat "$T/log"; fail "ps over nccl does not say that its pushes go device to device"; }
+nccl --mode ps -- --mode ps
+for dev in cpu cpu-guarded; do
+    DTRAIN_GUARDED_DEVICES=4 mpi -np 4 "$DTRAIN" "${common[@]}" --iters 6 --device $dev --mode ps --ps-servers 2 \
+        --compress t16 --save "$T/p4-$dev.st" > "$T/log" 2>&1 || { cat "$T/log"; fail "4 ranks of ps on $dev failed"; }
+done
+grep -q "^transport nccl" "$T/log" || { cat "$T/log"; fail "2 workers and 2 servers on cpu-guarded: not over nccl"; }
+"$STDIFF" "$T/p4-cpu.st" "$T/p4-cpu-guarded.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "4 ranks of ps over nccl differ"; }
+runs=$((runs + 1))
 if [ "${DT_SANITIZED:-no}" != yes ]; then
     DTRAIN_GUARDED_DEVICES=9 mpi -np 9 "$DTRAIN" "${common[@]}" --iters 4 --batch 90 --device cpu-guarded \
         --transport nccl --mode terngrad --save "$T/nccl9.st" --log "$T/nccl9.jsonl" > "$T/log" 2>&1 ||
@@ -175,9 +188,12 @@ fi
 # auto takes nccl where every rank has a device and the mode sends over it, else mpi and why
 mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode pipesgd --compress q8 > "$T/log" 2>&1 &&
     grep -q "^transport nccl" "$T/log" || { cat "$T/log"; fail "--transport auto with a device per rank is not nccl"; }
-mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode ps > "$T/log" 2>&1 &&
-    grep -q "^transport mpi (auto: not nccl: mode ps sends over MPI only" "$T/log" ||
-    { cat "$T/log"; fail "--transport auto with mode ps does not say why mpi"; }
+mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode csc > "$T/log" 2>&1 &&
+    grep -q "^transport mpi (auto: not nccl: mode csc sends over MPI only" "$T/log" ||
+    { cat "$T/log"; fail "--transport auto with mode csc does not say why mpi"; }
+mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode ps --staleness 1 > "$T/log" 2>&1 &&
+    grep -q "^transport mpi (auto: not nccl: ps with --staleness above 0 .* sends over MPI only" "$T/log" ||
+    { cat "$T/log"; fail "--transport auto with ps --staleness 1 does not say why mpi"; }
 # a checkpoint written over nccl resumes over mpi on the cpu (and the transport may change on resume)
 run cpu "$T/straight.st" --mode pipesgd --compress q8
 run cpu-guarded "$T/first.st" --mode pipesgd --compress q8 --epochs 1 --checkpoint "$T/run.ckpt" --transport nccl
@@ -199,7 +215,9 @@ mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 > "$T/log" 2>&
 DTRAIN_GUARDED_DEVICES=2 DTRAIN_GUARDED_NO_NET=1 expect_fail 1 "--transport nccl: the guarded backend's transport is \
 switched off" --device cpu-guarded --transport nccl
 expect_fail 2 "--transport nccl moves gradients between GPUs, and this run has --device cpu" --device cpu --transport nccl
-expect_fail 2 "--transport nccl: mode ps sends over MPI only" --device cpu-guarded --transport nccl --mode ps
+expect_fail 2 "--transport nccl: mode csc sends over MPI only" --device cpu-guarded --transport nccl --mode csc
+expect_fail 2 "--transport nccl: ps with --ps-wait-free sends over MPI only" --device cpu-guarded --transport nccl \
+    --mode ps --ps-wait-free
 expect_fail 2 "--transport nccl and --topk-scope layer exclude each other" --device cpu-guarded --transport nccl \
     --mode topk --topk-scope layer
 expect_fail 2 "--transport nccl and --allreduce mpi exclude each other" --device cpu-guarded --transport nccl \

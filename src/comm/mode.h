@@ -198,6 +198,8 @@ int mode_push(const dt_hostbuf *h, size_t off, size_t n, double *seconds);
 /* device_net for modes whose exchange is the ring (dsync, pipesgd): 1 where the ring can run on the
  * arena's backend memory with env's codec. */
 int mode_ring_device_net(const dt_mode_env *env, char *why, size_t n);
+/* ps's options that keep it off the device's transport (why, for the CLI's usage error), or NULL */
+const char *mode_ps_not_on_device(const dt_comm_opts *o);
 /* Fills env's roles with m->roles, or makes every rank a worker. */
 int mode_roles(const dt_mode_desc *m, dt_mode_env *env);
 /* 1 if the mode reads flag NAME (e.g. "staleness"); shared flags (compress, model-*) read by all. */

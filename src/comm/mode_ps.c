@@ -56,6 +56,13 @@
  * (after the workers' backward) and, where a step is skipped, receive the pushes and drop them: the
  * weights they send back are those of the step before, the optimizer's state is untouched.
  *
+ * Over a device's transport (--transport nccl; bulk-synchronous, one message per server and
+ * direction, pushes after backward) nothing crosses to the host: a worker packs and encodes each
+ * server's part on the device and sends it; the server receives every worker's, adds them in
+ * worker order on the device (the codec's decode-add: the same sums), updates and sends its part's
+ * weights to each worker, which receives them at once. The weights equal the host path's bit for
+ * bit; no receipts travel (NCCL orders the transfers).
+ *
  * Gradients and weights pass through the arena's host views (env->gh, env->wh): a worker pulls
  * its gradient before packing and pushes the weights it unpacked; a server pushes its summed
  * part before its update and pulls its new weights before sending them.
@@ -66,8 +73,10 @@
 #include <string.h>
 
 #include "../util.h"
+#include "devnet.h"
 #include "mode.h"
 #include "placement.h"
+#include "ring.h"
 #include "worker.h"
 
 #define TAG_BASE 1000
@@ -127,10 +136,18 @@ typedef struct {
     float **send;          /* [slot]: packed weights */
     int **send_req;        /* [slot][worker] */
     double sent0, recv0;
+    /* --transport nccl: the device's communicator and buffers in its memory */
+    void *net;
+    int kind;              /* the codec on the device (ring_wire_kind) */
+    float *d_part;         /* worker: a server's part of the gradient, packed; server: the workers' sum */
+    void **d_msg;          /* worker: per server, its encoded push; server: per worker, the push received */
+    float **d_w;           /* worker: per server, the weights received; server: [0] its weights packed */
 } ps_state;
 
 static int server_rank(const ps_state *s, int k) { return s->n_workers + k; }
 static int server_send_in_turn(ps_state *s, dt_mode_env *env, dt_times *t);
+static int net_open(ps_state *s, dt_mode_env *env);
+static void net_close(ps_state *s, dt_mode_env *env);
 
 static void pack(const ps_state *s, int k, const float *arena, float *out)
 {
@@ -287,6 +304,10 @@ static int ps_init(void **state, dt_mode_env *env)
     }
     s->sent0 = comm_bytes_sent(env->comm);
     s->recv0 = comm_bytes_recv(env->comm);
+    if (env->transport == DT_TRANSPORT_NCCL && net_open(s, env) != 0) return -1;
+    if (s->net)
+        snprintf(env->note, sizeof env->note, "pushes, sums and weights on %s memory: device to device",
+                 env->be->name);
     return 0;
 }
 
@@ -381,10 +402,125 @@ static int server_begin(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_tim
     return server_send_in_turn(s, env, t);
 }
 
+/* ---- --transport nccl: bulk-synchronous on the device's memory ---------------------------------- */
+
+static int net_open(ps_state *s, dt_mode_env *env)
+{
+    dt_backend *be = env->be;
+    size_t most = 0;
+    int n_msg = env->is_worker ? s->n_servers : s->n_workers, n_w = env->is_worker ? s->n_servers : 1;
+    for (int k = 0; k < s->n_servers; k++) most = DT_MAX(most, s->place->total[k]);
+    s->kind = ring_wire_kind(&env->codec);
+    if (devnet_open(env->comm, be, &s->net) != 0) return -1;
+    s->d_msg = calloc((size_t)n_msg, sizeof *s->d_msg);
+    s->d_w = calloc((size_t)n_w, sizeof *s->d_w);
+    if (!s->d_msg || !s->d_w) return dt_fail("out of memory");
+    if (!(s->d_part = be->alloc(be, DT_MAX(most, 1) * sizeof(float)))) return -1;
+    for (int q = 0; q < n_msg; q++)
+        if (!(s->d_msg[q] = be->alloc(be, s->enc_total[env->is_worker ? q : s->server] + 1))) return -1;
+    for (int k = 0; k < n_w; k++)
+        if (!(s->d_w[k] = be->alloc(be, DT_MAX(s->place->total[env->is_worker ? k : s->server], 1) * sizeof(float))))
+            return -1;
+    return 0;
+}
+
+static void net_close(ps_state *s, dt_mode_env *env)
+{
+    dt_backend *be = env->be;
+    int n_msg = env->is_worker ? s->n_servers : s->n_workers, n_w = env->is_worker ? s->n_servers : 1;
+    for (int q = 0; s->d_msg && q < n_msg; q++)
+        if (s->d_msg[q]) be->free(be, s->d_msg[q]);
+    for (int k = 0; s->d_w && k < n_w; k++)
+        if (s->d_w[k]) be->free(be, s->d_w[k]);
+    if (s->d_part) be->free(be, s->d_part);
+    free(s->d_msg), free(s->d_w);
+    devnet_close(be, s->net);
+}
+
+/* server k's ranges of an arena in the device's memory, packed into out, or back from in */
+static int net_pack(const ps_state *s, dt_backend *be, int k, const float *arena, float *out, int back)
+{
+    for (int i = 0; i < s->place->n_ranges[k]; i++) {
+        const dt_range *r = &s->place->ranges[k][i];
+        if (be->copy(be, back ? (void *)(arena + r->off) : out, back ? out : arena + r->off, r->n * sizeof(float)) != 0)
+            return -1;
+        out += r->n;
+    }
+    return 0;
+}
+
+/* one transfer to (send) or from rank `peer`, done when it returns */
+static int net_move(ps_state *s, dt_mode_env *env, void *buf, size_t bytes, int peer, int send, dt_times *t)
+{
+    dt_backend *be = env->be;
+    double t0 = dt_now();
+    if (be->net_sendrecv(be, s->net, send ? buf : NULL, send ? bytes : 0, peer, send ? NULL : buf, send ? 0 : bytes,
+                         peer) != 0 ||
+        be->net_wait(be, s->net, comm_timeout(env->comm)) != 0)
+        return -1;
+    t->comm += dt_now() - t0;
+    *(send ? &t->bytes_sent : &t->bytes_recv) += (double)bytes;
+    return 0;
+}
+
+static int net_worker_end(ps_state *s, dt_mode_env *env, dt_times *t)
+{
+    dt_backend *be = env->be;
+    for (int k = 0; k < s->n_servers; k++) {
+        double t0 = dt_now();
+        size_t n = s->place->total[k];
+        if (net_pack(s, be, k, env->arena.g, s->d_part, 0) != 0 ||
+            (s->kind ? be->wire_encode(be, s->kind, env->codec.block, s->d_part, n, s->d_msg[k])
+                     : be->copy(be, s->d_msg[k], s->d_part, n * sizeof(float))) != 0 ||
+            be->sync(be) != 0)
+            return -1;
+        t->encode += dt_now() - t0;
+        if (net_move(s, env, s->d_msg[k], s->enc_total[k], server_rank(s, k), 1, t) != 0) return -1;
+    }
+    for (int k = 0; k < s->n_servers; k++) {
+        if (net_move(s, env, s->d_w[k], s->place->total[k] * sizeof(float), server_rank(s, k), 0, t) != 0) return -1;
+        double t0 = dt_now();
+        if (net_pack(s, be, k, env->arena.w, s->d_w[k], 1) != 0) return -1;
+        t->update += dt_now() - t0;
+    }
+    return 0;
+}
+
+static int net_server_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times *t)
+{
+    dt_backend *be = env->be;
+    int k = s->server;
+    size_t n = s->place->total[k];
+    for (int w = 0; w < s->n_workers; w++)
+        if (net_move(s, env, s->d_msg[w], s->enc_total[k], w, 0, t) != 0) return -1;
+    double t0 = dt_now();
+    if (be->scale(be, s->d_part, 0.0f, n) != 0) return -1;
+    for (int w = 0; w < s->n_workers; w++) /* in worker order: the same sum as the host's */
+        if ((s->kind ? be->wire_decode(be, s->kind, env->codec.block, s->d_msg[w], n, s->d_part, 1)
+                     : be->add(be, s->d_part, s->d_msg[w], n, 1.0f)) != 0)
+            return -1;
+    if (be->sync(be) != 0) return -1;
+    double t1 = dt_now();
+    t->decode += t1 - t0;
+    if (!it->skip) { /* skipped (fp16 overflowed on a worker): the pushes dropped, the weights as they were */
+        if (net_pack(s, be, k, env->arena.g, s->d_part, 1) != 0) return -1;
+        for (int i = 0; i < s->place->n_ranges[k]; i++)
+            if (optim_step(env->optim, env->arena.w, env->arena.g, it->lr, s->place->ranges[k][i].off,
+                           s->place->ranges[k][i].n) != 0)
+                return -1;
+    }
+    if (net_pack(s, be, k, env->arena.w, s->d_w[0], 0) != 0 || be->sync(be) != 0) return -1;
+    t->update += dt_now() - t1;
+    for (int w = 0; w < s->n_workers; w++)
+        if (net_move(s, env, s->d_w[0], n * sizeof(float), w, 1, t) != 0) return -1;
+    return 0;
+}
+
 static int ps_begin(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     ps_state *s = state;
     int taken;
+    if (s->net) return 0; /* the weights came at the end of the last iteration */
     if (!env->is_worker) return server_begin(s, env, it, t);
     s->cur_it = it->it;
     memset(s->early, 0, (size_t)s->m_total);
@@ -724,6 +860,7 @@ static int worker_flush_each(ps_state *s, dt_mode_env *env)
 static int ps_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     ps_state *s = state;
+    if (s->net) return env->is_worker ? net_worker_end(s, env, t) : net_server_end(s, env, it, t);
     if (!env->is_worker && s->each) return server_end_each(s, env, it, t);
     return env->is_worker ? worker_end(s, env, it, t) : server_end(s, env, it, t);
 }
@@ -733,6 +870,7 @@ static int ps_flush(void *state, dt_mode_env *env, float lr, dt_times *t)
     ps_state *s = state;
     int taken;
     (void)lr;
+    if (s->net) return 0; /* every iteration ended with the new weights in place */
     double t0 = dt_now();
     if (env->is_worker) {
         while (s->latest < s->posted)
@@ -786,6 +924,7 @@ static void ps_finalize(void *state, dt_mode_env *env)
     ps_state *s = state;
     if (!s) return;
     worker_destroy(s->thread); /* its last pushes go before the buffers do */
+    if (s->net || s->d_msg) net_close(s, env);
     mode_env_release(env);
     if (env->is_worker && s->enc) {
         for (int sl = 0; sl < s->slots; sl++) {
@@ -834,6 +973,32 @@ static void ps_finalize(void *state, dt_mode_env *env)
     if (s->cc) comm_free(s->cc);
     placement_destroy(s->place);
     free(s);
+}
+
+/* what keeps ps off the device's transport, or NULL: it runs bulk-synchronous with one message per
+ * server and direction, pushed after backward (MPI's tags and receipts carry the rest) */
+const char *mode_ps_not_on_device(const dt_comm_opts *o)
+{
+    if (o->staleness > 0) return "--staleness above 0 (a worker takes whichever weights have arrived)";
+    if (o->ps_apply && strcmp(o->ps_apply, "each") == 0) return "--ps-apply each (a step per push as it arrives)";
+    if (o->ps_messages && strcmp(o->ps_messages, "range") == 0) return "--ps-messages range";
+    if (o->ps_wait_free) return "--ps-wait-free";
+    return NULL;
+}
+
+static int ps_device_net(const dt_mode_env *env, char *why, size_t n)
+{
+    const char *no = mode_ps_not_on_device(&env->opts);
+    if (no) {
+        snprintf(why, n, "ps with %s sends over MPI only", no);
+        return 0;
+    }
+    if (!env->arena.be->net_sendrecv || !ring_can_run_on(env->arena.be, &env->codec)) {
+        snprintf(why, n, "the %s backend does not run codec %s on its memory", env->arena.be->name,
+                 env->codec.desc->name);
+        return 0;
+    }
+    return 1;
 }
 
 static void ps_describe(const dt_mode_env *env, char *buf, size_t n)
@@ -886,4 +1051,5 @@ const dt_mode_desc mode_ps = {
     .predict = ps_predict,
     .finalize = ps_finalize,
     .no_checkpoint = "servers keep their part of the weights and updates in flight between iterations",
+    .device_net = ps_device_net,
 };

@@ -26,15 +26,14 @@ static size_t seg_cap(dt_codec codec, size_t max_n, int p)
     return codec_bytes(&codec, max_n / (size_t)p + 1);
 }
 
-/* the backend's code for a codec (0: none, -1: none it runs) */
-static int wire_kind(const dt_codec *codec)
+int ring_wire_kind(const dt_codec *codec)
 {
     return codec->desc->lossless ? 0 : codec->desc->wire ? codec->desc->wire : -1;
 }
 
 int ring_can_run_on(const dt_backend *be, const dt_codec *codec)
 {
-    int kind = wire_kind(codec);
+    int kind = ring_wire_kind(codec);
     return be && !be->host_memory && kind >= 0 && (kind == 0 || (be->wire_encode && be->wire_decode));
 }
 
@@ -60,7 +59,7 @@ static int ring_make(dt_ring **out, dt_comm *c, dt_codec codec, size_t max_n, dt
         dt_fail("internal: the %s backend cannot run the ring with codec %s", be->name, codec.desc->name);
         goto fail;
     }
-    r->kind = wire_kind(&codec);
+    r->kind = ring_wire_kind(&codec);
     for (int i = 0; i < 2; i++)
         if ((!net && !(r->buf[i] = backend_host_alloc(be, r->cap))) || !(r->dev[i] = be->alloc(be, r->cap))) goto fail;
     return 0;

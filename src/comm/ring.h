@@ -28,6 +28,8 @@ int ring_create(dt_ring **out, dt_comm *c, dt_codec codec, size_t max_n);
 /* 1 if be's memory is a device's (not the host's) and be codes there itself (its wire_encode; or
  * the codec is none): then the ring can run on that memory (ring_create_on). */
 int ring_can_run_on(const dt_backend *be, const dt_codec *codec);
+/* the backend's code for a codec (engine/backend.h's DT_WIRE_*; 0: lossless, sent as floats; -1: none) */
+int ring_wire_kind(const dt_codec *codec);
 /* A ring whose ring_allreduce takes x in be's memory: each step's segment is encoded there, and
  * only the encoded bytes cross to the host (page-locked staging) and back, where they are decoded
  * and added. The same bytes on the wire and the same sums as the host ring (be's codecs give the
