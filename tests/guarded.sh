@@ -7,7 +7,8 @@
 # bug (the guarded backend also runs the device-side paths: the rings on device memory with its
 # codecs and a second queue, the sparse modes' residuals and top-k there, TernGrad's coding there).
 # Checkpoints go through it too: Pipe-SGD and Top-k runs checkpointed and resumed on the guarded backend equal the straight
-# cpu runs. --transport nccl runs on the backend's stand-in for NCCL, equal to the cpu's too, and
+# cpu runs. --transport nccl (dsync, ps, pipesgd, topk, gtopk, terngrad) runs on the backend's
+# stand-in for NCCL, equal to the cpu's too, and
 # its refusals (ranks sharing a device, no library, modes that send over MPI only) are checked.
 # The guard must bite: a direct access aborts
 # (tests/check_guarded does that one).
@@ -140,20 +141,16 @@ same_bytes() { # LOG-MPI LOG-NCCL
 same_bytes "$T/tc.jsonl" "$T/tg.jsonl"
 nccl --mode terngrad --tern-skip-last -- --mode terngrad --tern-skip-last
 # Top-k: the pairs allgathered device to device and summed there in rank order, the update on the device
-# (with momentum correction: w + (-lr v)); the density warm-up changes k each epoch
-nccl --mode topk --density 0.02 --log "$T/tc.jsonl" -- --mode topk --density 0.02 --log "$T/tg.jsonl"
-grep -q "topk: residuals and selection on cpu-guarded memory: the pairs go device to device and are summed there" \
-    "$T/log" || { cat "$T/log"; fail "topk over nccl does not say that its pairs go device to device"; }
-same_bytes "$T/tc.jsonl" "$T/tg.jsonl"
-nccl --mode topk --density 0.02 --density-warmup 0.25,0.05 --momentum-correction --wd 1e-4 -- --mode topk \
-    --density 0.02 --density-warmup 0.25,0.05 --momentum-correction --wd 1e-4
-# gTop-k: the tree's pairs device to device, merged there (pairs_merge) and put back (pairs_zero_common)
-nccl --mode gtopk --density 0.02 --log "$T/tc.jsonl" -- --mode gtopk --density 0.02 --log "$T/tg.jsonl"
-grep -q "gtopk: residuals and selection on cpu-guarded memory: the pairs go device to device and are merged there" \
-    "$T/log" || { cat "$T/log"; fail "gtopk over nccl does not say that its pairs go device to device"; }
-same_bytes "$T/tc.jsonl" "$T/tg.jsonl"
-nccl --mode gtopk --density 0.02 --density-warmup 0.25,0.05 --momentum-correction --wd 1e-4 -- --mode gtopk \
-    --density 0.02 --density-warmup 0.25,0.05 --momentum-correction --wd 1e-4
+# (with momentum correction: w + (-lr v)); gTop-k: the tree's pairs device to device, merged there
+# (pairs_merge) and put back (pairs_zero_common); the density warm-up changes k each epoch
+for m in "topk:summed" "gtopk:merged"; do
+    nccl --mode ${m%:*} --density 0.02 --log "$T/tc.jsonl" -- --mode ${m%:*} --density 0.02 --log "$T/tg.jsonl"
+    grep -q "${m%:*}: residuals and selection on cpu-guarded memory: the pairs go device to device and are ${m#*:} there" \
+        "$T/log" || { cat "$T/log"; fail "${m%:*} over nccl does not say that its pairs go device to device"; }
+    same_bytes "$T/tc.jsonl" "$T/tg.jsonl"
+    w=(--density 0.02 --density-warmup 0.25,0.05 --momentum-correction --wd 1e-4)
+    nccl --mode ${m%:*} "${w[@]}" -- --mode ${m%:*} "${w[@]}"
+done
 # 3 ranks: the third folds its pairs into rank 0 first, and gets the result last
 for dev in cpu cpu-guarded; do
     DTRAIN_GUARDED_DEVICES=3 mpi -np 3 "$DTRAIN" "${common[@]}" --iters 6 --batch 30 --device $dev --mode gtopk \
