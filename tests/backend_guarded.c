@@ -636,6 +636,7 @@ static void g_net_free(dt_backend *be, void *p)
 /* copies between guarded memory and a host buffer */
 static void g_out(dt_backend *be, void *dst, const void *src, size_t bytes)
 {
+    if (bytes == 0) return; /* a side of a transfer left out: its buffer may be NULL */
     guarded *g = enter(be);
     memcpy(dst, src, bytes);
     leave(g);
