@@ -93,3 +93,15 @@ void devnet_close(dt_backend *be, void *net)
 {
     if (net) be->net_free(be, net);
 }
+
+int devnet_move(dt_comm *c, dt_backend *be, void *net, void *buf, size_t bytes, int peer, int send, dt_times *t)
+{
+    double t0 = dt_now();
+    if (be->net_sendrecv(be, net, send ? buf : NULL, send ? bytes : 0, peer, send ? NULL : buf, send ? 0 : bytes,
+                         peer) != 0 ||
+        be->net_wait(be, net, comm_timeout(c)) != 0)
+        return -1;
+    t->comm += dt_now() - t0;
+    *(send ? &t->bytes_sent : &t->bytes_recv) += (double)bytes;
+    return 0;
+}

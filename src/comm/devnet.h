@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "../engine/engine.h"
+#include "../stats.h"
 #include "transport.h"
 
 enum { DT_TRANSPORT_MPI = 0, DT_TRANSPORT_NCCL = 1 };
@@ -25,5 +26,9 @@ int devnet_choose(dt_comm *c, dt_backend *be, const char *want, const char *mode
 /* Collective over c: a communicator of be's between c's ranks (rank 0 draws the id and broadcasts it). */
 int devnet_open(dt_comm *c, dt_backend *be, void **net);
 void devnet_close(dt_backend *be, void *net);
+/* One transfer over a communicator of be's, done when it returns (or after c's --comm-timeout): the
+ * bytes at buf to rank peer (send) or from it into buf; its seconds go to t->comm, its bytes to
+ * t->bytes_sent or t->bytes_recv. */
+int devnet_move(dt_comm *c, dt_backend *be, void *net, void *buf, size_t bytes, int peer, int send, dt_times *t);
 
 #endif

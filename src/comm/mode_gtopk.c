@@ -166,28 +166,14 @@ static int gtopk_allreduce(gtopk_state *s, dt_comm *c, size_t k, size_t *ncur, d
 
 /* ---- over the device's transport: gtopk_allreduce's tree on device memory ---- */
 
-static int net_send(gtopk_state *s, dt_mode_env *env, const void *buf, size_t bytes, int dst, dt_times *t)
+static int net_send(gtopk_state *s, dt_mode_env *env, void *buf, size_t bytes, int dst, dt_times *t)
 {
-    dt_backend *be = env->be;
-    double t0 = dt_now();
-    if (be->net_sendrecv(be, s->net, buf, bytes, dst, NULL, 0, 0) != 0 ||
-        be->net_wait(be, s->net, comm_timeout(env->comm)) != 0)
-        return -1;
-    t->comm += dt_now() - t0;
-    t->bytes_sent += (double)bytes;
-    return 0;
+    return devnet_move(env->comm, env->be, s->net, buf, bytes, dst, 1, t);
 }
 
 static int net_recv(gtopk_state *s, dt_mode_env *env, void *buf, size_t bytes, int src, dt_times *t)
 {
-    dt_backend *be = env->be;
-    double t0 = dt_now();
-    if (be->net_sendrecv(be, s->net, NULL, 0, 0, buf, bytes, src) != 0 ||
-        be->net_wait(be, s->net, comm_timeout(env->comm)) != 0)
-        return -1;
-    t->comm += dt_now() - t0;
-    t->bytes_recv += (double)bytes;
-    return 0;
+    return devnet_move(env->comm, env->be, s->net, buf, bytes, src, 0, t);
 }
 
 /* receives k pairs from src and merges them into d_cur */

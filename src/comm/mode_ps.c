@@ -452,15 +452,7 @@ static int net_pack(const ps_state *s, dt_backend *be, int k, const float *arena
 /* one transfer to (send) or from rank `peer`, done when it returns */
 static int net_move(ps_state *s, dt_mode_env *env, void *buf, size_t bytes, int peer, int send, dt_times *t)
 {
-    dt_backend *be = env->be;
-    double t0 = dt_now();
-    if (be->net_sendrecv(be, s->net, send ? buf : NULL, send ? bytes : 0, peer, send ? NULL : buf, send ? 0 : bytes,
-                         peer) != 0 ||
-        be->net_wait(be, s->net, comm_timeout(env->comm)) != 0)
-        return -1;
-    t->comm += dt_now() - t0;
-    *(send ? &t->bytes_sent : &t->bytes_recv) += (double)bytes;
-    return 0;
+    return devnet_move(env->comm, env->be, s->net, buf, bytes, peer, send, t);
 }
 
 static int net_worker_end(ps_state *s, dt_mode_env *env, dt_times *t)
