@@ -410,6 +410,22 @@ static int cu_tern_decode(dt_backend *be, const int8_t *acc, size_t n, float s, 
     return cuda_launched(cuk_tern_decode(S(be), acc, n, s, x), "TernGrad's decoding", "%zu values", n);
 }
 
+static int cu_csc_pack(dt_backend *be, float *g, const float *h, const float *w, float wd, size_t lo, size_t hi,
+                       size_t chunk, const int32_t *slot, float scale, float limit, float *pack)
+{
+    ENTER(be);
+    return cuda_launched(cuk_csc_pack(S(be), g, h, w, wd, lo, hi, chunk, slot, scale, limit, pack),
+                         "csc's correction and packing", "values %zu to %zu, chunks of %zu", lo, hi, chunk);
+}
+
+static int cu_csc_fold(dt_backend *be, float *g, float *h, float *hu, float *w, const float *pack, const int32_t *slot,
+                       size_t n, size_t chunk, int p, float m, float lr, float *norms)
+{
+    ENTER(be);
+    return cuda_launched(cuk_csc_fold(S(be), g, h, hu, w, pack, slot, n, chunk, p, m, lr, norms), "csc's fold",
+                         "%zu values, chunks of %zu%s", n, chunk, hu ? ", momentum correction" : "");
+}
+
 /* A queue for a communication thread: a stream of its own on the same GPU, with the ops a ring
  * needs (copies, add, scale, the codecs); it has no cuBLAS or cuDNN handle and allocates nothing. */
 static int cu_queue_create(dt_backend *be, dt_backend **out)
@@ -621,6 +637,8 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     be->tern_pack = cu_tern_pack;
     be->tern_decode = cu_tern_decode;
     be->tern_sum = cu_tern_sum;
+    be->csc_pack = cu_csc_pack;
+    be->csc_fold = cu_csc_fold;
     be->queue_create = cu_queue_create;
     be->queue_free = cu_queue_free;
     be->device_id = cu_device_id;
@@ -719,8 +737,9 @@ static const dt_backend_desc cuda_desc = {
                 "mode with 2 ranks on one GPU, checkpoints between devices; only compiled so far: --gpu-exact's "
                 "bit-for-bit repeat, 4 ranks on one GPU, page-locked staging, --precision bf16 and fp16 (GEMMs "
                 "and convolutions on 16-bit operands, fp16's loss scaling), the codecs, the D-Sync and Pipe-SGD "
-                "rings, Top-k's residuals and selection and TernGrad's coding on the GPU, the NCCL transport "
-                "(--transport nccl; PS-Sync's pushes summed, Top-k's pairs summed and gTop-k's merged on the GPU included)",
+                "rings, Top-k's residuals and selection, TernGrad's coding and CSC's chunks on the GPU, the NCCL "
+                "transport (--transport nccl; PS-Sync's pushes summed, Top-k's pairs summed and gTop-k's merged on "
+                "the GPU included)",
 };
 
 const dt_backend_desc *dtrain_backend_module(int abi);

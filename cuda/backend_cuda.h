@@ -159,6 +159,11 @@ int cuk_tern_encode(cudaStream_t s, const float *x, size_t n, float clip, float 
 int cuk_tern_pack(cudaStream_t s, const int8_t *t, size_t n, uint8_t *codes);
 int cuk_tern_decode(cudaStream_t s, const int8_t *acc, size_t n, float sc, float *x);
 int cuk_tern_sum(cudaStream_t s, const uint8_t *codes, int p, size_t code_bytes, size_t n, int8_t *acc);
+/* backend_cuda_chunks.cu: csc (be->csc_pack, csc_fold) */
+int cuk_csc_pack(cudaStream_t s, float *g, const float *h, const float *w, float wd, size_t lo, size_t hi, size_t chunk,
+                 const int32_t *slot, float scale, float limit, float *pack);
+int cuk_csc_fold(cudaStream_t s, float *g, float *h, float *hu, float *w, const float *pack, const int32_t *slot,
+                 size_t n, size_t chunk, int p, float m, float lr, float *norms);
 #ifdef __cplusplus
 }
 #endif

@@ -245,10 +245,12 @@ DT_HD long long ew_shortcut_dst(int n, int c, int y, int x, int O, int OH, int O
 #define EW_MUL(a, b) __fmul_rn(a, b)
 #define EW_ADD(a, b) __fadd_rn(a, b)
 #define EW_SUB(a, b) __fsub_rn(a, b)
+#define EW_DIV(a, b) __fdiv_rn(a, b)
 #else
 #define EW_MUL(a, b) ((a) * (b))
 #define EW_ADD(a, b) ((a) + (b))
 #define EW_SUB(a, b) ((a) - (b))
+#define EW_DIV(a, b) ((a) / (b))
 #endif
 
 DT_HD uint32_t ew_bits(float f)
@@ -401,5 +403,58 @@ DT_HD int8_t ew_tern_sum(const uint8_t *codes, size_t code_bytes, int p, size_t 
     }
     return (int8_t)s;
 }
+
+/* ---- csc (src/comm/chunks.c), value by value and lane by lane ------------------------------------ */
+
+/* the correction: g + h, or g + (h + wd w) where wd != 0 */
+DT_HD float ew_csc_correct(float g, float h, float w, float wd)
+{
+    return wd != 0.0f ? EW_ADD(g, EW_ADD(h, EW_MUL(wd, w))) : EW_ADD(g, h);
+}
+/* a packed value: g scale, NaN where that is above limit in magnitude */
+DT_HD float ew_csc_pack(float g, float scale, float limit)
+{
+    float v = EW_MUL(g, scale);
+    return fabsf(v) > limit ? NAN : v;
+}
+/* chunks_fold on lane j of one chunk of len values: its values j, j + 32, ... in turn (sum: the chunk's
+ * allreduced values, or NULL; hu NULL without momentum correction); returns the lane's sum of |g| */
+DT_HD float ew_csc_lane(float *g, float *h, float *hu, float *w, const float *sum, size_t len, int j, float m, float lr)
+{
+    float l = 0.0f;
+    for (size_t i = (size_t)j; i < len; i += 32) {
+        if (sum) {
+            float v = sum[i];
+            g[i] = v;
+            h[i] = 0.0f;
+            l = EW_ADD(l, fabsf(v));
+            if (hu) {
+                float u = EW_ADD(EW_MUL(m, hu[i]), EW_MUL(lr, v));
+                hu[i] = u;
+                w[i] = EW_SUB(w[i], u);
+            }
+        } else {
+            float v = g[i];
+            l = EW_ADD(l, fabsf(v));
+            if (hu) {
+                h[i] = EW_MUL(m, v);
+            } else {
+                h[i] = v;
+                g[i] = 0.0f;
+            }
+        }
+    }
+    return l;
+}
+/* the 32 lanes' sums added pairwise: lane j takes lane j + 16, then j + 8, ... (v[32], overwritten; a
+ * warp's shuffles down do the same) */
+DT_HD float ew_csc_lanes_sum(float *v)
+{
+    for (int w = 16; w > 0; w /= 2)
+        for (int j = 0; j < w; j++) v[j] = EW_ADD(v[j], v[j + w]);
+    return v[0];
+}
+/* a chunk's norm from its L1 sum: divided by the ranks for an important (allreduced) chunk */
+DT_HD float ew_csc_norm(float l1, int important, int p) { return important ? EW_DIV(l1, (float)p) : l1; }
 
 #endif

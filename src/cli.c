@@ -345,10 +345,6 @@ static int check_combinations(const dt_opts *o)
         const dt_mode_desc *m = mode_find(o->mode);
         if (strcmp(o->device, "cpu") == 0)
             return dt_fail("--transport nccl moves gradients between GPUs, and this run has --device cpu");
-        if (m && !m->device_net)
-            return dt_fail("--transport nccl: mode %s sends over MPI only (nccl: dsync, ps, pipesgd, topk, gtopk "
-                           "and terngrad)",
-                           m->name);
         if (m && strcmp(m->name, "ps") == 0 && mode_ps_not_on_device(&o->comm))
             return dt_fail("--transport nccl: ps with %s sends over MPI only (over nccl: bulk-synchronous, a message "
                            "per server and direction)",

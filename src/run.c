@@ -707,8 +707,7 @@ static int choose_transport(dt_run *r)
     char why[300] = "";
     const char *want = r->opts->transport ? r->opts->transport : "mpi";
     if (!r->mode->device_net)
-        snprintf(why, sizeof why, "mode %s sends over MPI only (nccl: dsync, ps, pipesgd, topk, gtopk and terngrad)",
-                 r->mode->name);
+        snprintf(why, sizeof why, "mode %s sends over MPI only", r->mode->name);
     else if (r->mode->device_net(&r->env, why, sizeof why))
         why[0] = 0;
     return devnet_choose(r->comm, r->be, want, why, &r->env.transport, r->transport, sizeof r->transport);

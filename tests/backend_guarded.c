@@ -40,6 +40,7 @@
 
 #include "backend_guarded.h"
 #include "comm/codec.h"
+#include "comm/chunks.h"
 #include "comm/codec_tern.h"
 #include "comm/sparse.h"
 #include "util.h"
@@ -491,6 +492,34 @@ static int g_tern_sum(dt_backend *be, const uint8_t *codes, int p, size_t code_b
     return 0;
 }
 
+/* csc (a device's run its kernels): chunks.c on the guarded memory, chunk by chunk */
+static int g_csc_pack(dt_backend *be, float *gr, const float *h, const float *w, float wd, size_t lo, size_t hi,
+                      size_t chunk, const int32_t *slot, float scale, float limit, float *pack)
+{
+    guarded *g = enter(be);
+    for (size_t a = lo; a < hi;) {
+        size_t c = a / chunk, b = DT_MIN((c + 1) * chunk, hi);
+        chunks_correct(gr + a, h + a, w ? w + a : NULL, wd, b - a);
+        if (slot[c] >= 0) chunks_pack(pack + (size_t)slot[c] * chunk + (a - c * chunk), gr + a, b - a, scale, limit);
+        a = b;
+    }
+    leave(g);
+    return 0;
+}
+
+static int g_csc_fold(dt_backend *be, float *gr, float *h, float *hu, float *w, const float *pack,
+                      const int32_t *slot, size_t n, size_t chunk, int p, float m, float lr, float *norms)
+{
+    guarded *g = enter(be);
+    for (size_t c = 0, a = 0; a < n; c++, a += chunk) {
+        size_t len = DT_MIN(chunk, n - a);
+        const float *sum = slot[c] >= 0 ? pack + (size_t)slot[c] * chunk : NULL;
+        norms[c] = chunks_fold(gr + a, h + a, hu ? hu + a : NULL, hu ? w + a : NULL, sum, len, p, m, lr);
+    }
+    leave(g);
+    return 0;
+}
+
 /* Plans and layout queries touch no data: straight to the CPU backend. */
 static dt_layout g_layout_for(dt_backend *be, int c, int h, int w)
 {
@@ -846,7 +875,7 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
     WRAP(lrn_bwd), WRAP(plan_free), WRAP(shortcut_fwd), WRAP(shortcut_bwd), WRAP(wire_encode), WRAP(wire_decode);
     WRAP(residual_add), WRAP(topk), WRAP(pairs_apply), WRAP(pairs_merge), WRAP(pairs_zero_common), WRAP(tern_stats);
     WRAP(tern_encode), WRAP(tern_pack);
-    WRAP(tern_decode), WRAP(tern_sum);
+    WRAP(tern_decode), WRAP(tern_sum), WRAP(csc_pack), WRAP(csc_fold);
 #undef WRAP
     pthread_mutex_lock(&instances_lock);
     int slot = -1;

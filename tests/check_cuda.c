@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/chunks.h"
 #include "comm/codec.h"
 #include "comm/codec_tern.h"
 #include "comm/memory.h"
@@ -563,6 +564,54 @@ START_TEST(terngrad)
 }
 END_TEST
 
+/* csc's kernels against chunks.c bit for bit: the correction and packing over two ranges (as backward
+ * finishes them, with --fusion-bytes), with weight decay, a loss scale and its NaN limit; the fold with
+ * and without momentum correction (the norms in the 32-lane order, a short last chunk) */
+START_TEST(csc)
+{
+    const size_t n = 300007, chunk = 4096, nc = (n + chunk - 1) / chunk, split = 50000;
+    ck_assert_msg(gpu->csc_pack && gpu->csc_fold, "no csc ops");
+    cpu_flush_denormals();
+    int32_t *slot = malloc(nc * sizeof *slot), j = 0;
+    for (size_t c = 0; c < nc; c++) slot[c] = c % 3 == 0 || c == nc - 1 ? j++ : -1;
+    int32_t *dslot = up(slot, nc * sizeof *slot);
+    for (int mc = 0; mc < 2; mc++) {
+        const float wd = mc ? 1e-4f : 0.0f, scale = 1024.0f, limit = 400.0f, m = 0.9f, lr = 0.05f;
+        float *g = randv(n, 700 + mc, -0.3f, 0.31f), *h = randv(n, 710 + mc, -0.2f, 0.2f);
+        float *w = randv(n, 720 + mc, -1.0f, 1.0f), *hu = randv(n, 730 + mc, -0.1f, 0.1f);
+        float *pk = calloc(n, 4), *nr = malloc(nc * 4), *dpk = up(pk, n * 4), *dnr = gpu->alloc(gpu, nc * 4);
+        float *dg = up(g, n * 4), *dh = up(h, n * 4), *dw = up(w, n * 4), *dhu = up(hu, n * 4);
+        for (size_t c = 0; c < nc; c++) {
+            size_t a = c * chunk, len = DT_MIN(chunk, n - a);
+            chunks_correct(g + a, h + a, w + a, wd, len);
+            if (slot[c] >= 0) chunks_pack(pk + (size_t)slot[c] * chunk, g + a, len, scale, limit);
+        }
+        OK(gpu->csc_pack(gpu, dg, dh, dw, wd, 0, split, chunk, dslot, scale, limit, dpk));
+        OK(gpu->csc_pack(gpu, dg, dh, dw, wd, split, n, chunk, dslot, scale, limit, dpk));
+        expect(dg, g, n, 0.0, "the corrected gradient");
+        float *got = down(dpk, n);
+        ck_assert_msg(memcmp(got, pk, n * 4) == 0, "the packed values differ"); /* NaNs where above the limit */
+        free(got);
+        float *sum = randv(n, 740 + mc, -0.5f, 0.5f);
+        for (size_t c = 0; c < nc; c++) {
+            size_t a = c * chunk, len = DT_MIN(chunk, n - a);
+            const float *s = slot[c] >= 0 ? sum + (size_t)slot[c] * chunk : NULL;
+            nr[c] = chunks_fold(g + a, h + a, mc ? hu + a : NULL, mc ? w + a : NULL, s, len, 3, m, lr);
+        }
+        OK(gpu->to_device(gpu, dpk, sum, n * 4));
+        OK(gpu->csc_fold(gpu, dg, dh, mc ? dhu : NULL, dw, dpk, dslot, n, chunk, 3, m, lr, dnr));
+        expect(dnr, nr, nc, 0.0, "the chunks' norms");
+        expect(dg, g, n, 0.0, "the folded gradient");
+        expect(dh, h, n, 0.0, "the residual");
+        expect(dw, w, n, 0.0, "the weights");
+        expect(dhu, hu, n, 0.0, "the historical update");
+        for (float **d = (float *[]){dg, dh, dw, dhu, dpk, dnr}, **e = d + 6; d < e; d++) gpu->free(gpu, *d);
+        free(g), free(h), free(w), free(hu), free(pk), free(nr), free(sum);
+    }
+    gpu->free(gpu, dslot), free(slot);
+}
+END_TEST
+
 /* NCCL, one rank on one GPU: a communicator from an id, an allreduce (the sum of one rank: the values),
  * a ring step to itself on a second queue (the bytes arrive), the wait, and the GPU's identity */
 START_TEST(nccl_one_rank)
@@ -813,6 +862,7 @@ int main(void)
     tcase_add_test(tc, sparse);
     tcase_add_test(tc, merge);
     tcase_add_test(tc, terngrad);
+    tcase_add_test(tc, csc);
     tcase_add_test(tc, nccl_one_rank);
     tcase_add_test(tc, memory);
     tcase_add_loop_test(tc, lowp, 0, 2); /* bf16, fp16 */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../cuda/elementwise.h"
+#include "comm/chunks.h"
 #include "comm/codec.h"
 #include "comm/codec_tern.h"
 #include "comm/memory.h"
@@ -598,6 +599,63 @@ START_TEST(terngrad)
 }
 END_TEST
 
+/* csc's kernels (backend_cuda_chunks.cu) as the host runs their arithmetic: the masked correction and
+ * packing value by value, the fold lane by lane with the lanes' sums added as the warp's shuffles add
+ * them; against chunks.c chunk by chunk, bit for bit (arenas and chunks of odd sizes, a short last
+ * chunk, with and without weight decay, loss scale and its limit, momentum correction) */
+START_TEST(csc_chunks)
+{
+    static const size_t shapes[][2] = {{1, 64}, {31, 64}, {100, 33}, {1000, 64}, {4099, 1000}, {70000, 32768}};
+    cpu_flush_denormals();
+    for (size_t sh = 0; sh < sizeof shapes / sizeof *shapes; sh++)
+        for (int variant = 0; variant < 4; variant++) {
+            size_t n = shapes[sh][0], chunk = shapes[sh][1], nc = (n + chunk - 1) / chunk;
+            const int mc = variant & 1, p = 3;
+            const float wd = mc ? 1e-4f : 0.0f, scale = variant & 2 ? 1024.0f : 1.0f;
+            const float limit = variant & 2 ? 300.0f : INFINITY, m = 0.9f, lr = 0.05f;
+            uint64_t seed = 900 + sh * 8 + (uint64_t)variant;
+            float *g = randv(n, seed, -0.3f, 0.31f), *h = randv(n, seed + 100, -0.2f, 0.2f);
+            float *w = randv(n, seed + 200, -1.0f, 1.0f), *hu = randv(n, seed + 300, -0.1f, 0.1f);
+            float *sum = randv(n, seed + 400, -0.5f, 0.5f); /* the allreduced packed values */
+            int32_t *slot = malloc(nc * sizeof *slot), j = 0;
+            for (size_t c = 0; c < nc; c++) slot[c] = rng_hash(seed, c) % 2 || nc == 1 ? j++ : -1;
+            float *g2 = dup(g, n), *h2 = dup(h, n), *w2 = dup(w, n), *hu2 = dup(hu, n);
+            float *pk = calloc(n, sizeof *pk), *pk2 = calloc(n, sizeof *pk2), *nr = malloc(nc * 4), *nr2 = malloc(nc * 4);
+            /* before the allreduce */
+            for (size_t c = 0; c < nc; c++) {
+                size_t a = c * chunk, len = DT_MIN(chunk, n - a);
+                chunks_correct(g + a, h + a, w + a, wd, len);
+                if (slot[c] >= 0) chunks_pack(pk + (size_t)slot[c] * chunk, g + a, len, scale, limit);
+            }
+            int nan = 0;
+            for (size_t i = 0; i < n; i++) {
+                size_t c = i / chunk;
+                g2[i] = ew_csc_correct(g2[i], h2[i], w2[i], wd);
+                if (slot[c] >= 0) pk2[(size_t)slot[c] * chunk + i - c * chunk] = ew_csc_pack(g2[i], scale, limit);
+            }
+            for (size_t i = 0; i < n; i++) nan += isnan(pk[i]);
+            snprintf(msg, sizeof msg, "n %zu, chunks of %zu, variant %d", n, chunk, variant);
+            ck_assert_msg(!memcmp(g, g2, n * 4) && !memcmp(pk, pk2, n * 4), "%s: the correction or packing differs", msg);
+            ck_assert_msg(!(variant & 2) || n < 1000 || nan > 0, "%s: no value above the limit", msg);
+            /* after it */
+            for (size_t c = 0; c < nc; c++) {
+                size_t a = c * chunk, len = DT_MIN(chunk, n - a);
+                const float *s = slot[c] >= 0 ? sum + (size_t)slot[c] * chunk : NULL;
+                nr[c] = chunks_fold(g + a, h + a, mc ? hu + a : NULL, mc ? w + a : NULL, s, len, p, m, lr);
+                float lanes[32];
+                for (int l = 0; l < 32; l++)
+                    lanes[l] = ew_csc_lane(g2 + a, h2 + a, mc ? hu2 + a : NULL, mc ? w2 + a : NULL, s, len, l, m, lr);
+                nr2[c] = ew_csc_norm(ew_csc_lanes_sum(lanes), s != NULL, p);
+            }
+            ck_assert_msg(!memcmp(nr, nr2, nc * 4), "%s: the norms differ (chunk 0: %.9g, %.9g)", msg, nr[0], nr2[0]);
+            ck_assert_msg(!memcmp(g, g2, n * 4) && !memcmp(h, h2, n * 4), "%s: the fold's g or h differs", msg);
+            ck_assert_msg(!memcmp(w, w2, n * 4) && !memcmp(hu, hu2, n * 4), "%s: the fold's w or hu differs", msg);
+            free(g), free(h), free(w), free(hu), free(sum), free(slot), free(g2), free(h2), free(w2), free(hu2);
+            free(pk), free(pk2), free(nr), free(nr2);
+        }
+}
+END_TEST
+
 /* --precision bf16: the GPU's rounding of GEMM and convolution operands (ew_bf16) is the CPU's
  * (cpu_round_bf16) for every kind of float, and it rounds to nearest even */
 START_TEST(bf16_rounding)
@@ -723,6 +781,7 @@ int main(void)
     tcase_add_test(tc, sparse);
     tcase_add_test(tc, pairs_fold);
     tcase_add_test(tc, terngrad);
+    tcase_add_test(tc, csc_chunks);
     tcase_add_test(tc, bf16_rounding);
     tcase_add_test(tc, half_rounding);
     tcase_add_test(tc, unscale);

@@ -10,14 +10,15 @@
 #    1e-4 relative (or, for resnet20, the spread rounding alone makes: below), final weights
 #    within 1e-3 absolute + relative;
 #  - every mode, 2 ranks sharing the GPU (and D-Sync and Pipe-SGD with 4; their rings on the GPU with
-#    each codec, lazy D-Sync too; Top-k's residuals on the GPU), one epoch of
+#    each codec, lazy D-Sync too; Top-k's residuals, TernGrad's coding and CSC's chunks on the GPU), one epoch of
 #    Fashion-MNIST mlp: test accuracy within 0.5 point of the same run on the CPU (CSC: within its
 #    seed-to-seed spread on the CPU);
 #  - a checkpoint written on the GPU resumes on the CPU, and the reverse; --gpu-exact runs repeat
 #    bit for bit;
 #  - NCCL: a one-rank run over it; two ranks on one GPU refused by --transport nccl, auto says why it
 #    takes mpi; Top-k and gTop-k on one rank over nccl equal mpi; with two GPUs or more, D-Sync,
-#    PS-Sync (a worker and a server), Pipe-SGD, TernGrad, Top-k and gTop-k over nccl against mpi;
+#    PS-Sync (a worker and a server), Pipe-SGD, TernGrad, Top-k and gTop-k over nccl against mpi, and
+#    CSC over nccl equal to mpi bit for bit (--gpu-exact);
 #  - --precision bf16 (GPUs of compute capability 8.0+): mlp and lenet reach fp32's accuracy;
 #  - --precision fp16: mlp and lenet reach fp32's accuracy, also from a loss scale that overflows;
 #  - --gpu 7 on a machine with fewer GPUs, a batch that cannot fit, --precision bf16 on a GPU older
@@ -103,6 +104,9 @@ for m in ps dsync pipesgd topk gtopk csc terngrad; do
     terngrad)
         grep -q "clipping, ternarizing and packing on cuda memory: only the codes cross" "$T/out" ||
             { cat "$T/out"; bad "--mode terngrad: the banner does not say that it codes on the GPU"; } ;;
+    csc)
+        grep -q "residuals on cuda memory, the ring runs on cuda memory" "$T/out" ||
+            { cat "$T/out"; bad "--mode csc: the banner does not say that its chunks stay on the GPU"; } ;;
     esac
     a=$(acc "$T/$m-cpu.jsonl") b=$(acc "$T/$m-cuda.jsonl") tol=0.005
     if [ $m = csc ]; then # one epoch of CSC lands 2 points apart from seed to seed: its tolerance is that spread
@@ -207,6 +211,14 @@ if grep -q "with the NCCL transport" <("$DTRAIN" --version 2>&1; "$DTRAIN" --lis
             a=$(acc "$T/tr-mpi.jsonl") b=$(acc "$T/tr-nccl.jsonl")
             note "--mode $args on 2 GPUs: test accuracy over mpi $a, over nccl $b"
             $PYTHON -c "import sys; sys.exit(abs($a - $b) > 0.005)" || bad "--mode $args: nccl $b, mpi $a"
+        done
+        # CSC: the packed chunks' ring from GPU to GPU, the same bytes and sums as staged through the host
+        for args in "--chunk 4096" "--chunk 4096 --compress q8 --fusion-bytes 65536 --momentum-correction"; do
+            for tr in mpi nccl; do
+                mpi -np 2 "$DTRAIN" "${F[@]}" --iters 30 --mode csc $args --device cuda --gpu-exact --transport $tr \
+                    --save "$T/csc-$tr.st" > "$T/out" 2>&1 || { cat "$T/out"; bad "csc $args --transport $tr failed"; }
+            done
+            "$STDIFF" "$T/csc-mpi.st" "$T/csc-nccl.st" 0 0 > "$T/diff" || { cat "$T/diff"; bad "csc $args: nccl differs"; }
         done
     else
         note "one GPU: NCCL between two GPUs not tried"

@@ -5,11 +5,11 @@
 # code touches it outside a backend op. Each run must end with exactly (bit for bit) the weights
 # of the same run on the cpu backend: the kernels are the same, so any difference is a staging
 # bug (the guarded backend also runs the device-side paths: the rings on device memory with its
-# codecs and a second queue, the sparse modes' residuals and top-k there, TernGrad's coding there).
-# Checkpoints go through it too: Pipe-SGD and Top-k runs checkpointed and resumed on the guarded backend equal the straight
-# cpu runs. --transport nccl (dsync, ps, pipesgd, topk, gtopk, terngrad) runs on the backend's
-# stand-in for NCCL, equal to the cpu's too, and
-# its refusals (ranks sharing a device, no library, modes that send over MPI only) are checked.
+# codecs and a second queue, the sparse modes' residuals and top-k there, TernGrad's coding there,
+# csc's chunks there). Checkpoints go through it too: Pipe-SGD, Top-k and csc runs checkpointed and
+# resumed on the guarded backend equal the straight cpu runs. --transport nccl (every mode) runs on the
+# backend's stand-in for NCCL, equal to the cpu's too, and its refusals (ranks sharing a device, no
+# library, variants that send over MPI only) are checked.
 # The guard must bite: a direct access aborts
 # (tests/check_guarded does that one).
 . "$(dirname "$0")/lib.sh"
@@ -50,6 +50,11 @@ for m in topk gtopk; do
     grep -q "$m: residuals and selection on cpu-guarded memory: only pairs cross to the host" "$T/log" ||
         { cat "$T/log"; fail "$m on cpu-guarded does not say that its residuals stay on the device"; }
 done
+# csc's residuals, packing and fold stay on the device (the backend's csc_* ops), its ring runs there
+mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode csc --chunk 512 > "$T/log" 2>&1 ||
+    { cat "$T/log"; fail "csc on cpu-guarded failed"; }
+grep -q "residuals on cpu-guarded memory, the ring runs on cpu-guarded memory: only encoded segments cross" "$T/log" ||
+    { cat "$T/log"; fail "csc on cpu-guarded does not say that its chunks stay on the device"; }
 # TernGrad's sums, ternarizing and packing run in the device's memory (the backend's tern_* ops)
 mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode terngrad > "$T/log" 2>&1 ||
     { cat "$T/log"; fail "terngrad on cpu-guarded failed"; }
@@ -65,6 +70,7 @@ same --mode dsync --fusion-bytes 20000
 same --mode dsync --fusion-bytes 20000 --compress q8
 same --mode ps --ps-messages range --ps-wait-free --compress q8
 same --mode csc --chunk 512 --fusion-bytes 20000 --momentum-correction --wd 1e-4
+same --mode csc --chunk 500 --loss-scale dynamic --chunk-ratio 0.3 --sparsity-warmup 0.5 # skips steps; a short chunk
 same --mode pipesgd --pipeline-depth 3 --warmup-epochs 1 --compress q8
 # stale-synchronous PS uses whichever weights have arrived: timing-dependent, so it only has to run
 run cpu-guarded "$T/guarded.st" --mode ps --staleness 1
@@ -90,8 +96,9 @@ if [ "${DT_SANITIZED:-no}" != yes ]; then
     runs=$((runs + 1))
 fi
 # a checkpoint after epoch 1, resumed: device state (Pipe-SGD's slots, Top-k's residuals and
-# velocities) goes to the file and back through backend ops
-for args in "pipesgd --compress q8" "topk --density 0.02 --momentum-correction --wd 1e-4"; do
+# velocities, csc's residuals and historical updates) goes to the file and back through backend ops
+for args in "pipesgd --compress q8" "topk --density 0.02 --momentum-correction --wd 1e-4" \
+    "csc --chunk 512 --momentum-correction --wd 1e-4 --loss-scale dynamic"; do
     run cpu "$T/straight.st" --mode $args
     run cpu-guarded "$T/first.st" --mode $args --epochs 1 --checkpoint "$T/run.ckpt"
     run cpu-guarded "$T/resumed.st" --mode $args --checkpoint "$T/run.ckpt" --resume "$T/run.ckpt"
@@ -151,6 +158,12 @@ for m in "topk:summed" "gtopk:merged"; do
     w=(--density 0.02 --density-warmup 0.25,0.05 --momentum-correction --wd 1e-4)
     nccl --mode ${m%:*} "${w[@]}" -- --mode ${m%:*} "${w[@]}"
 done
+# csc: the packed chunks' ring from device to device (the norms over MPI, as the cpu's ring sums them)
+nccl --mode csc --chunk 512 -- --mode csc --chunk 512
+grep -q "residuals on cpu-guarded memory, the ring runs on cpu-guarded memory: encoded segments go from device to device" \
+    "$T/log" || { cat "$T/log"; fail "csc over nccl does not say that its segments go device to device"; }
+w=(--chunk 512 --fusion-bytes 20000 --momentum-correction --wd 1e-4 --compress q8 --loss-scale dynamic)
+nccl --mode csc "${w[@]}" -- --mode csc "${w[@]}"
 # 3 ranks: the third folds its pairs into rank 0 first, and gets the result last
 for dev in cpu cpu-guarded; do
     DTRAIN_GUARDED_DEVICES=3 mpi -np 3 "$DTRAIN" "${common[@]}" --iters 6 --batch 30 --device $dev --mode gtopk \
@@ -185,9 +198,9 @@ fi
 # auto takes nccl where every rank has a device and the mode sends over it, else mpi and why
 mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode pipesgd --compress q8 > "$T/log" 2>&1 &&
     grep -q "^transport nccl" "$T/log" || { cat "$T/log"; fail "--transport auto with a device per rank is not nccl"; }
-mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode csc > "$T/log" 2>&1 &&
-    grep -q "^transport mpi (auto: not nccl: mode csc sends over MPI only" "$T/log" ||
-    { cat "$T/log"; fail "--transport auto with mode csc does not say why mpi"; }
+mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode topk --topk-scope layer > "$T/log" 2>&1 &&
+    grep -q "^transport mpi (auto: not nccl: --topk-scope layer selects through the host" "$T/log" ||
+    { cat "$T/log"; fail "--transport auto with --topk-scope layer does not say why mpi"; }
 mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode ps --staleness 1 > "$T/log" 2>&1 &&
     grep -q "^transport mpi (auto: not nccl: ps with --staleness above 0 .* sends over MPI only" "$T/log" ||
     { cat "$T/log"; fail "--transport auto with ps --staleness 1 does not say why mpi"; }
@@ -212,7 +225,6 @@ mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 > "$T/log" 2>&
 DTRAIN_GUARDED_DEVICES=2 DTRAIN_GUARDED_NO_NET=1 expect_fail 1 "--transport nccl: the guarded backend's transport is \
 switched off" --device cpu-guarded --transport nccl
 expect_fail 2 "--transport nccl moves gradients between GPUs, and this run has --device cpu" --device cpu --transport nccl
-expect_fail 2 "--transport nccl: mode csc sends over MPI only" --device cpu-guarded --transport nccl --mode csc
 expect_fail 2 "--transport nccl: ps with --ps-wait-free sends over MPI only" --device cpu-guarded --transport nccl \
     --mode ps --ps-wait-free
 expect_fail 2 "--transport nccl and --topk-scope layer exclude each other" --device cpu-guarded --transport nccl \

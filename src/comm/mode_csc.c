@@ -20,6 +20,11 @@
  * Bytes per rank: the ring over the packed chunks (ratio d values, encoded) and over n_c norms.
  * The gradient and weights are read and written through their host views (env->gh, env->wh):
  * ranges are pulled as chunks are corrected, the result pushed back before the update.
+ * On a device that keeps csc's state in its memory (backend.h's csc_pack and csc_fold: the CUDA
+ * backend) the residuals, the packing and the fold stay there: the packed buffer is allreduced by
+ * the ring on the device (ring_create_on; with --transport nccl from device to device), and only the
+ * chunks' norms cross to the host, where they are allreduced by the host's ring and ranked as on the
+ * CPU. The arithmetic is chunks.h's, so the bits are the CPU's.
  * Loss scaling (--loss-scale S | dynamic), for fp16 on the wire as GradientFlow's mixed precision:
  * packed values are multiplied by S before the allreduce and the sum divided by S after, so small
  * gradients do not flush to zero in fp16. dynamic: S starts at 65536; a sum that is not finite
@@ -35,6 +40,8 @@
 
 #include "../rng.h"
 #include "../util.h"
+#include "chunks.h"
+#include "devnet.h"
 #include "mode.h"
 #include "ring.h"
 #include "schedule.h"
@@ -45,13 +52,22 @@
 typedef struct {
     size_t chunk, n_chunks;
     unsigned char *important; /* this iteration's selection */
-    size_t *packed_at;        /* where chunk c starts in the packed buffer (important chunks) */
+    int32_t *slot;            /* an important chunk's place among the packed ones (at slot chunk), -1 */
     size_t packed_n;          /* values in the packed buffer */
     size_t next_chunk;        /* chunks before it have been corrected (and packed) */
     size_t sent;              /* packed values handed to an allreduce */
     float *h;                 /* residual (plain) or hg (momentum correction) */
     float *hu;                /* momentum correction: historical update */
     float *pack;
+    /* on_dev: h, hu and the packed buffer in the backend's memory (h and hu above: their host views,
+     * for checkpoints), the selection there as slot */
+    int on_dev;
+    dt_backend *be;
+    dt_hostbuf hb, hub;
+    int32_t *d_slot, *d_flag;
+    float *d_norms;
+    dt_backend *q;      /* the communication thread's queue (--fusion-bytes) */
+    void *net, *bg_net; /* --transport nccl: the device's communicators of ring and bg */
     float *norms;             /* n_chunks */
     float *important_f;       /* the selection as 0/1 floats, for the state */
     int *order;               /* n_chunks, for the selection */
@@ -86,17 +102,50 @@ static size_t chunk_len(const csc_state *s, size_t n, size_t c)
     return a + s->chunk <= n ? s->chunk : n - a;
 }
 
-/* lays out the packed buffer for the current selection */
-static void layout(csc_state *s, size_t n)
+/* lays out the packed buffer for the current selection: chunks in order, so that an important
+ * chunk's values start at slot chunk (only the arena's last chunk can be shorter) */
+static int layout(csc_state *s, size_t n)
 {
+    int32_t j = 0;
     s->packed_n = 0;
     for (size_t c = 0; c < s->n_chunks; c++)
         if (s->important[c]) {
-            s->packed_at[c] = s->packed_n;
+            s->slot[c] = j++;
             s->packed_n += chunk_len(s, n, c);
+        } else {
+            s->slot[c] = -1;
         }
     s->next_chunk = 0;
     s->sent = 0;
+    return s->on_dev ? s->be->to_device(s->be, s->d_slot, s->slot, s->n_chunks * sizeof *s->slot) : 0;
+}
+
+/* 1 where be keeps csc's state in its memory and its ring runs there with the codec */
+static int on_device(const dt_backend *be, const dt_codec *codec)
+{
+    return !be->host_memory && be->csc_pack && be->csc_fold && be->grad_unscale && ring_can_run_on(be, codec);
+}
+
+/* on_dev: the state in the backend's memory, the rings on it (over the device's transport with nccl) */
+static int init_on_device(csc_state *s, dt_mode_env *env)
+{
+    dt_backend *be = env->be;
+    size_t n = env->arena.n, nc = s->n_chunks;
+    int nccl = env->transport == DT_TRANSPORT_NCCL;
+    s->be = be;
+    if (hostbuf_alloc(&s->hb, be, DT_MAX(n, 1)) != 0 ||
+        (env->opts.momentum_correction && hostbuf_alloc(&s->hub, be, DT_MAX(n, 1)) != 0))
+        return -1;
+    s->h = s->hb.host, s->hu = env->opts.momentum_correction ? s->hub.host : NULL;
+    if (!(s->pack = be->alloc(be, sizeof(float) * DT_MAX(n, 1))) || !(s->d_slot = be->alloc(be, sizeof(int32_t) * nc)) ||
+        !(s->d_norms = be->alloc(be, sizeof(float) * nc)) || !(s->d_flag = be->alloc(be, sizeof(int32_t))))
+        return -1;
+    if (nccl && devnet_open(env->comm, be, &s->net) != 0) return -1;
+    if (ring_create_on(&s->ring, env->comm, env->codec, n, be, NULL, s->net) != 0) return -1;
+    if (s->fusion && (backend_queue(be, &s->q) != 0 || (nccl && devnet_open(s->cc, be, &s->bg_net) != 0) ||
+                      ring_create_on(&s->bg, s->cc, env->codec, n, be, s->q, s->bg_net) != 0))
+        return -1;
+    return 0;
 }
 
 static size_t n_chunks(const dt_mode_env *env)
@@ -116,16 +165,18 @@ static int csc_init(void **state, dt_mode_env *env)
     s->chunk = (size_t)env->opts.chunk;
     s->n_chunks = n_chunks(env);
     s->important = malloc(s->n_chunks);
-    s->packed_at = calloc(s->n_chunks, sizeof *s->packed_at);
+    s->slot = malloc(sizeof *s->slot * s->n_chunks);
     s->order = malloc(sizeof *s->order * s->n_chunks);
     s->norms = dt_alloc(sizeof(float) * s->n_chunks);
-    s->h = dt_zalloc(sizeof(float) * DT_MAX(n, 1));
-    s->pack = dt_alloc(sizeof(float) * DT_MAX(n, 1));
-    if (env->opts.momentum_correction) s->hu = dt_zalloc(sizeof(float) * DT_MAX(n, 1));
-    if (!s->important || !s->packed_at || !s->order || !s->norms || !s->h || !s->pack ||
-        (env->opts.momentum_correction && !s->hu))
-        return dt_fail("out of memory");
+    if (!s->important || !s->slot || !s->order || !s->norms) return dt_fail("out of memory");
     memset(s->important, 1, s->n_chunks); /* the first iteration has no norms yet: dense */
+    s->on_dev = on_device(env->be, &env->codec);
+    if (!s->on_dev) {
+        s->h = dt_zalloc(sizeof(float) * DT_MAX(n, 1));
+        s->pack = dt_alloc(sizeof(float) * DT_MAX(n, 1));
+        if (env->opts.momentum_correction) s->hu = dt_zalloc(sizeof(float) * DT_MAX(n, 1));
+        if (!s->h || !s->pack || (env->opts.momentum_correction && !s->hu)) return dt_fail("out of memory");
+    }
     s->scale = 1.0f;
     /* fp16 on the wire saturates at 65504 instead of overflowing: a value that could take a sum of P
      * there becomes NaN, which every rank's sum then holds, so all of them skip the step together */
@@ -133,22 +184,28 @@ static int csc_init(void **state, dt_mode_env *env)
                                                                           : INFINITY;
     if (env->opts.loss_scale && !strcmp(env->opts.loss_scale, "dynamic")) s->dynamic = 1, s->scale = 65536.0f;
     else if (env->opts.loss_scale && strcmp(env->opts.loss_scale, "none") != 0) s->scale = (float)atof(env->opts.loss_scale);
-    layout(s, n);
-    codec_create("none", 0, &none);
-    if (ring_create(&s->ring, env->comm, env->codec, n) != 0 ||
-        ring_create(&s->norm_ring, env->comm, none, s->n_chunks) != 0)
-        return -1;
+    codec_create("none", 0, &none); /* the norms: the host's ring (MPI), the CPU's order of sums */
+    if (ring_create(&s->norm_ring, env->comm, none, s->n_chunks) != 0) return -1;
     s->last_job = -1;
     if (isfinite(env->opts.fusion_bytes)) {
         s->fusion = DT_MAX((size_t)(env->opts.fusion_bytes / sizeof(float)), 1);
         if (!comm_thread_multiple(env->comm))
             return dt_fail("--fusion-bytes needs an MPI library with MPI_THREAD_MULTIPLE");
-        if (mode_comm_thread(env, &s->cc, &s->worker) != 0 || ring_create(&s->bg, s->cc, env->codec, n) != 0)
-            return -1;
+        if (mode_comm_thread(env, &s->cc, &s->worker) != 0) return -1;
         env->overlapped = 1;
     }
-    snprintf(env->note, sizeof env->note, "%zu chunks of %zu values, %g of them allreduced (after a %g warm-up)",
-             s->n_chunks, s->chunk, env->opts.chunk_ratio, env->opts.sparsity_warmup);
+    if (s->on_dev ? init_on_device(s, env) != 0
+                  : ring_create(&s->ring, env->comm, env->codec, n) != 0 ||
+                        (s->fusion && ring_create(&s->bg, s->cc, env->codec, n) != 0))
+        return -1;
+    if (layout(s, n) != 0) return -1;
+    int at = snprintf(env->note, sizeof env->note, "%zu chunks of %zu values, %g of them allreduced (after a %g warm-up)",
+                      s->n_chunks, s->chunk, env->opts.chunk_ratio, env->opts.sparsity_warmup);
+    if (s->on_dev && at > 0 && (size_t)at + 2 < sizeof env->note) {
+        snprintf(env->note + at, sizeof env->note - (size_t)at, "; residuals on %s memory, ", env->be->name);
+        at = (int)strlen(env->note);
+        ring_note_on(env->be, &env->codec, env->transport, env->note + at, sizeof env->note - (size_t)at);
+    }
     return 0;
 }
 
@@ -157,26 +214,21 @@ static int correct_upto(csc_state *s, dt_mode_env *env, size_t c_end)
 {
     float *g = env->gh.host, *w = env->wh.host;
     const float wd = env->opts.momentum_correction ? env->optim->wd : 0.0f;
+    const float limit = s->dynamic && s->scale != 1.0f ? s->limit : INFINITY;
     size_t a0 = s->next_chunk * s->chunk, a1 = DT_MIN(c_end * s->chunk, env->arena.n);
+    if (s->on_dev) {
+        if (a1 > a0 && s->be->csc_pack(s->be, env->arena.g, s->hb.dev, env->arena.w, wd, a0, a1, s->chunk, s->d_slot,
+                                       s->scale, limit, s->pack) != 0)
+            return -1;
+        s->next_chunk = c_end;
+        return 0;
+    }
     if (a1 > a0 && (hostbuf_pull(&env->gh, a0, a1 - a0) != 0 || (wd != 0.0f && hostbuf_pull(&env->wh, a0, a1 - a0) != 0)))
         return -1;
     for (size_t c = s->next_chunk; c < c_end; c++) {
         size_t a = c * s->chunk, len = chunk_len(s, env->arena.n, c);
-        float *restrict gc = g + a, *restrict hc = s->h + a;
-        const float *restrict wc = w + a;
-        if (wd != 0.0f)
-            for (size_t i = 0; i < len; i++) gc[i] += hc[i] + wd * wc[i];
-        else
-            for (size_t i = 0; i < len; i++) gc[i] += hc[i];
-        if (s->important[c] && s->scale != 1.0f) {
-            float *restrict pc = s->pack + s->packed_at[c];
-            for (size_t i = 0; i < len; i++) pc[i] = gc[i] * s->scale;
-            if (s->dynamic)
-                for (size_t i = 0; i < len; i++)
-                    if (fabsf(pc[i]) > s->limit) pc[i] = NAN;
-        } else if (s->important[c]) {
-            memcpy(s->pack + s->packed_at[c], gc, len * sizeof(float));
-        }
+        chunks_correct(g + a, s->h + a, w + a, wd, len);
+        if (s->slot[c] >= 0) chunks_pack(s->pack + (size_t)s->slot[c] * s->chunk, g + a, len, s->scale, limit);
     }
     s->next_chunk = c_end;
     return 0;
@@ -186,6 +238,7 @@ static int submit(csc_state *s, size_t upto)
 {
     struct job *j = &s->jobs[s->n_jobs % MAX_JOBS];
     if (s->n_jobs >= MAX_JOBS && worker_wait(s->worker, s->n_jobs - MAX_JOBS) != 0) return -1;
+    if (s->on_dev && s->be->sync(s->be) != 0) return -1; /* packed on be's queue, sent on the thread's */
     j->ring = s->bg;
     j->x = s->pack + s->sent;
     j->n = upto - s->sent;
@@ -199,7 +252,7 @@ static int submit(csc_state *s, size_t upto)
 static size_t packed_ready(const csc_state *s, size_t n)
 {
     for (size_t c = s->next_chunk; c-- > 0;)
-        if (s->important[c]) return s->packed_at[c] + chunk_len(s, n, c);
+        if (s->slot[c] >= 0) return (size_t)s->slot[c] * s->chunk + chunk_len(s, n, c);
     return 0;
 }
 
@@ -225,12 +278,54 @@ static int by_norm(const void *x, const void *y, void *arg)
  * residual, the selection stays, the scale halves. The same on every rank (they saw the same sum). */
 static int skip_step(csc_state *s, dt_mode_env *env, dt_times *t)
 {
-    memcpy(s->h, env->gh.host, env->arena.n * sizeof(float));
+    if (s->on_dev ? s->be->copy(s->be, s->hb.dev, env->arena.g, env->arena.n * sizeof(float)) != 0
+                  : (memcpy(s->h, env->gh.host, env->arena.n * sizeof(float)), 0))
+        return -1;
     s->scale *= 0.5f;
     s->good = 0;
-    layout(s, env->arena.n);
     t->skipped += 1;
+    return layout(s, env->arena.n);
+}
+
+/* the packed sum unscaled (1/scale): 1 if every value is finite */
+static int unscale(csc_state *s, float inv, int *finite)
+{
+    if (!s->on_dev) {
+        *finite = 1;
+        for (size_t i = 0; i < s->packed_n; i++) *finite &= isfinite(s->pack[i] *= inv);
+        return 0;
+    }
+    int32_t flag = 0;
+    if (s->be->to_device(s->be, s->d_flag, &flag, sizeof flag) != 0 ||
+        s->be->grad_unscale(s->be, s->pack, s->packed_n, inv, s->d_flag) != 0 ||
+        s->be->to_host(s->be, &flag, s->d_flag, sizeof flag) != 0)
+        return -1;
+    *finite = !flag;
     return 0;
+}
+
+/* the allreduced chunks back into the gradient, what stays local kept, the norms for next time; with
+ * momentum correction the important chunks' update (chunks_fold) */
+static int fold(csc_state *s, dt_mode_env *env, float lr)
+{
+    size_t n = env->arena.n;
+    const int mc = env->opts.momentum_correction, p = mode_ranks(env);
+    const float m = env->optim->momentum;
+    if (s->on_dev)
+        return s->be->csc_fold(s->be, env->arena.g, s->hb.dev, mc ? s->hub.dev : NULL, env->arena.w, s->pack,
+                               s->d_slot, n, s->chunk, p, m, lr, s->d_norms) != 0 ||
+               s->be->to_host(s->be, s->norms, s->d_norms, s->n_chunks * sizeof(float)) != 0
+                   ? -1
+                   : 0;
+    float *g = env->gh.host, *w = env->wh.host;
+    if (mc && hostbuf_pull(&env->wh, 0, n) != 0) return -1;
+    for (size_t c = 0; c < s->n_chunks; c++) {
+        size_t a = c * s->chunk;
+        const float *sum = s->slot[c] >= 0 ? s->pack + (size_t)s->slot[c] * s->chunk : NULL;
+        s->norms[c] = chunks_fold(g + a, s->h + a, mc ? s->hu + a : NULL, mc ? w + a : NULL, sum, chunk_len(s, n, c), p,
+                                  m, lr);
+    }
+    return mc ? hostbuf_push(&env->wh, 0, n) : hostbuf_push(&env->gh, 0, n);
 }
 
 static int csc_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
@@ -238,16 +333,12 @@ static int csc_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t
     csc_state *s = state;
     size_t n = env->arena.n;
     int p = mode_ranks(env);
-    float *g = env->gh.host, *w = env->wh.host;
-    const int mc = env->opts.momentum_correction;
-    const float m = env->optim->momentum;
     double t0 = dt_now();
 
     if (it->skip) { /* overflowed (fp16): what backward sent lands; residuals, selection and scale as they were */
         if (s->fusion && s->last_job >= 0 && worker_wait(s->worker, s->last_job) != 0) return -1;
         if (s->fusion) worker_take_times(s->worker, t);
-        layout(s, n); /* nothing corrected or sent yet for the next iteration */
-        return 0;
+        return layout(s, n); /* nothing corrected or sent yet for the next iteration */
     }
     if (correct_upto(s, env, s->n_chunks) != 0) return -1;
     t->encode += dt_now() - t0;
@@ -265,52 +356,19 @@ static int csc_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t
 
     double t1 = dt_now();
     if (s->scale != 1.0f) { /* unscale; a sum that is not finite skips the update (dynamic scaling) */
-        const float inv = 1.0f / s->scale;
-        int finite = 1;
-        for (size_t i = 0; i < s->packed_n; i++) finite &= isfinite(s->pack[i] *= inv);
+        int finite;
+        if (unscale(s, 1.0f / s->scale, &finite) != 0) return -1;
         if (!finite && s->dynamic) return skip_step(s, env, t);
         if (s->dynamic && ++s->good >= 2000) s->scale *= 2.0f, s->good = 0;
     }
-    /* the allreduced chunks back into the gradient; what stays local is kept; norms for next time */
-    for (size_t c = 0; c < s->n_chunks; c++) {
-        size_t a = c * s->chunk, len = chunk_len(s, n, c);
-        float *gc = g + a, *hc = s->h + a, l1 = 0.0f;
-        if (s->important[c]) {
-            memcpy(gc, s->pack + s->packed_at[c], len * sizeof(float));
-            for (size_t i = 0; i < len; i++) l1 += fabsf(gc[i]);
-            l1 /= (float)p;
-            memset(hc, 0, len * sizeof(float));
-        } else {
-            for (size_t i = 0; i < len; i++) l1 += fabsf(gc[i]);
-            if (mc)
-                for (size_t i = 0; i < len; i++) hc[i] = m * gc[i];
-            else
-                memcpy(hc, gc, len * sizeof(float));
-        }
-        s->norms[c] = l1;
-    }
+    if (fold(s, env, it->lr) != 0) return -1;
     t->decode += dt_now() - t1;
 
+    /* Alg. 1 with momentum correction: the important chunks moved in the fold, through their
+     * historical update; else the optimizer, with zeros where the chunks stayed local */
     double t2 = dt_now();
-    if (mc) { /* Alg. 1: only important chunks move, through their historical update */
-        if (hostbuf_pull(&env->wh, 0, n) != 0) return -1;
-        for (size_t c = 0; c < s->n_chunks; c++) {
-            if (!s->important[c]) continue;
-            size_t a = c * s->chunk, len = chunk_len(s, n, c);
-            float *restrict hu = s->hu + a, *restrict wc = w + a;
-            const float *restrict gc = g + a;
-            for (size_t i = 0; i < len; i++) {
-                hu[i] = m * hu[i] + it->lr * gc[i];
-                wc[i] -= hu[i];
-            }
-        }
-        if (hostbuf_push(&env->wh, 0, n) != 0) return -1;
-    } else {
-        for (size_t c = 0; c < s->n_chunks; c++)
-            if (!s->important[c]) memset(g + c * s->chunk, 0, chunk_len(s, n, c) * sizeof(float));
-        if (hostbuf_push(&env->gh, 0, n) != 0 || optim_step(env->optim, env->arena.w, env->arena.g, it->lr, 0, n) != 0)
-            return -1;
-    }
+    if (!env->opts.momentum_correction && optim_step(env->optim, env->arena.w, env->arena.g, it->lr, 0, n) != 0)
+        return -1;
     t->update += dt_now() - t2;
 
     /* the next iteration's important chunks: the same on every rank */
@@ -324,7 +382,7 @@ static int csc_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t
     if (n_sel < s->n_chunks) qsort_r(s->order, s->n_chunks, sizeof *s->order, by_norm, s->norms);
     memset(s->important, 0, s->n_chunks);
     for (size_t j = 0; j < n_sel; j++) s->important[s->order[j]] = 1;
-    layout(s, n);
+    if (layout(s, n) != 0) return -1;
     t->encode += dt_now() - t3 - t_norms;
     t->density += (double)s->packed_n / (double)n; /* of the next iteration, close enough for a log */
     return 0;
@@ -341,8 +399,9 @@ static int csc_restored(void *state, dt_mode_env *env, long it0)
             return dt_fail("the checkpoint's loss scale %g is not a positive number", (double)s->scale_f[0]);
         s->scale = s->scale_f[0], s->good = (long)s->scale_f[1];
     }
-    layout(s, env->arena.n);
-    return 0;
+    if (s->on_dev && (hostbuf_push(&s->hb, 0, env->arena.n) != 0 || (s->hu && hostbuf_push(&s->hub, 0, env->arena.n) != 0)))
+        return -1;
+    return layout(s, env->arena.n);
 }
 
 static double csc_predict(void *state, const dt_mode_env *env, const dt_times *m)
@@ -401,6 +460,8 @@ static int csc_list_state(void *state, const dt_mode_env *env, dt_state_tensor *
     csc_state *s = state;
     int n = 0;
     if (!s->important_f && !(s->important_f = dt_alloc(sizeof(float) * s->n_chunks))) return -1;
+    if (s->on_dev && (hostbuf_pull(&s->hb, 0, env->arena.n) != 0 || (s->hu && hostbuf_pull(&s->hub, 0, env->arena.n) != 0)))
+        return -1;
     for (size_t c = 0; c < s->n_chunks; c++) s->important_f[c] = s->important[c];
     if (n < max) {
         snprintf(out[n].name, sizeof out[n].name, env->opts.momentum_correction ? "hg" : "residual");
@@ -433,17 +494,27 @@ static void csc_finalize(void *state, dt_mode_env *env)
     mode_env_release(env);
     worker_destroy(s->worker);
     ring_destroy(s->bg);
-    if (s->cc) comm_free(s->cc);
     ring_destroy(s->ring);
     ring_destroy(s->norm_ring);
+    if (s->on_dev) {
+        devnet_close(env->be, s->bg_net);
+        devnet_close(env->be, s->net);
+        backend_queue_free(env->be, s->q);
+        hostbuf_free(&s->hb);
+        hostbuf_free(&s->hub);
+        for (void **b = (void *[]){s->pack, s->d_slot, s->d_norms, s->d_flag}, **e = b + 4; b < e; b++)
+            if (*b) env->be->free(env->be, *b);
+    } else {
+        dt_free(s->h);
+        dt_free(s->hu);
+        dt_free(s->pack);
+    }
+    if (s->cc) comm_free(s->cc);
     free(s->important);
-    free(s->packed_at);
+    free(s->slot);
     free(s->order);
     dt_free(s->norms);
     dt_free(s->important_f);
-    dt_free(s->h);
-    dt_free(s->hu);
-    dt_free(s->pack);
     free(s);
 }
 
@@ -465,6 +536,15 @@ static int check_loss_scale(const char *v, const char *origin)
     if (end != v && !*end && isfinite(x) && x > 0 && x <= 1e30) return 0;
     return dt_fail("%s: expected none, dynamic or a positive number (a power of two keeps the sums exact), found '%s'",
                    origin, v);
+}
+
+/* --transport nccl where csc's state can live on the device and its ring run there with the codec */
+static int csc_device_net(const dt_mode_env *env, char *why, size_t n)
+{
+    if (on_device(env->arena.be, &env->codec)) return 1;
+    snprintf(why, n, "the %s backend does not keep csc's chunks on its memory with codec %s", env->arena.be->name,
+             env->codec.desc->name);
+    return 0;
 }
 
 static const dt_optdef csc_flags[] = {
@@ -495,4 +575,5 @@ const dt_mode_desc mode_csc = {
     .state = csc_list_state,
     .restored = csc_restored,
     .finalize = csc_finalize,
+    .device_net = csc_device_net,
 };

@@ -177,6 +177,17 @@ struct dt_backend {
     int (*tern_pack)(dt_backend *be, const int8_t *t, size_t n, uint8_t *codes);
     int (*tern_decode)(dt_backend *be, const int8_t *acc, size_t n, float s, float *x);
     int (*tern_sum)(dt_backend *be, const uint8_t *codes, int p, size_t code_bytes, size_t n, int8_t *acc);
+    /* csc (comm/chunks.h) on the backend's memory (ABI 11), for comm code that keeps csc's state there;
+     * NULL where the backend has none. The arena of n values is cut into chunks of `chunk` values;
+     * slot (int32, the backend's memory, one per chunk): an important chunk's place among the packed
+     * ones, -1 for the others. csc_pack, over values [lo, hi): g = chunks_correct(g, h, w, wd), and each
+     * value i of an important chunk c packed (chunks_pack with scale and limit) into pack[slot[c] chunk +
+     * i - c chunk]. csc_fold, every chunk: chunks_fold with its packed sum (important) or without, hu NULL
+     * without momentum correction (then w is not read); norms (the backend's memory): the chunks' norms. */
+    int (*csc_pack)(dt_backend *be, float *g, const float *h, const float *w, float wd, size_t lo, size_t hi,
+                    size_t chunk, const int32_t *slot, float scale, float limit, float *pack);
+    int (*csc_fold)(dt_backend *be, float *g, float *h, float *hu, float *w, const float *pack, const int32_t *slot,
+                    size_t n, size_t chunk, int p, float m, float lr, float *norms);
     /* A second queue on the same device and memory, for a communication thread: ops called through q
      * run in their own order beside be's (a CUDA stream of its own), so that communication overlaps
      * compute. q offers copies, sync, add, scale and the codecs; memory is allocated through be.
@@ -291,7 +302,7 @@ typedef struct dt_backend_desc {
 
 /* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
  * which returns NULL when it was built for another ABI. */
-#define DT_BACKEND_ABI 10
+#define DT_BACKEND_ABI 11
 typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
 
 /* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise
