@@ -442,10 +442,8 @@ static int csc_calibrate(const dt_mode_env *env, dt_times *cost)
         double t1 = dt_now();
         memcpy(g, pack, sel * sizeof(float));
         for (size_t c = 0; c < nc; c++) {
-            size_t a = c * chunk, len = DT_MIN(chunk, n - a);
-            float l1 = 0.0f;
-            for (size_t i = 0; i < len; i++) l1 += fabsf(g[a + i]);
-            norms[c] = l1;
+            size_t a = c * chunk;
+            norms[c] = chunks_l1(g + a, DT_MIN(chunk, n - a));
         }
         memcpy(h + sel, g + sel, (n - sel) * sizeof(float));
         double t2 = dt_now();
