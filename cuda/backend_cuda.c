@@ -737,7 +737,8 @@ static const dt_backend_desc cuda_desc = {
                 "mode with 2 ranks on one GPU, checkpoints between devices; only compiled so far: --gpu-exact's "
                 "bit-for-bit repeat, 4 ranks on one GPU, page-locked staging, --precision bf16 and fp16 (GEMMs "
                 "and convolutions on 16-bit operands, fp16's loss scaling), the codecs, the D-Sync and Pipe-SGD "
-                "rings, Top-k's residuals and selection, TernGrad's coding and CSC's chunks on the GPU, the NCCL "
+                "rings, Top-k's residuals and selection, TernGrad's coding and CSC's chunks on the GPU, batches "
+                "copied on a stream of their own, the NCCL "
                 "transport (--transport nccl; PS-Sync's pushes summed, Top-k's pairs summed and gTop-k's merged on "
                 "the GPU included)",
 };

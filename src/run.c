@@ -433,10 +433,13 @@ static int start_loader(dt_run *r, long it0)
     const dt_opts *o = r->opts;
     dt_host_allocator mem = backend_host_allocator(r->be);
     if (!r->env.is_worker || it0 >= r->env.total_iters) return 0;
-    return loader_create(&r->loader, r->ds, &r->aug, r->view_h, r->view_w, (int)o->batch, r->env.worker_rank,
-                         r->env.n_workers, (uint64_t)o->seed, !o->no_shuffle, (int)o->prefetch, it0, r->env.total_iters,
-                         r->be->host_memory ? 1 : r->threads, /* beside a GPU the host's cores make batches */
-                         &mem);
+    if (loader_create(&r->loader, r->ds, &r->aug, r->view_h, r->view_w, (int)o->batch, r->env.worker_rank,
+                      r->env.n_workers, (uint64_t)o->seed, !o->no_shuffle, (int)o->prefetch, it0, r->env.total_iters,
+                      r->be->host_memory ? 1 : r->threads, /* beside a GPU the host's cores make batches */
+                      &mem) != 0)
+        return -1;
+    return upload_create(&r->upload, r->be, r->loader, (size_t)r->ds->c * (size_t)r->view_h * (size_t)r->view_w,
+                         r->local_batch, r->env.total_iters);
 }
 
 /* What every rank must agree on: the options that change the computation, and what they led to. */
@@ -557,7 +560,9 @@ static void banner(dt_run *r)
                      "wd %g\n",
              o->batch, r->local_batch, env->iters_per_epoch, o->epochs, o->epochs == 1 ? "" : "s", o->lr,
              o->lr_schedule, o->momentum, o->nesterov ? " (Nesterov)" : "", o->wd);
-    log_text(r->log, "augmentation: %s; %ld batch%s prefetched\n", aug, o->prefetch, o->prefetch == 1 ? "" : "es");
+    log_text(r->log, "augmentation: %s; %ld batch%s prefetched%s%s%s\n", aug, o->prefetch, o->prefetch == 1 ? "" : "es",
+             UPLOADS(r->be) ? ", copied to " : "", UPLOADS(r->be) ? r->be->name : "",
+             UPLOADS(r->be) ? " memory a batch ahead on a queue of their own" : "");
     if (env->note[0]) log_text(r->log, "%s: %s\n", r->mode->name, env->note);
     if (r->ckpt.precision_was[0] && strcmp(r->ckpt.precision_was, o->precision) != 0) /* rank 0, resumed */
         log_text(r->log, "resumed in %s a checkpoint written in %s: its fp32 weights and optimizer state go on, "
@@ -766,6 +771,7 @@ void run_teardown(dt_run *r)
     if (r->ctl && r->stop_req >= 0 && !comm_broken(r->ctl)) comm_wait(r->ctl, r->stop_req, NULL, NULL);
     if (r->ctl) comm_free(r->ctl);
     log_close(r->log);
+    upload_destroy(r->upload);
     loader_destroy(r->loader);
     optim_destroy(r->optim);
     backend_host_free(r->be, r->x_host); /* the backend's staging memory, freed before it (NULL without one) */

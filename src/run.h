@@ -13,6 +13,7 @@
 #include "data/data.h"
 #include "engine/engine.h"
 #include "log.h"
+#include "upload.h"
 
 /* --precision fp16: dynamic loss scaling, as PyTorch's GradScaler. The loss gradient is multiplied
  * by scale; backward's gradients are divided by it as they become final, and a non-finite one makes
@@ -51,6 +52,7 @@ typedef struct dt_run {
     dt_augment aug;
     int view_h, view_w; /* the samples as the net takes them (cropped for ImageNet-style data) */
     dt_loader *loader;  /* this worker's training batches */
+    dt_upload *upload;  /* and their copies to the device ahead of time (NULL: copied in the loop) */
     dt_optim *optim;
     dt_lr_schedule lr;
     const dt_mode_desc *mode;

@@ -179,8 +179,9 @@ static int iteration(dt_run *r, long it, int epoch, float lr, dt_times *t, dt_pa
     if (env->is_worker) {
         dt_batch b;
         double t0 = dt_now(), t1, t2, t3;
-        if (loader_next(r->loader, it, &b) != 0 || net_set_input(r->net, b.x, b.rows) != 0 ||
-            net_set_labels(r->net, b.y, b.rows) != 0)
+        if (r->upload ? upload_next(r->upload, r->net, it, &b) != 0
+                      : loader_next(r->loader, it, &b) != 0 || net_set_input(r->net, b.x, b.rows) != 0 ||
+                            net_set_labels(r->net, b.y, b.rows) != 0)
             return -1;
         t1 = dt_now();
         pass->rows = b.rows;

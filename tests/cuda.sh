@@ -5,7 +5,7 @@
 #  - --device auto runs on the CPU and says in one line why not on a GPU;
 #  - where there is no usable GPU, --device cuda is one line naming what is missing, exit 1.
 # On a GPU (else exit 77 after the above, saying why):
-#  - training equivalence: 20 steps of mlp, lenet (Fashion-MNIST) and resnet20 (synthetic
+#  - training equivalence (the batches copied a batch ahead on a stream of their own): 20 steps of mlp, lenet (Fashion-MNIST) and resnet20 (synthetic
 #    CIFAR-shaped data) from the same seed on CPU and GPU (--gpu-exact): every logged loss within
 #    1e-4 relative (or, for resnet20, the spread rounding alone makes: below), final weights
 #    within 1e-3 absolute + relative;
@@ -85,6 +85,10 @@ PY
     note "$net final weights: $(tail -n 1 "$T/diff")"
 }
 equiv mlp 0.02 --dataset fashion-mnist
+# the batches go to the GPU a batch ahead, on a stream of their own (upload.c)
+grep -q "prefetched, copied to cuda memory a batch ahead on a queue of their own" <(
+    "$DTRAIN" --net mlp --dataset fashion-mnist --iters 2 --device cuda --progress none 2>&1) ||
+    bad "the banner does not say that batches are copied to the GPU ahead"
 equiv lenet 0.02 --dataset fashion-mnist
 equiv resnet20 0.001 --dataset synthetic --synthetic-samples 2000 --batch 64
 

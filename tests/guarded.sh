@@ -6,7 +6,7 @@
 # of the same run on the cpu backend: the kernels are the same, so any difference is a staging
 # bug (the guarded backend also runs the device-side paths: the rings on device memory with its
 # codecs and a second queue, the sparse modes' residuals and top-k there, TernGrad's coding there,
-# csc's chunks there). Checkpoints go through it too: Pipe-SGD, Top-k and csc runs checkpointed and
+# csc's chunks there, the batches' copies a batch ahead on the second queue). Checkpoints go through it too: Pipe-SGD, Top-k and csc runs checkpointed and
 # resumed on the guarded backend equal the straight cpu runs. --transport nccl (every mode) runs on the
 # backend's stand-in for NCCL, equal to the cpu's too, and its refusals (ranks sharing a device, no
 # library, variants that send over MPI only) are checked.
@@ -33,8 +33,11 @@ same() { # ARGS...: the guarded run equals the cpu run
     "$STDIFF" "$T/cpu.st" "$T/guarded.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "$*: cpu-guarded differs from cpu"; }
     runs=$((runs + 1))
 }
-grep -q "backend cpu-guarded" <(mpi -np 1 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1) ||
-    fail "the banner does not name the guarded backend"
+mpi -np 1 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 > "$T/log" 2>&1 || { cat "$T/log"; fail "1 rank failed"; }
+grep -q "backend cpu-guarded" "$T/log" || fail "the banner does not name the guarded backend"
+# the batches go to the device a batch ahead on the backend's second queue (upload.c), in every run below
+grep -q "prefetched, copied to cpu-guarded memory a batch ahead on a queue of their own" "$T/log" ||
+    { cat "$T/log"; fail "the banner does not say that batches are copied ahead on a queue of their own"; }
 # D-Sync's and Pipe-SGD's rings run on the device's memory where the backend codes
 # (ring_create_on): the banner says so, and the runs below compare them with the host ring bit for bit
 for m in dsync pipesgd; do

@@ -739,6 +739,16 @@ int net_set_labels(dt_net *net, const int32_t *host, int rows)
     return net->be->to_device(net->be, net->labels, host, (size_t)rows * sizeof(int32_t));
 }
 
+int net_copy_batch(dt_net *net, const float *x, const int32_t *y, int rows)
+{
+    size_t n = rows > 0 ? (size_t)rows : 0;
+    dt_backend *be = net->be;
+    return be->copy(be, net->input->y, x, n * net->input->out_size * sizeof(float)) != 0 ||
+                   be->copy(be, net->labels, y, n * sizeof(int32_t)) != 0
+               ? -1
+               : 0;
+}
+
 int net_forward(dt_net *net, dt_pass *p)
 {
     if (p->rows <= 0) return 0;

@@ -58,6 +58,8 @@ void net_destroy(dt_net *net);
 /* Copies a host batch into the input layer / label buffer. */
 int net_set_input(dt_net *net, const float *host, int rows);
 int net_set_labels(dt_net *net, const int32_t *host, int rows);
+/* The same from a batch already in the backend's memory (upload.h): a copy on the device. */
+int net_copy_batch(dt_net *net, const float *x, const int32_t *y, int rows);
 
 int net_forward(dt_net *net, dt_pass *p);
 /* Called after each layer whose gradients are final: the first n_ready arena elements are done. */
