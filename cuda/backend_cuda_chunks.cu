@@ -35,8 +35,8 @@ __global__ void k_csc_fold(float *g, float *h, float *hu, float *w, const float 
         size_t c = t / 32, a = c * chunk, len = a + chunk <= n ? chunk : n - a;
         int j = (int)(t % 32);
         int32_t s = slot[c];
-        float l = ew_csc_lane(g + a, h + a, hu ? hu + a : NULL, hu ? w + a : NULL, s >= 0 ? pack + (size_t)s * chunk : NULL,
-                              len, j, m, lr);
+        const float *sum = s >= 0 ? pack + (size_t)s * chunk : NULL;
+        float l = ew_csc_lane(g + a, h + a, hu ? hu + a : NULL, hu ? w + a : NULL, sum, len, j, m, lr);
         for (int off = 16; off > 0; off /= 2) l = EW_ADD(l, __shfl_down_sync(0xffffffffu, l, off));
         if (j == 0) norms[c] = ew_csc_norm(l, s >= 0, p);
     }

@@ -620,7 +620,8 @@ START_TEST(csc_chunks)
             int32_t *slot = malloc(nc * sizeof *slot), j = 0;
             for (size_t c = 0; c < nc; c++) slot[c] = rng_hash(seed, c) % 2 || nc == 1 ? j++ : -1;
             float *g2 = dup(g, n), *h2 = dup(h, n), *w2 = dup(w, n), *hu2 = dup(hu, n);
-            float *pk = calloc(n, sizeof *pk), *pk2 = calloc(n, sizeof *pk2), *nr = malloc(nc * 4), *nr2 = malloc(nc * 4);
+            float *pk = calloc(n, sizeof *pk), *pk2 = calloc(n, sizeof *pk2);
+            float *nr = malloc(nc * 4), *nr2 = malloc(nc * 4);
             /* before the allreduce */
             for (size_t c = 0; c < nc; c++) {
                 size_t a = c * chunk, len = DT_MIN(chunk, n - a);
@@ -635,7 +636,8 @@ START_TEST(csc_chunks)
             }
             for (size_t i = 0; i < n; i++) nan += isnan(pk[i]);
             snprintf(msg, sizeof msg, "n %zu, chunks of %zu, variant %d", n, chunk, variant);
-            ck_assert_msg(!memcmp(g, g2, n * 4) && !memcmp(pk, pk2, n * 4), "%s: the correction or packing differs", msg);
+            ck_assert_msg(!memcmp(g, g2, n * 4) && !memcmp(pk, pk2, n * 4), "%s: the correction or packing differs",
+                          msg);
             ck_assert_msg(!(variant & 2) || n < 1000 || nan > 0, "%s: no value above the limit", msg);
             /* after it */
             for (size_t c = 0; c < nc; c++) {

@@ -137,8 +137,9 @@ static int init_on_device(csc_state *s, dt_mode_env *env)
         (env->opts.momentum_correction && hostbuf_alloc(&s->hub, be, DT_MAX(n, 1)) != 0))
         return -1;
     s->h = s->hb.host, s->hu = env->opts.momentum_correction ? s->hub.host : NULL;
-    if (!(s->pack = be->alloc(be, sizeof(float) * DT_MAX(n, 1))) || !(s->d_slot = be->alloc(be, sizeof(int32_t) * nc)) ||
-        !(s->d_norms = be->alloc(be, sizeof(float) * nc)) || !(s->d_flag = be->alloc(be, sizeof(int32_t))))
+    if (!(s->pack = be->alloc(be, sizeof(float) * DT_MAX(n, 1))) ||
+        !(s->d_slot = be->alloc(be, sizeof(int32_t) * nc)) || !(s->d_norms = be->alloc(be, sizeof(float) * nc)) ||
+        !(s->d_flag = be->alloc(be, sizeof(int32_t))))
         return -1;
     if (nccl && devnet_open(env->comm, be, &s->net) != 0) return -1;
     if (ring_create_on(&s->ring, env->comm, env->codec, n, be, NULL, s->net) != 0) return -1;
@@ -199,8 +200,9 @@ static int csc_init(void **state, dt_mode_env *env)
                         (s->fusion && ring_create(&s->bg, s->cc, env->codec, n) != 0))
         return -1;
     if (layout(s, n) != 0) return -1;
-    int at = snprintf(env->note, sizeof env->note, "%zu chunks of %zu values, %g of them allreduced (after a %g warm-up)",
-                      s->n_chunks, s->chunk, env->opts.chunk_ratio, env->opts.sparsity_warmup);
+    int at = snprintf(env->note, sizeof env->note,
+                      "%zu chunks of %zu values, %g of them allreduced (after a %g warm-up)", s->n_chunks, s->chunk,
+                      env->opts.chunk_ratio, env->opts.sparsity_warmup);
     if (s->on_dev && at > 0 && (size_t)at + 2 < sizeof env->note) {
         snprintf(env->note + at, sizeof env->note - (size_t)at, "; residuals on %s memory, ", env->be->name);
         at = (int)strlen(env->note);
@@ -287,7 +289,7 @@ static int skip_step(csc_state *s, dt_mode_env *env, dt_times *t)
     return layout(s, env->arena.n);
 }
 
-/* the packed sum unscaled (1/scale): 1 if every value is finite */
+/* the packed sum unscaled (times inv); *finite: 1 if every value is */
 static int unscale(csc_state *s, float inv, int *finite)
 {
     if (!s->on_dev) {
@@ -388,6 +390,13 @@ static int csc_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t
     return 0;
 }
 
+/* on_dev: the residuals (and historical updates) from the device to their host views, or back (push) */
+static int state_views(const csc_state *s, size_t n, int push)
+{
+    int (*move)(const dt_hostbuf *, size_t, size_t) = push ? hostbuf_push : hostbuf_pull;
+    return move(&s->hb, 0, n) != 0 || (s->hu && move(&s->hub, 0, n) != 0) ? -1 : 0;
+}
+
 /* the selection for the first resumed iteration, from the checkpoint */
 static int csc_restored(void *state, dt_mode_env *env, long it0)
 {
@@ -399,8 +408,7 @@ static int csc_restored(void *state, dt_mode_env *env, long it0)
             return dt_fail("the checkpoint's loss scale %g is not a positive number", (double)s->scale_f[0]);
         s->scale = s->scale_f[0], s->good = (long)s->scale_f[1];
     }
-    if (s->on_dev && (hostbuf_push(&s->hb, 0, env->arena.n) != 0 || (s->hu && hostbuf_push(&s->hub, 0, env->arena.n) != 0)))
-        return -1;
+    if (s->on_dev && state_views(s, env->arena.n, 1) != 0) return -1;
     return layout(s, env->arena.n);
 }
 
@@ -458,8 +466,7 @@ static int csc_list_state(void *state, const dt_mode_env *env, dt_state_tensor *
     csc_state *s = state;
     int n = 0;
     if (!s->important_f && !(s->important_f = dt_alloc(sizeof(float) * s->n_chunks))) return -1;
-    if (s->on_dev && (hostbuf_pull(&s->hb, 0, env->arena.n) != 0 || (s->hu && hostbuf_pull(&s->hub, 0, env->arena.n) != 0)))
-        return -1;
+    if (s->on_dev && state_views(s, env->arena.n, 0) != 0) return -1;
     for (size_t c = 0; c < s->n_chunks; c++) s->important_f[c] = s->important[c];
     if (n < max) {
         snprintf(out[n].name, sizeof out[n].name, env->opts.momentum_correction ? "hg" : "residual");
