@@ -11,8 +11,7 @@
 #define DT_UPLOAD_H
 
 #include "data/data.h"
-#include "engine/backend.h"
-#include "engine/net.h"
+#include "engine/engine.h"
 
 typedef struct dt_upload dt_upload;
 
