@@ -334,6 +334,29 @@ static int cu_topk(dt_backend *be, const float *x, size_t n, size_t k, void *pai
     return cuda_launched(cuk_topk(S(be), x, n, k, pairs), "top-k selection", "%zu of %zu values", k, n);
 }
 
+/* the sample on the GPU, then to the host through the pinned scratch */
+static int cu_topk_sample(dt_backend *be, const float *x, size_t n, size_t m, float *out)
+{
+    ENTER(be);
+    cuda_impl *c = cuda_of(be);
+    if (m == 0) return 0;
+    if (cuda_scratch(be, m * sizeof(float)) != 0) return -1;
+    if (cuda_launched(cuk_topk_sample(c->stream, x, n, m, c->scratch), "top-k's sample", "%zu of %zu values", m, n) != 0)
+        return -1;
+    CU(cudaMemcpyAsync(c->host_scratch, c->scratch, m * sizeof(float), cudaMemcpyDeviceToHost, c->stream),
+       "top-k's sample");
+    CU(cudaStreamSynchronize(c->stream), "top-k's sample");
+    memcpy(out, c->host_scratch, m * sizeof(float));
+    return 0;
+}
+
+static int cu_topk_above(dt_backend *be, const float *x, size_t n, size_t k, float thr, void *pairs)
+{
+    ENTER(be);
+    return cuda_launched(cuk_topk_above(S(be), x, n, k, thr, pairs), "top-k above a sampled threshold",
+                         "%zu of %zu values", k, n);
+}
+
 static int cu_pairs_apply(dt_backend *be, float *x, const void *pairs, size_t k, int how, float a)
 {
     ENTER(be);
@@ -631,6 +654,8 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     be->topk = cu_topk;
     be->pairs_apply = cu_pairs_apply;
     be->pairs_merge = cu_pairs_merge;
+    be->topk_sample = cu_topk_sample;
+    be->topk_above = cu_topk_above;
     be->pairs_zero_common = cu_pairs_zero_common;
     be->tern_stats = cu_tern_stats;
     be->tern_encode = cu_tern_encode;
@@ -713,7 +738,8 @@ static void cuda_list_devices(FILE *f)
     }
     fprintf(f, "  run on a GPU (an H200, 2026-11-26): every op against the CPU, training, every mode with 2 ranks on one\n"
                "  GPU, checkpoints across devices; only compiled: the codecs (t16, fp16, q8), the D-Sync and Pipe-SGD\n"
-               "  rings, Top-k's residuals and selection and TernGrad's coding on the GPU, the NCCL transport,\n"
+               "  rings, Top-k's residuals and selection (exact and sampled), TernGrad's coding and CSC's chunks on\n"
+               "  the GPU, batches copied on a stream of their own, the NCCL transport (every mode),\n"
                "  --precision bf16 and fp16 (cuBLAS and cuDNN on 16-bit operands, fp16's loss scaling);\n"
                "  README.md, \"On a GPU\"\n");
 }
@@ -737,7 +763,8 @@ static const dt_backend_desc cuda_desc = {
                 "mode with 2 ranks on one GPU, checkpoints between devices; only compiled so far: --gpu-exact's "
                 "bit-for-bit repeat, 4 ranks on one GPU, page-locked staging, --precision bf16 and fp16 (GEMMs "
                 "and convolutions on 16-bit operands, fp16's loss scaling), the codecs, the D-Sync and Pipe-SGD "
-                "rings, Top-k's residuals and selection, TernGrad's coding and CSC's chunks on the GPU, batches "
+                "rings, Top-k's residuals and selection (exact and sampled), TernGrad's coding and CSC's chunks on "
+                "the GPU, batches "
                 "copied on a stream of their own, the NCCL "
                 "transport (--transport nccl; PS-Sync's pushes summed, Top-k's pairs summed and gTop-k's merged on "
                 "the GPU included)",

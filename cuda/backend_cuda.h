@@ -146,6 +146,9 @@ int cuk_wire_decode(cudaStream_t s, int kind, int block, const void *in, size_t 
 int cuk_residual_add(cudaStream_t s, float *r, float *u, const float *g, const float *w, size_t n, float m, float wd);
 int cuk_topk(cudaStream_t s, const float *x, size_t n, size_t k, void *pairs);
 int cuk_pairs_apply(cudaStream_t s, float *x, const void *pairs, size_t k, int how, float a);
+/* --topk-select sampled (be->topk_sample: out is device memory here; topk_above) */
+int cuk_topk_sample(cudaStream_t s, const float *x, size_t n, size_t m, float *out);
+int cuk_topk_above(cudaStream_t s, const float *x, size_t n, size_t k, float thr, void *pairs);
 /* gTop-k (be->pairs_merge, pairs_zero_common); the merge waits for the union's size */
 int cuk_pairs_merge(cudaStream_t s, const void *a, size_t na, const void *b, size_t nb, size_t k, void *out,
                     size_t *n_out);

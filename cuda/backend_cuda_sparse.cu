@@ -180,6 +180,95 @@ extern "C" int cuk_pairs_apply(cudaStream_t s, float *x, const void *pairs, size
     return (int)cudaGetLastError();
 }
 
+__global__ void k_topk_sample(float *out, const float *x, size_t n, size_t m)
+{
+    FOR_EACH(s, m) out[s] = fabsf(x[ew_topk_sample_index(s, n)]);
+}
+
+__global__ void k_above_flags(uint8_t *flag, uint32_t *idx, const float *x, size_t n, float thr)
+{
+    FOR_EACH(i, n) {
+        flag[i] = (uint8_t)ew_topk_above(x[i], thr);
+        idx[i] = (uint32_t)i;
+    }
+}
+
+// the k indices taken: the first c of the partition's front (those that passed, in index order), then
+// the first k - c of the others, which the partition wrote in reverse order at its end
+__global__ void k_above_take(uint32_t *key, const uint32_t *part, size_t n, size_t k, const int *count)
+{
+    size_t c = (size_t)*count;
+    FOR_EACH(j, k) key[j] = j < c ? part[j] : part[n - 1 - (j - c)];
+}
+
+// the sample of |x| (the threshold is made on the host, as the CPU makes it)
+extern "C" int cuk_topk_sample(cudaStream_t s, const float *x, size_t n, size_t m, float *out)
+{
+    if (m == 0) return 0;
+    if (n == 0) return (int)cudaErrorInvalidValue;
+    k_topk_sample<<<blocks_for(m), THREADS, 0, s>>>(out, x, n, m);
+    return (int)cudaGetLastError();
+}
+
+// the candidates' values (part[0..c): the indices that reached the threshold, in order)
+__global__ void k_above_values(float *val, const uint32_t *part, const float *x, size_t c)
+{
+    FOR_EACH(j, c) val[j] = x[part[j]];
+}
+
+// be->topk_above (sparse.c's topk_select_sampled after its sample): CUB's partition by the flags (those
+// that reach thr first, in index order; the rest behind them in reverse order), the count to the host;
+// k or more: cuk_topk over the candidates' values, positions mapped back to indices; fewer: the k
+// indices taken (all candidates, then the first of the rest), sorted (CUB), gathered. Scratch from the
+// stream-ordered allocator: CUB's storage, indices and their partition (2 n words), the candidates'
+// values (n), the k keys taken and sorted and the top-k's pairs (4 k words), the count, the flags (n bytes).
+extern "C" int cuk_topk_above(cudaStream_t s, const float *x, size_t n, size_t k, float thr, void *pairs)
+{
+    if (k == 0) return 0;
+    if (n > 0x7fffffffu || k > n) return (int)cudaErrorInvalidValue;
+    int ni = (int)n, ki = (int)k, *count = NULL, c = 0;
+    uint32_t *idx = NULL;
+    uint8_t *flag = NULL;
+    size_t t1 = 0, t2 = 0;
+    cudaError_t e = cub::DevicePartition::Flagged(NULL, t1, idx, flag, idx, count, ni, s);
+    if (e == cudaSuccess) e = cub::DeviceRadixSort::SortKeys(NULL, t2, idx, idx, ki, 0, 32, s);
+    if (e != cudaSuccess) return (int)e;
+    size_t temp = ((t1 > t2 ? t1 : t2) + 255) / 256 * 256, words = 3 * n + 4 * k + 1;
+    char *base = NULL;
+    if ((e = cudaMallocAsync((void **)&base, temp + words * sizeof(uint32_t) + n, s)) != cudaSuccess) return (int)e;
+    void *tmp = base;
+    idx = (uint32_t *)(base + temp);
+    uint32_t *part = idx + n, *key = part + n + n, *sorted = key + k;
+    float *val = (float *)(part + n);
+    cu_pair *top = (cu_pair *)(sorted + k);
+    count = (int *)(top + k);
+    flag = (uint8_t *)(count + 1);
+    k_above_flags<<<blocks_for(n), THREADS, 0, s>>>(flag, idx, x, n, thr);
+    e = cudaGetLastError();
+    if (e == cudaSuccess) e = cub::DevicePartition::Flagged(tmp, t1, idx, flag, part, count, ni, s);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(&c, count, sizeof c, cudaMemcpyDeviceToHost, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    if (e == cudaSuccess && (size_t)c >= k) { // the k largest are among the candidates
+        k_above_values<<<blocks_for((size_t)c), THREADS, 0, s>>>(val, part, x, (size_t)c);
+        e = cudaGetLastError();
+        if (e == cudaSuccess) e = (cudaError_t)cuk_topk(s, val, (size_t)c, k, top);
+        if (e == cudaSuccess) {
+            k_merge_index<<<blocks_for(k), THREADS, 0, s>>>((cu_pair *)pairs, top, part, k);
+            e = cudaGetLastError();
+        }
+    } else if (e == cudaSuccess) {
+        k_above_take<<<blocks_for(k), THREADS, 0, s>>>(key, part, n, k, count);
+        e = cudaGetLastError();
+        if (e == cudaSuccess) e = cub::DeviceRadixSort::SortKeys(tmp, t2, key, sorted, ki, 0, 32, s);
+        if (e == cudaSuccess) {
+            k_topk_gather<<<blocks_for(k), THREADS, 0, s>>>((cu_pair *)pairs, sorted, x, k);
+            e = cudaGetLastError();
+        }
+    }
+    cudaError_t f = cudaFreeAsync(base, s);
+    return (int)(e != cudaSuccess ? e : f);
+}
+
 // Scratch from the stream-ordered allocator: keys and indices in and out (4 n words) and CUB's
 // temporary storage for the larger of the two sorts.
 extern "C" int cuk_topk(cudaStream_t s, const float *x, size_t n, size_t k, void *pairs)

@@ -358,6 +358,9 @@ DT_HD float ew_pair(float x, float v, int how, float a)
 }
 /* top-k's sort key: |x| as its bits (larger |x|, larger key) */
 DT_HD uint32_t ew_topk_key(float x) { return ew_bits(x) & 0x7fffffffu; }
+/* --topk-select sampled (src/comm/sparse.c): the index of sample value s of n, and whether x passes thr */
+DT_HD size_t ew_topk_sample_index(size_t s, size_t n) { return (size_t)(rng_hash_inline(0x5a17, s) % n); }
+DT_HD int ew_topk_above(float x, float thr) { return fabsf(x) >= thr; }
 
 /* ---- TernGrad (src/comm/codec_tern.c) ------------------------------------------------------------ */
 

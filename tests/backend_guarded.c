@@ -423,6 +423,25 @@ __attribute__((optimize("fp-contract=off"))) static int g_pairs_apply(dt_backend
     return 0;
 }
 
+/* --topk-select sampled: the sample into host memory, and sparse.c's scan, on the guarded memory */
+static int g_topk_sample(dt_backend *be, const float *x, size_t n, size_t m, float *out)
+{
+    guarded *g = enter(be);
+    for (size_t s = 0; s < m; s++) out[s] = fabsf(x[topk_sample_index(s, n)]);
+    leave(g);
+    return 0;
+}
+
+static int g_topk_above(dt_backend *be, const float *x, size_t n, size_t k, float thr, void *pairs)
+{
+    int rc = 0;
+    guarded *g = enter(be);
+    if (topk_count_above(x, n, thr) >= k) rc = topk_select_sort(x, n, k, pairs); /* the k largest */
+    else topk_take_above(x, n, k, thr, pairs);
+    leave(g);
+    return rc;
+}
+
 /* gTop-k's merge: sparse.c's on the guarded memory */
 static int g_pairs_merge(dt_backend *be, const void *a, size_t na, const void *b, size_t nb, size_t k, void *out,
                          size_t *n_out)
@@ -874,6 +893,7 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
     WRAP(pool_fwd), WRAP(pool_bwd), WRAP(bn_plan), WRAP(bn_fwd), WRAP(bn_bwd), WRAP(lrn_plan), WRAP(lrn_fwd);
     WRAP(lrn_bwd), WRAP(plan_free), WRAP(shortcut_fwd), WRAP(shortcut_bwd), WRAP(wire_encode), WRAP(wire_decode);
     WRAP(residual_add), WRAP(topk), WRAP(pairs_apply), WRAP(pairs_merge), WRAP(pairs_zero_common), WRAP(tern_stats);
+    WRAP(topk_sample), WRAP(topk_above);
     WRAP(tern_encode), WRAP(tern_pack);
     WRAP(tern_decode), WRAP(tern_sum), WRAP(csc_pack), WRAP(csc_fold);
 #undef WRAP

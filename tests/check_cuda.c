@@ -453,6 +453,45 @@ START_TEST(sparse)
 }
 END_TEST
 
+/* --topk-select sampled on the GPU: the sample (memory_select's way: topk_sample, the threshold on the
+ * host, topk_above) gives topk_select_sampled's pairs bit for bit, where the threshold lets k or more
+ * through and where it lets fewer (a memory on the GPU against one on the host) */
+START_TEST(topk_sampled)
+{
+    const size_t n = 1000003, ks[] = {500, 1003, 20000};
+    ck_assert_msg(gpu->topk_sample && gpu->topk_above, "no sampled top-k ops");
+    float *g = randv(n, 150, -1, 1);
+    for (size_t i = 0; i < n; i += 97) g[i] *= 50.0f; /* a tail */
+    dt_topk *sel;
+    ck_assert_int_eq(topk_create(&sel, n, 20000), 0);
+    dt_memory *host, *dev;
+    ck_assert_int_eq(memory_create(&host, n, 0, 0.0f, 0.0f), 0);
+    ck_assert_int_eq(memory_create_on(&dev, gpu, n, 0, 0.0f, 0.0f, 20000), 0);
+    ck_assert_int_eq(memory_sampled(host), 0);
+    ck_assert_int_eq(memory_sampled(dev), 0);
+    memcpy(host->r, g, n * 4);
+    OK(gpu->to_device(gpu, dev->rh.dev, g, n * 4));
+    dt_pair *ref = malloc(20000 * sizeof *ref), *got = malloc(20000 * sizeof *got);
+    float *sample = malloc(DT_TOPK_MAX_SAMPLE * 4);
+    int short_of = 0;
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+        size_t k = ks[ki], m = topk_sample_size(n, k);
+        ck_assert(m > 0);
+        for (size_t s = 0; s < m; s++) sample[s] = fabsf(g[topk_sample_index(s, n)]);
+        short_of += topk_count_above(g, n, topk_sample_threshold(sample, m, n, k)) < k;
+        ck_assert_int_eq(memory_select(host, sel, 0, n, k, ref), 0);
+        ck_assert_int_eq(memory_select(dev, sel, 0, n, k, got), 0);
+        size_t j = 0;
+        while (j < k && got[j].i == ref[j].i && memcmp(&got[j].v, &ref[j].v, 4) == 0) j++;
+        ck_assert_msg(j == k, "sampled top-%zu: pair %zu is (%u, %g) on the GPU, (%u, %g) on the CPU", k, j, got[j].i,
+                      got[j].v, ref[j].i, ref[j].v);
+    }
+    printf("sampled top-k: %d of 3 selections had fewer than k at the threshold\n", short_of);
+    memory_destroy(host), memory_destroy(dev), topk_destroy(sel);
+    free(g), free(ref), free(got), free(sample);
+}
+END_TEST
+
 /* gTop-k's device ops: pairs_merge equal to sparse_merge_topk (pairs, ties included) where the union
  * keeps k and where it is smaller than the k asked for, pairs_zero_common equal to the host's
  * put-back; bit for bit. */
@@ -861,6 +900,7 @@ int main(void)
     tcase_add_test(tc, codecs);
     tcase_add_test(tc, sparse);
     tcase_add_test(tc, merge);
+    tcase_add_test(tc, topk_sampled);
     tcase_add_test(tc, terngrad);
     tcase_add_test(tc, csc);
     tcase_add_test(tc, nccl_one_rank);

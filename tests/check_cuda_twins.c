@@ -599,6 +599,20 @@ START_TEST(terngrad)
 }
 END_TEST
 
+/* --topk-select sampled: the GPU's sample takes sparse.c's values (the same indices), and its flags the
+ * same values as reaching a threshold (zeros, ties and negative values included) */
+START_TEST(topk_sample_twins)
+{
+    static const size_t ns[] = {65537, 1000003, 11689512, 4294967291u};
+    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++)
+        for (size_t s = 0; s < 200000; s += c == 0 ? 1 : 13)
+            ck_assert_msg(ew_topk_sample_index(s, ns[c]) == topk_sample_index(s, ns[c]), "n %zu: sample %zu", ns[c], s);
+    const float thr = 0.5f, xs[] = {0.5f, -0.5f, 0.49999997f, -0.50000006f, 0.0f, -0.0f, INFINITY, NAN};
+    for (size_t i = 0; i < sizeof xs / sizeof *xs; i++)
+        ck_assert_int_eq(ew_topk_above(xs[i], thr), topk_count_above(&xs[i], 1, thr) == 1);
+}
+END_TEST
+
 /* csc's kernels (backend_cuda_chunks.cu) as the host runs their arithmetic: the masked correction and
  * packing value by value, the fold lane by lane with the lanes' sums added as the warp's shuffles add
  * them; against chunks.c chunk by chunk, bit for bit (arenas and chunks of odd sizes, a short last
@@ -784,6 +798,7 @@ int main(void)
     tcase_add_test(tc, pairs_fold);
     tcase_add_test(tc, terngrad);
     tcase_add_test(tc, csc_chunks);
+    tcase_add_test(tc, topk_sample_twins);
     tcase_add_test(tc, bf16_rounding);
     tcase_add_test(tc, half_rounding);
     tcase_add_test(tc, unscale);

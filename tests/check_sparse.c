@@ -1,5 +1,6 @@
 /* Sparse building blocks: the fast top-k equals the full-sort reference exactly (same set, same
- * tie-breaking, sorted by index) on many shapes, ties and densities; gTop-k's merge equals a
+ * tie-breaking, sorted by index) on many shapes, ties and densities; the sampled-threshold selection
+ * keeps its definition; gTop-k's merge equals a
  * brute-force dense sum and selection; TernGrad's codes take the values they should, are unbiased
  * within the clip, and pack losslessly. */
 #include <check.h>
@@ -213,12 +214,70 @@ START_TEST(tern_unbiased_within_clip)
 }
 END_TEST
 
+/* --topk-select sampled: where topk_select would sample, the k largest when k or more values reach the
+ * sample's threshold, else those that do and the first of the rest in index order; exactly k pairs
+ * sorted by index either way; elsewhere the exact selection. How close it comes to the k largest is
+ * measured (tools/bench_sparse), not asserted beyond a floor that a broken threshold misses. */
+START_TEST(topk_sampled)
+{
+    const size_t n = 1000003;
+    dt_topk *t;
+    ck_assert_int_eq(topk_create(&t, n, 20000), 0);
+    float *a = malloc(sizeof(float) * n), *sample = malloc(sizeof(float) * DT_TOPK_MAX_SAMPLE);
+    dt_pair *got = malloc(sizeof(dt_pair) * 20000), *ref = malloc(sizeof(dt_pair) * 20000);
+    /* small: exact */
+    fill(a, 60000, 7, 1);
+    ck_assert_int_eq(topk_sample_size(60000, 600), 0);
+    ck_assert_int_eq(topk_select_sampled(t, a, 60000, 600, got), 0);
+    ck_assert_int_eq(topk_select_sort(a, 60000, 600, ref), 0);
+    ck_assert(!memcmp(got, ref, 600 * sizeof *got));
+    int exact = 0, short_of = 0;
+    for (int run = 0; run < 10; run++) {
+        int kind = run % 5;
+        size_t k = run >= 5 ? 20000 : 1000 + (size_t)run * 7, m = topk_sample_size(n, k), same = 0;
+        fill(a, n, 200 + (size_t)run, kind);
+        ck_assert(m >= 4096 && m < n / 4);
+        for (size_t s = 0; s < m; s++) sample[s] = fabsf(a[topk_sample_index(s, n)]);
+        float thr = topk_sample_threshold(sample, m, n, k);
+        ck_assert_int_eq(topk_select_sampled(t, a, n, k, got), 0);
+        ck_assert_int_eq(topk_select_sort(a, n, k, ref), 0);
+        size_t passed = topk_count_above(a, n, thr), passed_in = 0;
+        if (passed >= k) {
+            exact++;
+            ck_assert_msg(!memcmp(got, ref, k * sizeof *got), "run %d: %zu reach the threshold, not the k largest", run,
+                          passed);
+            continue;
+        }
+        short_of++;
+        for (size_t j = 0, r = 0; j < k; j++) {
+            ck_assert(got[j].i < n && memcmp(&got[j].v, &a[got[j].i], 4) == 0);
+            if (j) ck_assert(got[j - 1].i < got[j].i);
+            passed_in += fabsf(got[j].v) >= thr;
+            while (r < k && ref[r].i < got[j].i) r++;
+            same += r < k && ref[r].i == got[j].i;
+        }
+        ck_assert_msg(passed_in == passed, "run %d: %zu of the %zu that reach the threshold", run, passed_in, passed);
+        /* far fewer than k of the largest: the threshold is not the sample's estimate */
+        ck_assert_msg(same >= k / 2, "run %d: %zu of the %zu largest selected", run, same, k);
+    }
+    ck_assert_msg(exact > 0 && short_of > 0, "the threshold was always %s the k-th value", exact ? "below" : "above");
+    /* too few pass: all that do and the first of the rest, in index order */
+    for (size_t i = 0; i < 100; i++) a[i] = i == 40 || i == 70 ? 5.0f : 1.0f;
+    ck_assert_int_eq(topk_count_above(a, 100, 2.0f), 2);
+    topk_take_above(a, 100, 4, 2.0f, got);
+    ck_assert(got[0].i == 0 && got[1].i == 1 && got[2].i == 40 && got[3].i == 70);
+    free(a), free(sample), free(got), free(ref);
+    topk_destroy(t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sparse");
     TCase *tc = tcase_create("sparse");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, topk_equals_full_sort);
+    tcase_add_test(tc, topk_sampled);
     tcase_add_test(tc, merge_equals_brute_force);
     tcase_add_test(tc, costs_measured);
     tcase_add_test(tc, tern_values_and_packing);

@@ -83,6 +83,10 @@ for m in topk gtopk; do
     same --mode "$m" --density 0.02 --momentum-correction --wd 1e-4
 done
 same --mode topk --density 0.02 --topk-scope layer --clip-norm 1
+# --topk-select sampled (mlp: 648,010 values, so the sample is taken): the sample from the device, the
+# threshold on the host, the selection on the device (topk_sample, topk_above), the cpu's pairs
+same --mode topk --net mlp --density 0.01 --topk-select sampled
+same --mode gtopk --net mlp --density 0.01 --topk-select sampled --momentum-correction
 same --mode terngrad
 same --mode terngrad --tern-skip-last
 same --mode terngrad --tern-min-size 5000 --clip 1.5
@@ -159,6 +163,8 @@ for m in "topk:summed" "gtopk:merged"; do
         "$T/log" || { cat "$T/log"; fail "${m%:*} over nccl does not say that its pairs go device to device"; }
     same_bytes "$T/tc.jsonl" "$T/tg.jsonl"
     w=(--density 0.02 --density-warmup 0.25,0.05 --momentum-correction --wd 1e-4)
+    nccl --mode ${m%:*} "${w[@]}" -- --mode ${m%:*} "${w[@]}"
+    w=(--net mlp --density 0.01 --topk-select sampled)
     nccl --mode ${m%:*} "${w[@]}" -- --mode ${m%:*} "${w[@]}"
 done
 # csc: the packed chunks' ring from device to device (the norms over MPI, as the cpu's ring sums them)

@@ -25,7 +25,26 @@ int memory_create(dt_memory **out, size_t n, int momentum_correction, float mome
 
 int memory_can_run_on(const dt_backend *be)
 {
-    return be && !be->host_memory && be->residual_add && be->topk && be->pairs_apply;
+    return be && !be->host_memory && be->residual_add && be->topk && be->pairs_apply && be->topk_sample &&
+           be->topk_above;
+}
+
+int memory_sampled(dt_memory *mem)
+{
+    mem->sampled = 1;
+    if (mem->be && !mem->sample && !(mem->sample = dt_alloc(sizeof(float) * DT_TOPK_MAX_SAMPLE))) return -1;
+    return 0;
+}
+
+/* the backend's selection of the k largest (or, sampled, topk_select_sampled's) of x[0..n) into pairs */
+static int select_on(dt_memory *mem, const float *x, size_t n, size_t k, void *pairs)
+{
+    dt_backend *be = mem->be;
+    size_t m = mem->sampled ? topk_sample_size(n, k) : 0;
+    if (!m) return be->topk(be, x, n, k, pairs);
+    if (m > DT_TOPK_MAX_SAMPLE) return dt_fail("internal: a sample of %zu values", m);
+    if (be->topk_sample(be, x, n, m, mem->sample) != 0) return -1;
+    return be->topk_above(be, x, n, k, topk_sample_threshold(mem->sample, m, n, k), pairs);
 }
 
 int memory_create_on(dt_memory **out, dt_backend *be, size_t n, int momentum_correction, float momentum, float wd,
@@ -56,6 +75,7 @@ void memory_destroy(dt_memory *mem)
         hostbuf_free(&mem->rh);
         hostbuf_free(&mem->uh);
         if (mem->pairs) mem->be->free(mem->be, mem->pairs);
+        dt_free(mem->sample);
     } else {
         dt_free(mem->r);
         dt_free(mem->u);
@@ -73,9 +93,9 @@ static int pairs_in(dt_memory *mem, const dt_pair *p, size_t k)
 int memory_select(dt_memory *mem, dt_topk *sel, size_t off, size_t n, size_t k, dt_pair *out)
 {
     dt_backend *be = mem->be;
-    if (!be) return topk_select(sel, mem->r + off, n, k, out);
+    if (!be) return (mem->sampled ? topk_select_sampled : topk_select)(sel, mem->r + off, n, k, out);
     if (k > mem->max_pairs) return dt_fail("internal: top-%zu exceeds the memory's %zu pairs", k, mem->max_pairs);
-    if (be->topk(be, mem->rh.dev + off, n, k, mem->pairs) != 0) return -1;
+    if (select_on(mem, mem->rh.dev + off, n, k, mem->pairs) != 0) return -1;
     return be->to_host(be, out, mem->pairs, k * sizeof *out);
 }
 
@@ -85,7 +105,7 @@ int memory_select_keep(dt_memory *mem, size_t n, size_t k, const void **pairs)
     if (!be) return dt_fail("internal: memory_select_keep on host memory");
     if (k > mem->max_pairs) return dt_fail("internal: top-%zu exceeds the memory's %zu pairs", k, mem->max_pairs);
     *pairs = mem->pairs;
-    return be->topk(be, mem->rh.dev, n, k, mem->pairs);
+    return select_on(mem, mem->rh.dev, n, k, mem->pairs);
 }
 
 DT_CLONES static void accumulate_plain(float *restrict r, const float *restrict g, size_t n)

@@ -29,11 +29,13 @@ typedef struct dt_memory {
     dt_hostbuf rh, uh;
     void *pairs; /* be's memory: up to max_pairs pairs on their way in or out */
     size_t max_pairs;
+    int sampled;   /* --topk-select sampled: topk_select_sampled's selection (memory_sampled) */
+    float *sample; /* and, where the memory lives on a backend, its sample on the host */
 } dt_memory;
 
 int memory_create(dt_memory **out, size_t n, int momentum_correction, float momentum, float wd);
 /* 1 if be's memory is a device's and be has the ops to keep the memory there (residual_add, topk,
- * pairs_apply) */
+ * pairs_apply, topk_sample, topk_above) */
 int memory_can_run_on(const dt_backend *be);
 /* The memory in be's memory, for aggregates of up to max_pairs pairs. */
 int memory_create_on(dt_memory **out, dt_backend *be, size_t n, int momentum_correction, float momentum, float wd,
@@ -41,6 +43,9 @@ int memory_create_on(dt_memory **out, dt_backend *be, size_t n, int momentum_cor
 /* The k largest |r| of r[off .. off + n) as pairs sorted by index (indices from off), into out (host
  * memory): topk_select with sel on the host, the backend's top-k where the memory lives there. */
 int memory_select(dt_memory *mem, dt_topk *sel, size_t off, size_t n, size_t k, dt_pair *out);
+/* --topk-select sampled: memory_select and memory_select_keep select as topk_select_sampled does (on a
+ * backend: its topk_sample, the threshold on the host, its topk_above) */
+int memory_sampled(dt_memory *mem);
 void memory_destroy(dt_memory *mem);
 /* Where the memory lives on a backend (--transport nccl): the k largest |r| of r[0..n) as pairs
  * sorted by index, left in the backend's memory at *pairs (mem->pairs, until the next call). */

@@ -84,6 +84,8 @@ static int staged(const dt_hostbuf *h, size_t off, size_t n, double *seconds, in
 int mode_pull(const dt_hostbuf *h, size_t off, size_t n, double *seconds) { return staged(h, off, n, seconds, 0); }
 int mode_push(const dt_hostbuf *h, size_t off, size_t n, double *seconds) { return staged(h, off, n, seconds, 1); }
 
+int mode_topk_sampled(const dt_comm_opts *o) { return o->topk_select && strcmp(o->topk_select, "sampled") == 0; }
+
 int mode_ring_device_net(const dt_mode_env *env, char *why, size_t n)
 {
     if (ring_can_run_on(env->arena.be, &env->codec)) return 1;
@@ -135,6 +137,10 @@ static const dt_optdef shared_flags[] = {
     {G, "clip-norm", OPT_DOUBLE, "X", C(clip_norm), 0, 1e9, NULL, "0", 0, 0,
      "topk, gtopk: DGC's local gradient clipping: each rank scales its gradient to L2 norm at most X/sqrt(P) before "
      "it joins the residual (0: none)",
+     NULL},
+    {G, "topk-select", OPT_CHOICE, "exact|sampled", C(topk_select), 0, 0, "exact|sampled", "exact", 0, 0,
+     "topk, gtopk: each rank's selection: exact (the k largest) or sampled (DGC: a threshold estimated from a sample, "
+     "one scan; close to the k largest, not always them)",
      NULL},
     {G, "compute-nice", OPT_INT, "N", C(compute_nice), 0, 19, NULL, "10", 0, 0,
      "pipesgd; dsync, csc with --fusion-bytes: niceness of the compute threads, so that the communication thread "

@@ -54,6 +54,7 @@ typedef struct dt_comm_opts {
     int momentum_correction; /* topk, gtopk, csc */
     char *topk_scope;        /* topk: "global" (one top-k of the arena) or "layer" (DGC: per tensor) */
     double clip_norm;        /* topk, gtopk: DGC's local clipping of each rank's gradient (0: none) */
+    char *topk_select;       /* topk, gtopk: "exact" (the k largest) or "sampled" (DGC's sampled threshold) */
     long chunk;              /* csc */
     char *loss_scale;        /* csc: "none", a number, or "dynamic" (fp16 transfers scaled as GradScaler does) */
     double chunk_ratio, sparsity_warmup;
@@ -198,6 +199,8 @@ int mode_push(const dt_hostbuf *h, size_t off, size_t n, double *seconds);
 /* device_net for modes whose exchange is the ring (dsync, pipesgd): 1 where the ring can run on the
  * arena's backend memory with env's codec. */
 int mode_ring_device_net(const dt_mode_env *env, char *why, size_t n);
+/* topk, gtopk: 1 with --topk-select sampled */
+int mode_topk_sampled(const dt_comm_opts *o);
 /* ps's options that keep it off the device's transport (why, for the CLI's usage error), or NULL */
 const char *mode_ps_not_on_device(const dt_comm_opts *o);
 /* Fills env's roles with m->roles, or makes every rank a worker. */

@@ -69,7 +69,8 @@ static int gtopk_init(void **state, dt_mode_env *env)
              ? memory_create_on(&s->mem, env->be, n, env->opts.momentum_correction, env->optim->momentum,
                                 env->optim->wd, s->kmax)
              : memory_create(&s->mem, n, env->opts.momentum_correction, env->optim->momentum, env->optim->wd)) != 0 ||
-        topk_create(&s->sel, n, s->kmax) != 0 || gtopk_calibrate(env, &s->cost) != 0)
+        topk_create(&s->sel, n, s->kmax) != 0 || gtopk_calibrate(env, &s->cost) != 0 ||
+        (mode_topk_sampled(&env->opts) && memory_sampled(s->mem) != 0))
         return -1;
     if (env->transport == DT_TRANSPORT_NCCL) {
         dt_backend *be = env->be;
@@ -339,14 +340,14 @@ static int gtopk_device_net(const dt_mode_env *env, char *why, size_t n)
 static void gtopk_describe(const dt_mode_env *env, char *buf, size_t n)
 {
     const dt_comm_opts *o = &env->opts;
-    snprintf(buf, n, " (density %g, warm-up %s%s)", o->density, o->density_warmup,
-             o->momentum_correction ? ", momentum correction" : "");
+    snprintf(buf, n, " (density %g%s, warm-up %s%s)", o->density, mode_topk_sampled(o) ? ", sampled threshold" : "",
+             o->density_warmup, o->momentum_correction ? ", momentum correction" : "");
 }
 
 const dt_mode_desc mode_gtopk = {
     .name = "gtopk",
     .help = "global Top-k: the k largest of the sum of all ranks' top-k, by a tree of merges and a broadcast",
-    .options = "density density-warmup momentum-correction clip-norm",
+    .options = "density density-warmup momentum-correction topk-select clip-norm",
     .describe = gtopk_describe,
     .init = gtopk_init,
     .end = gtopk_end,

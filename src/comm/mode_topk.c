@@ -119,7 +119,8 @@ static int topk_init(void **state, dt_mode_env *env)
              ? memory_create_on(&s->mem, env->be, n, env->opts.momentum_correction, env->optim->momentum,
                                 env->optim->wd, s->kmax * (size_t)p)
              : memory_create(&s->mem, n, env->opts.momentum_correction, env->optim->momentum, env->optim->wd)) != 0 ||
-        topk_create(&s->sel, n, s->kmax) != 0 || topk_calibrate(env, &s->cost) != 0)
+        topk_create(&s->sel, n, s->kmax) != 0 || topk_calibrate(env, &s->cost) != 0 ||
+        (mode_topk_sampled(&env->opts) && memory_sampled(s->mem) != 0))
         return -1;
     if (env->transport == DT_TRANSPORT_NCCL &&
         (devnet_open(env->comm, env->be, &s->net) != 0 ||
@@ -256,8 +257,9 @@ static void topk_describe(const dt_mode_env *env, char *buf, size_t n)
     const dt_comm_opts *o = &env->opts;
     char clip[48] = "";
     if (o->clip_norm > 0) snprintf(clip, sizeof clip, ", local clipping at %g/sqrt(P)", o->clip_norm);
-    snprintf(buf, n, " (density %g%s, warm-up %s%s%s)", o->density,
-             o->topk_scope && !strcmp(o->topk_scope, "layer") ? " per tensor" : "", o->density_warmup,
+    snprintf(buf, n, " (density %g%s%s, warm-up %s%s%s)", o->density,
+             o->topk_scope && !strcmp(o->topk_scope, "layer") ? " per tensor" : "",
+             mode_topk_sampled(o) ? ", sampled threshold" : "", o->density_warmup,
              o->momentum_correction ? ", momentum correction" : "", clip);
 }
 
@@ -283,7 +285,7 @@ static int topk_device_net(const dt_mode_env *env, char *why, size_t n)
 const dt_mode_desc mode_topk = {
     .name = "topk",
     .help = "Top-k sparsification with residuals; every rank's k largest entries gathered by allgather",
-    .options = "density density-warmup momentum-correction topk-scope clip-norm",
+    .options = "density density-warmup momentum-correction topk-scope topk-select clip-norm",
     .flags = topk_flags,
     .n_flags = (int)DT_ARRAY_LEN(topk_flags),
     .describe = topk_describe,

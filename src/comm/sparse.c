@@ -129,7 +129,7 @@ int topk_create(dt_topk **out, size_t max_n, size_t max_k)
     t->max_n = max_n;
     t->max_k = max_k;
     t->cap = 4 * max_k + 4096;
-    if (!(t->sample = dt_alloc(sizeof(float) * 200000)) || !(t->cand = dt_alloc(sizeof(dt_pair) * t->cap)) ||
+    if (!(t->sample = dt_alloc(sizeof(float) * DT_TOPK_MAX_SAMPLE)) || !(t->cand = dt_alloc(sizeof(dt_pair) * t->cap)) ||
         !(t->mag = dt_alloc(sizeof(float) * t->cap))) {
         topk_destroy(t);
         return -1;
@@ -183,23 +183,82 @@ static int exact_over_all(const float *a, size_t n, size_t k, dt_pair *out)
     return 0;
 }
 
+size_t topk_sample_size(size_t n, size_t k)
+{
+    if (k == 0 || k >= n || n <= 65536) return 0;
+    double rho = (double)k / (double)n;
+    size_t m = (size_t)DT_MIN((double)DT_TOPK_MAX_SAMPLE, DT_MAX(4096.0, 64.0 / rho));
+    return m >= n / 4 ? 0 : m;
+}
+
+size_t topk_sample_index(size_t s, size_t n) { return (size_t)(rng_hash(0x5a17, s) % n); }
+
+/* the sample's position of the k-th largest over all n */
+static size_t sample_rank(size_t m, size_t n, size_t k)
+{
+    return (size_t)DT_MIN((double)m, DT_MAX(1.0, (double)k / (double)n * (double)m));
+}
+
+float topk_sample_threshold(float *sample, size_t m, size_t n, size_t k)
+{
+    return kth_largest(sample, m, sample_rank(m, n, k));
+}
+
+size_t topk_count_above(const float *a, size_t n, float thr)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += fabsf(a[i]) >= thr;
+    return c;
+}
+
+void topk_take_above(const float *a, size_t n, size_t k, float thr, dt_pair *out)
+{
+    size_t rest = k - DT_MIN(k, topk_count_above(a, n, thr)), o = 0;
+    for (size_t i = 0; i < n && o < k; i++) {
+        int above = fabsf(a[i]) >= thr;
+        if (above || rest > 0) {
+            rest -= !above;
+            out[o++] = (dt_pair){(uint32_t)i, a[i]};
+        }
+    }
+}
+
+int topk_select_sampled(dt_topk *t, const float *a, size_t n, size_t k, dt_pair *out)
+{
+    size_t m = topk_sample_size(n, k);
+    if (!m) return topk_select(t, a, n, k, out);
+    if (k > t->max_k || n > t->max_n) return dt_fail("internal: top-%zu of %zu beyond the workspace", k, n);
+    for (size_t s = 0; s < m; s++) t->sample[s] = fabsf(a[topk_sample_index(s, n)]);
+    float thr = topk_sample_threshold(t->sample, m, n, k);
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) /* the candidates, as topk_select collects them */
+        if (fabsf(a[i]) >= thr) {
+            if (c < t->cap) t->cand[c] = (dt_pair){(uint32_t)i, a[i]};
+            c++;
+        }
+    t->scans = 1;
+    if (c < k) {
+        topk_take_above(a, n, k, thr, out);
+        return 0;
+    }
+    if (c > t->cap) return topk_select(t, a, n, k, out); /* the k largest all the same, by topk_select's way */
+    keep_largest_in_order(t->cand, c, k, out, t->mag);
+    return 0;
+}
+
 int topk_select(dt_topk *t, const float *a, size_t n, size_t k, dt_pair *out)
 {
     t->scans = 0;
     if (k == 0) return 0;
     if (k > t->max_k || n > t->max_n) return dt_fail("internal: top-%zu of %zu beyond the workspace", k, n);
-    if (k >= n || n <= 65536) { /* small: select over everything */
-        t->scans = 1;
-        return exact_over_all(a, n, k, out);
-    }
     /* a fixed pseudo-random sample; enough of it lies above the k-th value for a stable quantile */
     double rho = (double)k / (double)n;
-    size_t m = (size_t)DT_MIN(200000.0, DT_MAX(4096.0, 64.0 / rho));
-    if (m >= n / 4) {
+    size_t m = topk_sample_size(n, k);
+    if (!m) { /* small, or the sample would not be: select over everything */
         t->scans = 1;
         return exact_over_all(a, n, k, out);
     }
-    for (size_t s = 0; s < m; s++) t->sample[s] = fabsf(a[rng_hash(0x5a17, s) % n]);
+    for (size_t s = 0; s < m; s++) t->sample[s] = fabsf(a[topk_sample_index(s, n)]);
     /* aim for ~1.5 k candidates: below the k-th value with high probability, far from 4k */
     size_t at = (size_t)DT_MIN((double)m, DT_MAX(1.0, 1.5 * rho * (double)m));
     float thr = kth_largest(t->sample, m, at), thr_k = 0.0f;
@@ -209,7 +268,7 @@ int topk_select(dt_topk *t, const float *a, size_t n, size_t k, dt_pair *out)
         size_t c = collect(t, a, n, thr);
         if (c > t->cap) { /* far too many pass: raise the threshold toward the k-th sample value */
             if (!have_thr_k) {
-                thr_k = kth_largest(t->sample, m, (size_t)DT_MIN((double)m, DT_MAX(1.0, rho * (double)m)));
+                thr_k = kth_largest(t->sample, m, sample_rank(m, n, k));
                 have_thr_k = 1;
             }
             thr = thr_k > thr ? thr_k : nextafterf(thr, INFINITY) * 1.5f;

@@ -32,6 +32,25 @@ int topk_last_scans(const dt_topk *t);
 /* Reference: sorts all n by (|a| desc, index asc), keeps k, sorts them by index. */
 int topk_select_sort(const float *a, size_t n, size_t k, dt_pair *out);
 
+/* --topk-select sampled, DGC's threshold from a sample (Lin et al. 2018), where topk_select
+ * would sample: the threshold is the sample's estimate of the k-th largest |a|. Where k or more values
+ * reach it, the k largest of those, which are the k largest of all (as topk_select); where fewer do,
+ * no second scan with a lower threshold (topk_select's): those that reach it and the first of the rest
+ * in index order make up k. Exactly k pairs sorted by index, the k largest or close to them
+ * (tools/bench_sparse measures how close). Where topk_select would not sample (small n, or a sample of
+ * n/4 or more): topk_select's exact selection. */
+int topk_select_sampled(dt_topk *t, const float *a, size_t n, size_t k, dt_pair *out);
+/* Its pieces, for a device that scans its own memory: the sample's size (0: select exactly); the
+ * index of sample value s (rng_hash(0x5a17, s) mod n); the threshold from the sample of |a| (m values,
+ * reordered): its floor(rho m)-th largest (at least the first), rho = k / n; how many values reach a
+ * threshold; where fewer than k do, the pairs of those that do and of the first of the rest. */
+#define DT_TOPK_MAX_SAMPLE 200000 /* values */
+size_t topk_sample_size(size_t n, size_t k);
+size_t topk_sample_index(size_t s, size_t n);
+float topk_sample_threshold(float *sample, size_t m, size_t n, size_t k);
+size_t topk_count_above(const float *a, size_t n, float thr);
+void topk_take_above(const float *a, size_t n, size_t k, float thr, dt_pair *out);
+
 /* gTop-k's ⊤ (Shi et al., Def. 1): a + b summed where indices meet, then the k largest of the
  * union, sorted by index. a, b sorted by index; out may not alias them; tmp holds na + nb pairs.
  * Returns how many pairs went out (min(k, |union|)). */

@@ -157,7 +157,10 @@ struct dt_backend {
      * the backend's memory: a and b (sorted by index) summed where indices meet (a's value + b's),
      * the k largest |v| of that union (ties to the lower index) sorted by index into out (which may
      * not overlap a or b); *n_out (host) = min(k, |union|) (it waits for it).
-     * pairs_zero_common (ABI 10): x[i] = 0 for each index i of a that b (sorted by index) holds too. */
+     * pairs_zero_common (ABI 10): x[i] = 0 for each index i of a that b (sorted by index) holds too.
+     * --topk-select sampled (ABI 11): topk_sample: out[s] = |x[topk_sample_index(s, n)]| for s < m, into
+     * host memory (it waits); topk_above: where k or more |x[i]| reach thr, topk's k largest, else
+     * comm/sparse.h's topk_take_above (those that reach it and the first of the rest), sorted by index. */
     int (*residual_add)(dt_backend *be, float *r, float *u, const float *g, const float *w, size_t n, float m,
                         float wd);
     int (*topk)(dt_backend *be, const float *x, size_t n, size_t k, void *pairs);
@@ -165,6 +168,8 @@ struct dt_backend {
     int (*pairs_merge)(dt_backend *be, const void *a, size_t na, const void *b, size_t nb, size_t k, void *out,
                        size_t *n_out);
     int (*pairs_zero_common)(dt_backend *be, float *x, const void *a, size_t na, const void *b, size_t nb);
+    int (*topk_sample)(dt_backend *be, const float *x, size_t n, size_t m, float *out);
+    int (*topk_above)(dt_backend *be, const float *x, size_t n, size_t k, float thr, void *pairs);
     /* TernGrad (comm/codec_tern.h) on the backend's memory, for comm code that keeps gradients there;
      * NULL where the backend has none. tern_stats: for each of count ranges [off[k], off[k] + n[k]) of
      * x, the sum and sum of squares of its values in codec_tern.c's one order and its largest |value|,
