@@ -129,8 +129,8 @@ int topk_create(dt_topk **out, size_t max_n, size_t max_k)
     t->max_n = max_n;
     t->max_k = max_k;
     t->cap = 4 * max_k + 4096;
-    if (!(t->sample = dt_alloc(sizeof(float) * DT_TOPK_MAX_SAMPLE)) || !(t->cand = dt_alloc(sizeof(dt_pair) * t->cap)) ||
-        !(t->mag = dt_alloc(sizeof(float) * t->cap))) {
+    if (!(t->sample = dt_alloc(sizeof(float) * DT_TOPK_MAX_SAMPLE)) ||
+        !(t->cand = dt_alloc(sizeof(dt_pair) * t->cap)) || !(t->mag = dt_alloc(sizeof(float) * t->cap))) {
         topk_destroy(t);
         return -1;
     }
@@ -211,9 +211,10 @@ size_t topk_count_above(const float *a, size_t n, float thr)
     return c;
 }
 
-void topk_take_above(const float *a, size_t n, size_t k, float thr, dt_pair *out)
+/* topk_take_above where the count c of values reaching thr is known */
+static void take_above_counted(const float *a, size_t n, size_t k, float thr, size_t c, dt_pair *out)
 {
-    size_t rest = k - DT_MIN(k, topk_count_above(a, n, thr)), o = 0;
+    size_t rest = k - DT_MIN(k, c), o = 0;
     for (size_t i = 0; i < n && o < k; i++) {
         int above = fabsf(a[i]) >= thr;
         if (above || rest > 0) {
@@ -221,6 +222,11 @@ void topk_take_above(const float *a, size_t n, size_t k, float thr, dt_pair *out
             out[o++] = (dt_pair){(uint32_t)i, a[i]};
         }
     }
+}
+
+void topk_take_above(const float *a, size_t n, size_t k, float thr, dt_pair *out)
+{
+    take_above_counted(a, n, k, thr, topk_count_above(a, n, thr), out);
 }
 
 int topk_select_sampled(dt_topk *t, const float *a, size_t n, size_t k, dt_pair *out)
@@ -238,7 +244,7 @@ int topk_select_sampled(dt_topk *t, const float *a, size_t n, size_t k, dt_pair 
         }
     t->scans = 1;
     if (c < k) {
-        topk_take_above(a, n, k, thr, out);
+        take_above_counted(a, n, k, thr, c, out);
         return 0;
     }
     if (c > t->cap) return topk_select(t, a, n, k, out); /* the k largest all the same, by topk_select's way */
