@@ -207,7 +207,8 @@ if grep -q "with the NCCL transport" <("$DTRAIN" --version 2>&1; "$DTRAIN" --lis
         { cat "$T/out"; bad "two ranks on one GPU, --transport auto: no mpi and why"; }
     if [ "$(grep -c '^  GPU ' "$T/devices")" -ge 2 ]; then
         for args in "dsync" "dsync --compress q8" "dsync --fusion-bytes 65536" "pipesgd --compress fp16" \
-            "terngrad" "topk --density 0.01" "gtopk --density 0.01" "ps --compress q8"; do
+            "terngrad" "topk --density 0.01" "gtopk --density 0.01" "ps --compress q8" \
+            "ps --ps-wait-free --ps-messages range --compress q8"; do
             for tr in mpi nccl; do
                 mpi -np 2 "$DTRAIN" "${F[@]}" --epochs 1 --mode $args --device cuda --transport $tr \
                     --log "$T/tr-$tr.jsonl" > "$T/out" 2>&1 || { cat "$T/out"; bad "--mode $args --transport $tr failed"; }

@@ -56,12 +56,18 @@
  * (after the workers' backward) and, where a step is skipped, receive the pushes and drop them: the
  * weights they send back are those of the step before, the optimizer's state is untouched.
  *
- * Over a device's transport (--transport nccl; bulk-synchronous, one message per server and
- * direction, pushes after backward) nothing crosses to the host: a worker packs and encodes each
- * server's part on the device and sends it; the server receives every worker's, adds them in
- * worker order on the device (the codec's decode-add: the same sums), updates and sends its part's
- * weights to each worker, which receives them at once. The weights equal the host path's bit for
- * bit; no receipts travel (NCCL orders the transfers).
+ * Over a device's transport (--transport nccl; bulk-synchronous) nothing crosses to the host: a
+ * worker packs and encodes each message on the device and sends it; the server receives every
+ * worker's, adds them in worker order on the device (the codec's decode-add: the same sums),
+ * updates and sends its part's weights to each worker, message by message, which receives them at
+ * once. The weights equal the host path's bit for bit; no receipts travel (NCCL orders the
+ * transfers between two ranks). --ps-messages range sends a message per range there too; with
+ * --ps-wait-free a worker packs and encodes a message on the device as soon as backward has made
+ * it and its communication thread sends it over a communicator of its own (made over cc), which
+ * the server receives the pushes on; a worker's pushes have all gone before its weights come, so
+ * one communicator carries traffic at a time. Stale-synchronous variants (--staleness above 0,
+ * --ps-apply each) stay on MPI: a server takes pushes from whichever worker is first, which NCCL,
+ * whose receives name their peer, cannot express.
  *
  * Gradients and weights pass through the arena's host views (env->gh, env->wh): a worker pulls
  * its gradient before packing and pushes the weights it unpacked; a server pushes its summed
@@ -138,10 +144,19 @@ typedef struct {
     double sent0, recv0;
     /* --transport nccl: the device's communicator and buffers in its memory */
     void *net;
+    void *bg_net;          /* --ps-wait-free: the pushes' communicator (over cc; a worker's thread sends on it) */
     int kind;              /* the codec on the device (ring_wire_kind) */
     float *d_part;         /* worker: a server's part of the gradient, packed; server: the workers' sum */
     void **d_msg;          /* worker: per server, its encoded push; server: per worker, the push received */
     float **d_w;           /* worker: per server, the weights received; server: [0] its weights packed */
+    struct net_job {
+        dt_comm *cc;
+        dt_backend *be;
+        void *net, *buf;
+        size_t bytes;
+        int dst;
+    } *net_jobs;           /* worker, --ps-wait-free: [message], pushes its thread sends */
+    long last_net_job;     /* the newest of them, -1: none */
 } ps_state;
 
 static int server_rank(const ps_state *s, int k) { return s->n_workers + k; }
@@ -412,6 +427,9 @@ static int net_open(ps_state *s, dt_mode_env *env)
     for (int k = 0; k < s->n_servers; k++) most = DT_MAX(most, s->place->total[k]);
     s->kind = ring_wire_kind(&env->codec);
     if (devnet_open(env->comm, be, &s->net) != 0) return -1;
+    if (s->cc && devnet_open(s->cc, be, &s->bg_net) != 0) return -1; /* every rank: it is collective */
+    s->last_net_job = -1;
+    if (s->thread && !(s->net_jobs = calloc((size_t)s->m_total, sizeof *s->net_jobs))) return dt_fail("out of memory");
     s->d_msg = calloc((size_t)n_msg, sizeof *s->d_msg);
     s->d_w = calloc((size_t)n_w, sizeof *s->d_w);
     if (!s->d_msg || !s->d_w) return dt_fail("out of memory");
@@ -433,14 +451,17 @@ static void net_close(ps_state *s, dt_mode_env *env)
     for (int k = 0; s->d_w && k < n_w; k++)
         if (s->d_w[k]) be->free(be, s->d_w[k]);
     if (s->d_part) be->free(be, s->d_part);
-    free(s->d_msg), free(s->d_w);
+    free(s->d_msg), free(s->d_w), free(s->net_jobs);
+    devnet_close(be, s->bg_net);
     devnet_close(be, s->net);
 }
 
-/* server k's ranges of an arena in the device's memory, packed into out, or back from in */
-static int net_pack(const ps_state *s, dt_backend *be, int k, const float *arena, float *out, int back)
+/* the ranges message j of server k carries, packed into out in the device's memory (or back from in):
+ * all of the server's ranges (--ps-messages part) or the j-th; j < 0: all */
+static int net_pack(const ps_state *s, dt_backend *be, int k, int j, const float *arena, float *out, int back)
 {
-    for (int i = 0; i < s->place->n_ranges[k]; i++) {
+    int all = j < 0 || s->m_count[k] == 1, first = all ? 0 : j, end = all ? s->place->n_ranges[k] : j + 1;
+    for (int i = first; i < end; i++) {
         const dt_range *r = &s->place->ranges[k][i];
         if (be->copy(be, back ? (void *)(arena + r->off) : out, back ? out : arena + r->off, r->n * sizeof(float)) != 0)
             return -1;
@@ -455,24 +476,55 @@ static int net_move(ps_state *s, dt_mode_env *env, void *buf, size_t bytes, int 
     return devnet_move(env->comm, env->be, s->net, buf, bytes, peer, send, t);
 }
 
+/* --ps-wait-free, on the communication thread: one push over the pushes' communicator */
+static int net_push_run(void *arg, dt_times *t)
+{
+    struct net_job *j = arg;
+    return devnet_move(j->cc, j->be, j->net, j->buf, j->bytes, j->dst, 1, t);
+}
+
+/* Worker: packs and encodes message j of server k on the device and sends it (--ps-wait-free: hands
+ * it to the communication thread). Seconds of packing and encoding go to *enc. */
+static int net_post(ps_state *s, dt_mode_env *env, int k, int j, double *enc, dt_times *t)
+{
+    dt_backend *be = env->be;
+    size_t n = s->m_n[k][j], bytes = codec_bytes(&env->codec, n);
+    float *part = s->d_part + s->m_off[k][j];
+    unsigned char *out = (unsigned char *)s->d_msg[k] + s->m_enc[k][j];
+    double t0 = dt_now();
+    if (net_pack(s, be, k, j, env->arena.g, part, 0) != 0 ||
+        (s->kind ? be->wire_encode(be, s->kind, env->codec.block, part, n, out) : be->copy(be, out, part, n * sizeof(float))) !=
+            0 ||
+        be->sync(be) != 0)
+        return -1;
+    *enc += dt_now() - t0;
+    if (!s->thread) return net_move(s, env, out, bytes, server_rank(s, k), 1, t);
+    int q = s->m_base[k] + j;
+    s->net_jobs[q] = (struct net_job){s->cc, be, s->bg_net, out, bytes, server_rank(s, k)};
+    return (s->last_net_job = worker_submit(s->thread, net_push_run, &s->net_jobs[q])) < 0 ? -1 : 0;
+}
+
 static int net_worker_end(ps_state *s, dt_mode_env *env, dt_times *t)
 {
     dt_backend *be = env->be;
-    for (int k = 0; k < s->n_servers; k++) {
+    if (s->early_failed) return dt_fail_prefix("ps: a wait-free push during backward");
+    for (int k = 0; k < s->n_servers; k++)
+        for (int j = 0; j < s->m_count[k]; j++)
+            if (!s->early[s->m_base[k] + j] && net_post(s, env, k, j, &t->encode, t) != 0) return -1;
+    if (s->thread) { /* every push has gone before the weights come (one communicator busy at a time) */
         double t0 = dt_now();
-        size_t n = s->place->total[k];
-        if (net_pack(s, be, k, env->arena.g, s->d_part, 0) != 0 ||
-            (s->kind ? be->wire_encode(be, s->kind, env->codec.block, s->d_part, n, s->d_msg[k])
-                     : be->copy(be, s->d_msg[k], s->d_part, n * sizeof(float))) != 0 ||
-            be->sync(be) != 0)
-            return -1;
-        t->encode += dt_now() - t0;
-        if (net_move(s, env, s->d_msg[k], s->enc_total[k], server_rank(s, k), 1, t) != 0) return -1;
+        if (s->last_net_job >= 0 && worker_wait(s->thread, s->last_net_job) != 0) return -1;
+        t->wait += dt_now() - t0;
+        worker_take_times(s->thread, t);
+        t->early += s->early_bytes;
+        s->early_bytes = 0;
     }
     for (int k = 0; k < s->n_servers; k++) {
-        if (net_move(s, env, s->d_w[k], s->place->total[k] * sizeof(float), server_rank(s, k), 0, t) != 0) return -1;
+        for (int j = 0; j < s->m_count[k]; j++)
+            if (net_move(s, env, s->d_w[k] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), server_rank(s, k), 0, t) != 0)
+                return -1;
         double t0 = dt_now();
-        if (net_pack(s, be, k, env->arena.w, s->d_w[k], 1) != 0) return -1;
+        if (net_pack(s, be, k, -1, env->arena.w, s->d_w[k], 1) != 0) return -1;
         t->update += dt_now() - t0;
     }
     return 0;
@@ -481,30 +533,39 @@ static int net_worker_end(ps_state *s, dt_mode_env *env, dt_times *t)
 static int net_server_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     dt_backend *be = env->be;
-    int k = s->server;
+    int k = s->server, c = s->m_count[k];
     size_t n = s->place->total[k];
-    for (int w = 0; w < s->n_workers; w++)
-        if (net_move(s, env, s->d_msg[w], s->enc_total[k], w, 0, t) != 0) return -1;
+    for (int w = 0; w < s->n_workers; w++) /* a worker's messages in order, as it sends them */
+        for (int j = 0; j < c; j++)
+            if (devnet_move(s->bg_net ? s->cc : env->comm, be, s->bg_net ? s->bg_net : s->net,
+                            (unsigned char *)s->d_msg[w] + s->m_enc[k][j], codec_bytes(&env->codec, s->m_n[k][j]), w, 0,
+                            t) != 0)
+                return -1;
     double t0 = dt_now();
     if (be->scale(be, s->d_part, 0.0f, n) != 0) return -1;
     for (int w = 0; w < s->n_workers; w++) /* in worker order: the same sum as the host's */
-        if ((s->kind ? be->wire_decode(be, s->kind, env->codec.block, s->d_msg[w], n, s->d_part, 1)
-                     : be->add(be, s->d_part, s->d_msg[w], n, 1.0f)) != 0)
-            return -1;
+        for (int j = 0; j < c; j++) {
+            const unsigned char *msg = (const unsigned char *)s->d_msg[w] + s->m_enc[k][j];
+            float *sum = s->d_part + s->m_off[k][j];
+            if ((s->kind ? be->wire_decode(be, s->kind, env->codec.block, msg, s->m_n[k][j], sum, 1)
+                         : be->add(be, sum, (const float *)msg, s->m_n[k][j], 1.0f)) != 0)
+                return -1;
+        }
     if (be->sync(be) != 0) return -1;
     double t1 = dt_now();
     t->decode += t1 - t0;
     if (!it->skip) { /* skipped (fp16 overflowed on a worker): the pushes dropped, the weights as they were */
-        if (net_pack(s, be, k, env->arena.g, s->d_part, 1) != 0) return -1;
+        if (net_pack(s, be, k, -1, env->arena.g, s->d_part, 1) != 0) return -1;
         for (int i = 0; i < s->place->n_ranges[k]; i++)
             if (optim_step(env->optim, env->arena.w, env->arena.g, it->lr, s->place->ranges[k][i].off,
                            s->place->ranges[k][i].n) != 0)
                 return -1;
     }
-    if (net_pack(s, be, k, env->arena.w, s->d_w[0], 0) != 0 || be->sync(be) != 0) return -1;
+    if (net_pack(s, be, k, -1, env->arena.w, s->d_w[0], 0) != 0 || be->sync(be) != 0) return -1;
     t->update += dt_now() - t1;
     for (int w = 0; w < s->n_workers; w++)
-        if (net_move(s, env, s->d_w[0], n * sizeof(float), w, 1, t) != 0) return -1;
+        for (int j = 0; j < c; j++)
+            if (net_move(s, env, s->d_w[0] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), w, 1, t) != 0) return -1;
     return 0;
 }
 
@@ -512,7 +573,10 @@ static int ps_begin(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
 {
     ps_state *s = state;
     int taken;
-    if (s->net) return 0; /* the weights came at the end of the last iteration */
+    if (s->net) { /* the weights came at the end of the last iteration */
+        if (env->is_worker) memset(s->early, 0, (size_t)s->m_total), s->early_failed = 0;
+        return 0;
+    }
     if (!env->is_worker) return server_begin(s, env, it, t);
     s->cur_it = it->it;
     memset(s->early, 0, (size_t)s->m_total);
@@ -605,7 +669,7 @@ static void ps_ready(void *state, dt_mode_env *env, size_t n_ready)
             int q = s->m_base[k] + j;
             if (s->early[q]) continue;
             if (s->m_end[k][j] > n_ready) break;
-            if (post_msg(s, env, s->cur_it, k, j, 1, &enc, &comm) != 0) {
+            if ((s->net ? net_post(s, env, k, j, &enc, NULL) : post_msg(s, env, s->cur_it, k, j, 1, &enc, &comm)) != 0) {
                 s->early_failed = 1;
                 return;
             }
@@ -967,14 +1031,12 @@ static void ps_finalize(void *state, dt_mode_env *env)
     free(s);
 }
 
-/* what keeps ps off the device's transport, or NULL: it runs bulk-synchronous with one message per
- * server and direction, pushed after backward (MPI's tags and receipts carry the rest) */
+/* what keeps ps off the device's transport, or NULL: it runs bulk-synchronous (a server receives
+ * from any worker first under the stale-synchronous variants, which needs MPI's wildcard receives) */
 const char *mode_ps_not_on_device(const dt_comm_opts *o)
 {
     if (o->staleness > 0) return "--staleness above 0 (a worker takes whichever weights have arrived)";
     if (o->ps_apply && strcmp(o->ps_apply, "each") == 0) return "--ps-apply each (a step per push as it arrives)";
-    if (o->ps_messages && strcmp(o->ps_messages, "range") == 0) return "--ps-messages range";
-    if (o->ps_wait_free) return "--ps-wait-free";
     return NULL;
 }
 
