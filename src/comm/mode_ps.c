@@ -63,7 +63,8 @@
  * once. The weights equal the host path's bit for bit; no receipts travel (NCCL orders the
  * transfers between two ranks). --ps-messages range sends a message per range there too; with
  * --ps-wait-free a worker packs and encodes a message on the device as soon as backward has made
- * it and its communication thread sends it over a communicator of its own (made over cc), which
+ * it and its communication thread sends it over a communicator of its own (made over cc) from a
+ * queue of its own (a stream beside compute's; the encoding was synced before), which
  * the server receives the pushes on; a worker's pushes have all gone before its weights come, so
  * one communicator carries traffic at a time. Stale-synchronous variants (--staleness above 0,
  * --ps-apply each) stay on MPI: a server takes pushes from whichever worker is first, which NCCL,
@@ -145,6 +146,7 @@ typedef struct {
     /* --transport nccl: the device's communicator and buffers in its memory */
     void *net;
     void *bg_net;          /* --ps-wait-free: the pushes' communicator (over cc; a worker's thread sends on it) */
+    dt_backend *q;         /* worker, --ps-wait-free: the queue its thread sends on (a stream of its own) */
     int kind;              /* the codec on the device (ring_wire_kind) */
     float *d_part;         /* worker: a server's part of the gradient, packed; server: the workers' sum */
     void **d_msg;          /* worker: per server, its encoded push; server: per worker, the push received */
@@ -430,6 +432,7 @@ static int net_open(ps_state *s, dt_mode_env *env)
     if (s->cc && devnet_open(s->cc, be, &s->bg_net) != 0) return -1; /* every rank: it is collective */
     s->last_net_job = -1;
     if (s->thread && !(s->net_jobs = calloc((size_t)s->m_total, sizeof *s->net_jobs))) return dt_fail("out of memory");
+    if (s->thread && backend_queue(be, &s->q) != 0) return -1;
     s->d_msg = calloc((size_t)n_msg, sizeof *s->d_msg);
     s->d_w = calloc((size_t)n_w, sizeof *s->d_w);
     if (!s->d_msg || !s->d_w) return dt_fail("out of memory");
@@ -452,6 +455,7 @@ static void net_close(ps_state *s, dt_mode_env *env)
         if (s->d_w[k]) be->free(be, s->d_w[k]);
     if (s->d_part) be->free(be, s->d_part);
     free(s->d_msg), free(s->d_w), free(s->net_jobs);
+    backend_queue_free(be, s->q);
     devnet_close(be, s->bg_net);
     devnet_close(be, s->net);
 }
@@ -500,7 +504,7 @@ static int net_post(ps_state *s, dt_mode_env *env, int k, int j, double *enc, dt
     *enc += dt_now() - t0;
     if (!s->thread) return net_move(s, env, out, bytes, server_rank(s, k), 1, t);
     int q = s->m_base[k] + j;
-    s->net_jobs[q] = (struct net_job){s->cc, be, s->bg_net, out, bytes, server_rank(s, k)};
+    s->net_jobs[q] = (struct net_job){s->cc, s->q, s->bg_net, out, bytes, server_rank(s, k)};
     return (s->last_net_job = worker_submit(s->thread, net_push_run, &s->net_jobs[q])) < 0 ? -1 : 0;
 }
 
