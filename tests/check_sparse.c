@@ -118,10 +118,13 @@ END_TEST
 START_TEST(costs_measured)
 {
     double sel_small, sel_big, merge;
-    ck_assert_int_eq(sparse_costs(1 << 16, 64, &sel_small, &merge), 0);
-    ck_assert_int_eq(sparse_costs(1 << 20, 1024, &sel_big, &merge), 0);
+    ck_assert_int_eq(sparse_costs(1 << 16, 64, 0, &sel_small, &merge), 0);
+    ck_assert_int_eq(sparse_costs(1 << 20, 1024, 0, &sel_big, &merge), 0);
     ck_assert_msg(sel_small > 0 && sel_big > sel_small, "selection: %g s for 2^16, %g s for 2^20", sel_small, sel_big);
     ck_assert_msg(merge > 0 && merge < 1e-6, "merge: %g s per pair", merge);
+    double sel_sampled; /* --topk-select sampled is priced by its own selection */
+    ck_assert_int_eq(sparse_costs(1 << 20, 1024, 1, &sel_sampled, &merge), 0);
+    ck_assert_msg(sel_sampled > 0, "sampled selection: %g s for 2^20", sel_sampled);
 }
 END_TEST
 

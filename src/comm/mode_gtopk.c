@@ -49,7 +49,7 @@ static int gtopk_calibrate(const dt_mode_env *env, dt_times *cost)
 {
     int p = mode_ranks(env);
     double k = (double)density_k(env->opts.density, env->arena.n), pair;
-    if (sparse_costs(env->arena.n, (size_t)k, &cost->encode, &pair) != 0) return -1;
+    if (sparse_costs(env->arena.n, (size_t)k, mode_topk_sampled(&env->opts), &cost->encode, &pair) != 0) return -1;
     cost->decode = p > 1 ? ceil(log2((double)p)) * 2 * k * pair : 0.0;
     return 0;
 }

@@ -81,7 +81,7 @@ static int topk_calibrate(const dt_mode_env *env, dt_times *cost)
 {
     int p = mode_ranks(env);
     double k = (double)k_at(env, env->opts.density), pair;
-    if (sparse_costs(env->arena.n, (size_t)k, &cost->encode, &pair) != 0) return -1;
+    if (sparse_costs(env->arena.n, (size_t)k, mode_topk_sampled(&env->opts), &cost->encode, &pair) != 0) return -1;
     cost->decode = p > 1 ? k * pair * ((double)p * (p + 1) / 2.0 - 1.0) : 0.0;
     return 0;
 }

@@ -340,7 +340,7 @@ size_t sparse_merge_topk(const dt_pair *a, size_t na, const dt_pair *b, size_t n
     return o;
 }
 
-int sparse_costs(size_t n, size_t k, double *select_s, double *merge_pair_s)
+int sparse_costs(size_t n, size_t k, int sampled, double *select_s, double *merge_pair_s)
 {
     dt_topk *t = NULL;
     float *a = dt_alloc(n * sizeof(float));
@@ -356,7 +356,7 @@ int sparse_costs(size_t n, size_t k, double *select_s, double *merge_pair_s)
         double best_sel = 1e30, best_merge = 1e30;
         for (int rep = 0; rc == 0 && rep < 3; rep++) {
             double t0 = dt_now();
-            rc = topk_select(t, a, n, k, x);
+            rc = (sampled ? topk_select_sampled : topk_select)(t, a, n, k, x);
             double t1 = dt_now();
             if (rc != 0) break;
             memcpy(y, x, k * sizeof(dt_pair));

@@ -62,8 +62,8 @@ void pairs_select(dt_pair *p, size_t n, size_t k);
 void pairs_sort_by_index(dt_pair *p, size_t n);
 
 /* The timing model's costs on this CPU, timed on generated values (heavy-tailed, as gradients;
- * best of 3): seconds for topk_select of k of n values, and per output pair of
- * sparse_merge_topk (merging two lists of k pairs). */
-int sparse_costs(size_t n, size_t k, double *select_s, double *merge_pair_s);
+ * best of 3): seconds for topk_select (sampled: topk_select_sampled) of k of n values, and per
+ * output pair of sparse_merge_topk (merging two lists of k pairs). */
+int sparse_costs(size_t n, size_t k, int sampled, double *select_s, double *merge_pair_s);
 
 #endif
