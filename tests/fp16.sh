@@ -46,11 +46,13 @@ cmp -s "$T/fp32.st" "$T/fp16.st" && fail "fp16 trained the same weights as fp32"
 # a skipped step changes nothing, in every mode
 modes=("dsync" "dsync --fusion-bytes 20000 --compress q8" "pipesgd" "pipesgd --pipeline-depth 3"
        "topk --momentum-correction" "gtopk" "csc --fusion-bytes 20000" "csc --momentum-correction" "terngrad"
-       "ps --compress q8" "ps --ps-messages range --ps-wait-free" "ps --transport nccl --compress q8")
+       "ps --compress q8" "ps --ps-messages range --ps-wait-free --transport mpi" "ps --transport nccl --compress q8"
+       "ps --transport nccl --ps-messages range --ps-wait-free --compress q8")
 # sanitized: the variants that overlap (threads) and one of each other kind
 [ "${DT_SANITIZED:-no}" = yes ] && modes=("dsync --fusion-bytes 20000 --compress q8" "pipesgd --pipeline-depth 3"
                                         "topk --momentum-correction" "csc --fusion-bytes 20000" "terngrad"
-                                        "ps --ps-messages range --ps-wait-free" "ps --transport nccl")
+                                        "ps --ps-messages range --ps-wait-free --transport mpi"
+                                        "ps --transport nccl --ps-messages range --ps-wait-free")
 n=0
 for m in "${modes[@]}"; do
     args=("${common[@]}" "${g[@]}" --mode $m)
