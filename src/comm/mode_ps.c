@@ -496,11 +496,11 @@ static int net_post(ps_state *s, dt_mode_env *env, int k, int j, double *enc, dt
     float *part = s->d_part + s->m_off[k][j];
     unsigned char *out = (unsigned char *)s->d_msg[k] + s->m_enc[k][j];
     double t0 = dt_now();
-    if (net_pack(s, be, k, j, env->arena.g, part, 0) != 0 ||
-        (s->kind ? be->wire_encode(be, s->kind, env->codec.block, part, n, out) : be->copy(be, out, part, n * sizeof(float))) !=
-            0 ||
-        be->sync(be) != 0)
-        return -1;
+    int rc = net_pack(s, be, k, j, env->arena.g, part, 0);
+    if (rc == 0)
+        rc = s->kind ? be->wire_encode(be, s->kind, env->codec.block, part, n, out)
+                     : be->copy(be, out, part, n * sizeof(float));
+    if (rc != 0 || be->sync(be) != 0) return -1;
     *enc += dt_now() - t0;
     if (!s->thread) return net_move(s, env, out, bytes, server_rank(s, k), 1, t);
     int q = s->m_base[k] + j;
@@ -525,7 +525,8 @@ static int net_worker_end(ps_state *s, dt_mode_env *env, dt_times *t)
     }
     for (int k = 0; k < s->n_servers; k++) {
         for (int j = 0; j < s->m_count[k]; j++)
-            if (net_move(s, env, s->d_w[k] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), server_rank(s, k), 0, t) != 0)
+            if (net_move(s, env, s->d_w[k] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), server_rank(s, k), 0,
+                         t) != 0)
                 return -1;
         double t0 = dt_now();
         if (net_pack(s, be, k, -1, env->arena.w, s->d_w[k], 1) != 0) return -1;
@@ -673,7 +674,8 @@ static void ps_ready(void *state, dt_mode_env *env, size_t n_ready)
             int q = s->m_base[k] + j;
             if (s->early[q]) continue;
             if (s->m_end[k][j] > n_ready) break;
-            if ((s->net ? net_post(s, env, k, j, &enc, NULL) : post_msg(s, env, s->cur_it, k, j, 1, &enc, &comm)) != 0) {
+            int rc = s->net ? net_post(s, env, k, j, &enc, NULL) : post_msg(s, env, s->cur_it, k, j, 1, &enc, &comm);
+            if (rc != 0) {
                 s->early_failed = 1;
                 return;
             }
