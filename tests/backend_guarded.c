@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <mpi.h>
@@ -615,11 +616,41 @@ static void g_host_free(dt_backend *be, void *p)
  * checked. The transfers copy the guarded memory out, send, and copy back in, so no guarded page is
  * open while a rank waits for another. Its "devices": DTRAIN_GUARDED_DEVICES of them (default 1), a
  * rank's being --gpu or its local rank modulo that count, so tests make ranks share one or not.
- * DTRAIN_GUARDED_NO_NET=1: as a machine without the library. */
+ * DTRAIN_GUARDED_NO_NET=1: as a machine without the library. A transfer is done when its op returns,
+ * but, as NCCL's, it gives up after the timeout its communicator's net_wait was last given (its first
+ * ops: after 300 s, the default --comm-timeout) with NCCL's kind of error, after which every op of the
+ * communicator fails (it counts as aborted): so that a rank that stops ends a job over this transport
+ * as it ends one over NCCL. */
 typedef struct gnet {
     MPI_Comm comm;
     unsigned char id[DT_NET_ID_BYTES];
+    int rank, nranks, aborted;
+    double timeout;
 } gnet;
+
+/* waits for an op's MPI requests, giving up (and aborting the communicator) after net->timeout */
+static int g_net_done(gnet *net, MPI_Request *req, int n, const char *what)
+{
+    double t0 = dt_now();
+    for (long polls = 0;; polls++) {
+        int done = 0;
+        if (MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+            return dt_fail("cpu-guarded: %s: MPI_Testall failed", what);
+        if (done) return 0;
+        if (net->timeout > 0 && dt_now() - t0 > net->timeout) {
+            net->aborted = 1;
+            return dt_fail("cpu-guarded (NCCL's stand-in): rank %d of %d: %s did not finish in %.0f s (--comm-timeout): "
+                           "a rank stopped or died; the communicator was aborted",
+                           net->rank, net->nranks, what, net->timeout);
+        }
+        if (polls > 1000) nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+}
+
+static int g_net_usable(const gnet *net)
+{
+    return net->aborted ? dt_fail("cpu-guarded (NCCL's stand-in): the communicator was aborted") : 0;
+}
 
 /* bytes sent through net ops, reported when the backend goes with DTRAIN_GUARDED_STATS set (tests
  * check that a --transport nccl run sent its gradients this way) */
@@ -660,6 +691,7 @@ static int g_net_create(dt_backend *be, const void *id, int nranks, int rank, vo
     }
     MPI_Comm_size(net->comm, &size);
     MPI_Comm_rank(net->comm, &me);
+    net->rank = me, net->nranks = size, net->timeout = 300;
     MPI_Bcast(first, DT_NET_ID_BYTES, MPI_BYTE, 0, net->comm);
     int bad = size != nranks || me != rank || memcmp(first, id, DT_NET_ID_BYTES) != 0, any = 0;
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, net->comm);
@@ -694,17 +726,24 @@ static int g_net_sendrecv(dt_backend *q, void *p, const void *sbuf, size_t sbyte
                           int src)
 {
     gnet *net = p;
-    char *s = malloc(sbytes + 1), *r = malloc(rbytes + 1);
+    char *s = malloc(sbytes + 1), *r = malloc(rbytes + 1), what[96];
+    MPI_Request req[2];
     int rc = -1;
     if (!s || !r) {
         dt_fail("out of memory");
         goto out;
     }
+    if (g_net_usable(net) != 0) goto out;
     g_out(q, s, sbuf, sbytes);
     __atomic_add_fetch(&net_bytes, (long long)sbytes, __ATOMIC_RELAXED);
-    if (MPI_Sendrecv(s, (int)sbytes, MPI_BYTE, sbytes ? dst : MPI_PROC_NULL, 7, r, (int)rbytes, MPI_BYTE,
-                     rbytes ? src : MPI_PROC_NULL, 7, net->comm, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-        dt_fail("cpu-guarded: MPI_Sendrecv failed");
+    if (MPI_Irecv(r, (int)rbytes, MPI_BYTE, rbytes ? src : MPI_PROC_NULL, 7, net->comm, &req[0]) != MPI_SUCCESS ||
+        MPI_Isend(s, (int)sbytes, MPI_BYTE, sbytes ? dst : MPI_PROC_NULL, 7, net->comm, &req[1]) != MPI_SUCCESS) {
+        dt_fail("cpu-guarded: MPI_Isend or MPI_Irecv failed");
+        goto out;
+    }
+    snprintf(what, sizeof what, "a transfer of %zu bytes to rank %d and %zu from rank %d", sbytes, dst, rbytes, src);
+    if (g_net_done(net, req, 2, what) != 0) {
+        s = r = NULL; /* MPI may still write or read them: leaked, the job ends */
         goto out;
     }
     g_out(q, rbuf, r, rbytes);
@@ -717,27 +756,39 @@ out:
 static int g_net_allreduce(dt_backend *q, void *p, float *x, size_t n)
 {
     gnet *net = p;
+    MPI_Request req;
+    if (g_net_usable(net) != 0) return -1;
     float *h = malloc(n * sizeof *h + 1);
     if (!h) return dt_fail("out of memory");
     g_out(q, h, x, n * sizeof *h);
     __atomic_add_fetch(&net_bytes, (long long)(n * sizeof *h), __ATOMIC_RELAXED);
-    int rc = MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, net->comm);
-    if (rc == MPI_SUCCESS) g_out(q, x, h, n * sizeof *h);
+    if (MPI_Iallreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, net->comm, &req) != MPI_SUCCESS) {
+        free(h);
+        return dt_fail("cpu-guarded: MPI_Iallreduce failed");
+    }
+    if (g_net_done(net, &req, 1, "an allreduce") != 0) return -1; /* h leaked: MPI may still use it */
+    g_out(q, x, h, n * sizeof *h);
     free(h);
-    return rc == MPI_SUCCESS ? 0 : dt_fail("cpu-guarded: MPI_Allreduce failed");
+    return 0;
 }
 
 static int g_net_allreduce_i8(dt_backend *q, void *p, int8_t *x, size_t n)
 {
     gnet *net = p;
+    MPI_Request req;
+    if (g_net_usable(net) != 0) return -1;
     int8_t *h = malloc(n + 1);
     if (!h) return dt_fail("out of memory");
     g_out(q, h, x, n);
     __atomic_add_fetch(&net_bytes, (long long)n, __ATOMIC_RELAXED);
-    int rc = MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_INT8_T, MPI_SUM, net->comm);
-    if (rc == MPI_SUCCESS) g_out(q, x, h, n);
+    if (MPI_Iallreduce(MPI_IN_PLACE, h, (int)n, MPI_INT8_T, MPI_SUM, net->comm, &req) != MPI_SUCCESS) {
+        free(h);
+        return dt_fail("cpu-guarded: MPI_Iallreduce of int8 failed");
+    }
+    if (g_net_done(net, &req, 1, "an allreduce of int8") != 0) return -1; /* h leaked: MPI may still use it */
+    g_out(q, x, h, n);
     free(h);
-    return rc == MPI_SUCCESS ? 0 : dt_fail("cpu-guarded: MPI_Allreduce of int8 failed");
+    return 0;
 }
 
 static int g_net_allgather(dt_backend *q, void *p, const void *sbuf, size_t bytes, void *rbuf)
@@ -746,15 +797,21 @@ static int g_net_allgather(dt_backend *q, void *p, const void *sbuf, size_t byte
     int size;
     MPI_Comm_size(net->comm, &size);
     char *s = malloc(bytes + 1), *r = malloc(bytes * (size_t)size + 1);
+    MPI_Request req;
     int rc = -1;
     if (!s || !r) {
         dt_fail("out of memory");
         goto out;
     }
+    if (g_net_usable(net) != 0) goto out;
     g_out(q, s, sbuf, bytes);
     __atomic_add_fetch(&net_bytes, (long long)bytes, __ATOMIC_RELAXED);
-    if (MPI_Allgather(s, (int)bytes, MPI_BYTE, r, (int)bytes, MPI_BYTE, net->comm) != MPI_SUCCESS) {
-        dt_fail("cpu-guarded: MPI_Allgather failed");
+    if (MPI_Iallgather(s, (int)bytes, MPI_BYTE, r, (int)bytes, MPI_BYTE, net->comm, &req) != MPI_SUCCESS) {
+        dt_fail("cpu-guarded: MPI_Iallgather failed");
+        goto out;
+    }
+    if (g_net_done(net, &req, 1, "an allgather") != 0) {
+        s = r = NULL; /* MPI may still use them: leaked, the job ends */
         goto out;
     }
     g_out(q, rbuf, r, bytes * (size_t)size);
@@ -764,10 +821,12 @@ out:
     return rc;
 }
 
-static int g_net_wait(dt_backend *q, void *net, double timeout)
+static int g_net_wait(dt_backend *q, void *p, double timeout)
 {
-    (void)q, (void)net, (void)timeout; /* its transfers are done when they return */
-    return 0;
+    gnet *net = p;
+    (void)q;
+    net->timeout = timeout; /* its transfers are done when they return; the next ones give up after this */
+    return g_net_usable(net);
 }
 
 static int g_device_id(dt_backend *be, char *buf, size_t n)

@@ -2,7 +2,8 @@
 # Faults end a job cleanly, each within a time bound:
 #  - kill -9 of one rank: the job ends within 30 s, non-zero, and mpirun names the rank
 #  - SIGSTOP of one rank: another rank gives up after --comm-timeout, calls the roll and names the
-#    stopped rank, the operation and the iteration; the job ends within twice the timeout plus 10 s
+#    stopped rank, the operation and the iteration; the job ends within twice the timeout plus 10 s;
+#    over --transport nccl (on the guarded backend's stand-in) the device's transfers give up too
 #  - SIGTERM to one rank with --checkpoint: every rank stops after the same iteration, the
 #    checkpoint is written, the exit status is 143, no temporary file is left; resuming gives the
 #    weights of the run that was never stopped, bit for bit
@@ -62,6 +63,34 @@ kill -9 "$victim" 2>/dev/null
 grep -q "waited [0-9]* s for \(rank [0-9]\|the other ranks\) in .*(training, mode dsync, iteration [0-9]*) and gave up (--comm-timeout 3): rank 2 does not answer" \
     "$T/stop.out" || { cat "$T/stop.out"; fail "SIGSTOP: no message naming the stopped rank, the operation and the iteration"; }
 note "SIGSTOP of rank 2: ended in $dt s: $(grep -o 'waited.*answer' "$T/stop.out" | head -n 1)"
+
+# SIGSTOP of a rank over --transport nccl (the guarded backend's stand-in for NCCL, which gives up as
+# NCCL's wait does): the device's transfers give up after --comm-timeout too, on the compute thread
+# (D-Sync's ring) and on a communication thread (PS's wait-free pushes; the lazy allreduce)
+if [ -f "$top_builddir/tests/dtrain-cpu-guarded.so" ]; then
+    export DTRAIN_MODULE_PATH="$top_builddir/tests" DTRAIN_GUARDED_DEVICES=3
+    for m in "dsync --compress q8" "dsync --fusion-bytes 20000" "ps --ps-wait-free --ps-messages range"; do
+        mpi -np 3 "$DTRAIN" $LONG --device cpu-guarded --transport nccl --mode $m --comm-timeout 3 \
+            --log "$T/nstop.jsonl" > "$T/nstop.out" 2>&1 &
+        job=$!
+        wait_training "$T/nstop.jsonl"
+        victim=$(rank_pid nstop.jsonl 1)
+        kill -STOP "$victim"
+        t0=$(date +%s)
+        wait $job
+        rc=$?
+        dt=$(( $(date +%s) - t0 ))
+        kill -9 "$victim" 2>/dev/null
+        [ $rc -ne 0 ] || fail "SIGSTOP over nccl ($m): the job exited 0"
+        [ $dt -le 16 ] || fail "SIGSTOP over nccl ($m): the job took $dt s to end (comm timeout 3 s)"
+        grep -q "did not finish in 3 s (--comm-timeout): a rank stopped or died\|gave up (--comm-timeout 3)" \
+            "$T/nstop.out" || { cat "$T/nstop.out"; fail "SIGSTOP over nccl ($m): no message that a transfer gave up"; }
+        note "SIGSTOP of rank 1 over nccl, $m: ended in $dt s: $(grep -o 'rank [0-9] of 3: .* did not finish' \
+            "$T/nstop.out" | head -n 1)"
+        rm -f "$T/nstop.jsonl"
+    done
+    unset DTRAIN_MODULE_PATH DTRAIN_GUARDED_DEVICES
+fi
 
 # SIGTERM to rank 1 with --checkpoint, then resume: the weights of an uninterrupted run
 S="$D --net mlp --batch 20 --epochs 6"
