@@ -47,17 +47,26 @@ dt=$(( $(date +%s) - t0 ))
 grep -q "rank 1 with PID .* exited on signal 9\|\[\[[0-9]*,1\],1\]" "$T/k9.out" || { cat "$T/k9.out"; fail "kill -9: rank 1 not named"; }
 note "kill -9 of rank 1: ended in $dt s, exit $rc"
 
+# SIGSTOP of rank RANK of a 3-rank job of $LONG and ARGS, logging to $T/TAG.jsonl and $T/TAG.out, once
+# it trains: sets rc (the job's exit status) and dt (the seconds it took to end after the stop)
+stop_rank() { # TAG RANK ARGS...
+    local tag=$1 rank=$2 job victim t0
+    shift 2
+    mpi -np 3 "$DTRAIN" $LONG "$@" --log "$T/$tag.jsonl" > "$T/$tag.out" 2>&1 &
+    job=$!
+    wait_training "$T/$tag.jsonl"
+    victim=$(rank_pid "$tag.jsonl" "$rank")
+    kill -STOP "$victim"
+    t0=$(date +%s)
+    wait $job
+    rc=$?
+    dt=$(( $(date +%s) - t0 ))
+    kill -9 "$victim" 2>/dev/null
+    rm -f "$T/$tag.jsonl"
+}
+
 # SIGSTOP of rank 2
-mpi -np 3 "$DTRAIN" $LONG --comm-timeout 3 --log "$T/stop.jsonl" > "$T/stop.out" 2>&1 &
-job=$!
-wait_training "$T/stop.jsonl"
-victim=$(rank_pid stop.jsonl 2)
-kill -STOP "$victim"
-t0=$(date +%s)
-wait $job
-rc=$?
-dt=$(( $(date +%s) - t0 ))
-kill -9 "$victim" 2>/dev/null
+stop_rank stop 2 --comm-timeout 3
 [ $rc -ne 0 ] || fail "SIGSTOP: the job exited 0"
 [ $dt -le 16 ] || fail "SIGSTOP: the job took $dt s to end (comm timeout 3 s, roll call 3 s)"
 grep -q "waited [0-9]* s for \(rank [0-9]\|the other ranks\) in .*(training, mode dsync, iteration [0-9]*) and gave up (--comm-timeout 3): rank 2 does not answer" \
@@ -70,24 +79,13 @@ note "SIGSTOP of rank 2: ended in $dt s: $(grep -o 'waited.*answer' "$T/stop.out
 if [ -f "$top_builddir/tests/dtrain-cpu-guarded.so" ]; then
     export DTRAIN_MODULE_PATH="$top_builddir/tests" DTRAIN_GUARDED_DEVICES=3
     for m in "dsync --compress q8" "dsync --fusion-bytes 20000" "ps --ps-wait-free --ps-messages range"; do
-        mpi -np 3 "$DTRAIN" $LONG --device cpu-guarded --transport nccl --mode $m --comm-timeout 3 \
-            --log "$T/nstop.jsonl" > "$T/nstop.out" 2>&1 &
-        job=$!
-        wait_training "$T/nstop.jsonl"
-        victim=$(rank_pid nstop.jsonl 1)
-        kill -STOP "$victim"
-        t0=$(date +%s)
-        wait $job
-        rc=$?
-        dt=$(( $(date +%s) - t0 ))
-        kill -9 "$victim" 2>/dev/null
+        stop_rank nstop 1 --device cpu-guarded --transport nccl --mode $m --comm-timeout 3
         [ $rc -ne 0 ] || fail "SIGSTOP over nccl ($m): the job exited 0"
         [ $dt -le 16 ] || fail "SIGSTOP over nccl ($m): the job took $dt s to end (comm timeout 3 s)"
         grep -q "did not finish in 3 s (--comm-timeout): a rank stopped or died\|gave up (--comm-timeout 3)" \
             "$T/nstop.out" || { cat "$T/nstop.out"; fail "SIGSTOP over nccl ($m): no message that a transfer gave up"; }
         note "SIGSTOP of rank 1 over nccl, $m: ended in $dt s: $(grep -o 'rank [0-9] of 3: .* did not finish' \
             "$T/nstop.out" | head -n 1)"
-        rm -f "$T/nstop.jsonl"
     done
     unset DTRAIN_MODULE_PATH DTRAIN_GUARDED_DEVICES
 fi
