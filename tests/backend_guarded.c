@@ -620,7 +620,9 @@ static void g_host_free(dt_backend *be, void *p)
  * but, as NCCL's, it gives up after the timeout its communicator's net_wait was last given (its first
  * ops: after 300 s, the default --comm-timeout) with NCCL's kind of error, after which every op of the
  * communicator fails (it counts as aborted): so that a rank that stops ends a job over this transport
- * as it ends one over NCCL. */
+ * as it ends one over NCCL. A send is done only once its receive has begun (MPI_Issend): the strictest
+ * reading of NCCL's point-to-point, where a send may wait for its peer's receive, so that an order of
+ * transfers that could deadlock over NCCL deadlocks (and times out) here rather than passing. */
 typedef struct gnet {
     MPI_Comm comm;
     unsigned char id[DT_NET_ID_BYTES];
@@ -737,8 +739,8 @@ static int g_net_sendrecv(dt_backend *q, void *p, const void *sbuf, size_t sbyte
     g_out(q, s, sbuf, sbytes);
     __atomic_add_fetch(&net_bytes, (long long)sbytes, __ATOMIC_RELAXED);
     if (MPI_Irecv(r, (int)rbytes, MPI_BYTE, rbytes ? src : MPI_PROC_NULL, 7, net->comm, &req[0]) != MPI_SUCCESS ||
-        MPI_Isend(s, (int)sbytes, MPI_BYTE, sbytes ? dst : MPI_PROC_NULL, 7, net->comm, &req[1]) != MPI_SUCCESS) {
-        dt_fail("cpu-guarded: MPI_Isend or MPI_Irecv failed");
+        MPI_Issend(s, (int)sbytes, MPI_BYTE, sbytes ? dst : MPI_PROC_NULL, 7, net->comm, &req[1]) != MPI_SUCCESS) {
+        dt_fail("cpu-guarded: MPI_Issend or MPI_Irecv failed");
         goto out;
     }
     snprintf(what, sizeof what, "a transfer of %zu bytes to rank %d and %zu from rank %d", sbytes, dst, rbytes, src);
