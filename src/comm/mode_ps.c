@@ -66,9 +66,14 @@
  * it and its communication thread sends it over a communicator of its own (made over cc) from a
  * queue of its own (a stream beside compute's; the encoding was synced before), which
  * the server receives the pushes on; a worker's pushes have all gone before its weights come, so
- * one communicator carries traffic at a time. Stale-synchronous variants (--staleness above 0,
- * --ps-apply each) stay on MPI: a server takes pushes from whichever worker is first, which NCCL,
- * whose receives name their peer, cannot express.
+ * one communicator carries traffic at a time. With --staleness above 0 a worker's communication
+ * thread sends its pushes and then receives the next version into a slot of its own (one job per
+ * iteration, in order, on that communicator), while the worker goes on computing; begin() takes the
+ * freshest version that has arrived, waiting only for one the bound needs, as over MPI. The server
+ * receives and sends on the same communicator, in worker order (every worker's thread is waiting for
+ * its version by the time the server has all pushes, so no send waits for long). --ps-apply each
+ * stays on MPI: its server takes pushes from whichever worker comes first, which NCCL, whose
+ * receives name their peer, cannot express.
  *
  * Gradients and weights pass through the arena's host views (env->gh, env->wh): a worker pulls
  * its gradient before packing and pushes the weights it unpacked; a server pushes its summed
@@ -92,7 +97,7 @@ static int tag_push(long t) { return TAG_BASE + 3 * (int)(t % TAG_MOD); }
 static int tag_pull(long v) { return TAG_BASE + 3 * (int)(v % TAG_MOD) + 1; }
 static int tag_ack(long v) { return TAG_BASE + 3 * (int)(v % TAG_MOD) + 2; }
 
-typedef struct {
+typedef struct ps_state {
     dt_placement *place;
     int n_servers, n_workers, me, server; /* server: index among servers, -1 on a worker */
     /* the messages of server k: m_count[k] of them, message j covering floats [m_off, m_off + m_n)
@@ -159,6 +164,16 @@ typedef struct {
         int dst;
     } *net_jobs;           /* worker, --ps-wait-free: [message], pushes its thread sends */
     long last_net_job;     /* the newest of them, -1: none */
+    /* --staleness over nccl: a worker's thread pushes and then receives version t + 1 (a job of its
+     * own) while the worker computes; the weights of version v land in d_wv[v % slots] */
+    int stale_net;
+    float ***d_wv;         /* worker: [slot][server] */
+    long *pull_job;        /* worker: [slot], the job receiving the version of that slot */
+    struct pull_job {
+        struct ps_state *s;
+        dt_mode_env *env;
+        long v;
+    } *pulls;              /* worker: [slot] */
 } ps_state;
 
 static int server_rank(const ps_state *s, int k) { return s->n_workers + k; }
@@ -255,9 +270,12 @@ static int ps_init(void **state, dt_mode_env *env)
     int per_range = strcmp(env->opts.ps_messages, "range") == 0;
     if (placement_build(env->opts.placement, &env->arena, s->n_servers, per_range, &s->place) != 0) return -1;
     if (build_messages(s, &env->codec, per_range) != 0) return -1;
-    if (env->opts.ps_wait_free) { /* every rank: cc is made collectively */
+    /* over nccl with staleness a worker's thread sends and receives while it computes */
+    s->stale_net = env->transport == DT_TRANSPORT_NCCL && env->opts.staleness > 0;
+    if (env->opts.ps_wait_free || s->stale_net) { /* every rank: cc is made collectively */
         if (!comm_thread_multiple(env->comm))
-            return dt_fail("--ps-wait-free needs an MPI library with MPI_THREAD_MULTIPLE");
+            return dt_fail("%s needs an MPI library with MPI_THREAD_MULTIPLE",
+                           env->opts.ps_wait_free ? "--ps-wait-free" : "--staleness over --transport nccl");
         if (env->is_worker ? mode_comm_thread(env, &s->cc, &s->thread) : comm_dup(env->comm, &s->cc)) return -1;
     }
 
@@ -425,7 +443,9 @@ static int net_open(ps_state *s, dt_mode_env *env)
 {
     dt_backend *be = env->be;
     size_t most = 0;
-    int n_msg = env->is_worker ? s->n_servers : s->n_workers, n_w = env->is_worker ? s->n_servers : 1;
+    /* a worker's pushes: per slot under staleness (its thread may still send one while it encodes the next) */
+    int n_msg = env->is_worker ? s->n_servers * (s->stale_net ? s->slots : 1) : s->n_workers;
+    int n_w = env->is_worker ? s->n_servers : 1;
     for (int k = 0; k < s->n_servers; k++) most = DT_MAX(most, s->place->total[k]);
     s->kind = ring_wire_kind(&env->codec);
     if (devnet_open(env->comm, be, &s->net) != 0) return -1;
@@ -438,17 +458,33 @@ static int net_open(ps_state *s, dt_mode_env *env)
     if (!s->d_msg || !s->d_w) return dt_fail("out of memory");
     if (!(s->d_part = be->alloc(be, DT_MAX(most, 1) * sizeof(float)))) return -1;
     for (int q = 0; q < n_msg; q++)
-        if (!(s->d_msg[q] = be->alloc(be, s->enc_total[env->is_worker ? q : s->server] + 1))) return -1;
+        if (!(s->d_msg[q] = be->alloc(be, s->enc_total[env->is_worker ? q % s->n_servers : s->server] + 1))) return -1;
     for (int k = 0; k < n_w; k++)
         if (!(s->d_w[k] = be->alloc(be, DT_MAX(s->place->total[env->is_worker ? k : s->server], 1) * sizeof(float))))
             return -1;
+    if (s->stale_net && env->is_worker) {
+        s->d_wv = (float ***)grid(s->slots, s->n_servers, sizeof(float *));
+        s->pull_job = calloc((size_t)s->slots, sizeof *s->pull_job);
+        s->pulls = calloc((size_t)s->slots, sizeof *s->pulls);
+        if (!s->d_wv || !s->pull_job || !s->pulls) return dt_fail("out of memory");
+        for (int sl = 0; sl < s->slots; sl++)
+            for (int k = 0; k < s->n_servers; k++)
+                if (!(s->d_wv[sl][k] = be->alloc(be, DT_MAX(s->place->total[k], 1) * sizeof(float)))) return -1;
+    }
     return 0;
 }
 
 static void net_close(ps_state *s, dt_mode_env *env)
 {
     dt_backend *be = env->be;
-    int n_msg = env->is_worker ? s->n_servers : s->n_workers, n_w = env->is_worker ? s->n_servers : 1;
+    int n_msg = env->is_worker ? s->n_servers * (s->stale_net ? s->slots : 1) : s->n_workers;
+    int n_w = env->is_worker ? s->n_servers : 1;
+    for (int sl = 0; s->d_wv && sl < s->slots; sl++) {
+        for (int k = 0; s->d_wv[sl] && k < s->n_servers; k++)
+            if (s->d_wv[sl][k]) be->free(be, s->d_wv[sl][k]);
+        free(s->d_wv[sl]);
+    }
+    free(s->d_wv), free(s->pull_job), free(s->pulls);
     for (int q = 0; s->d_msg && q < n_msg; q++)
         if (s->d_msg[q]) be->free(be, s->d_msg[q]);
     for (int k = 0; s->d_w && k < n_w; k++)
@@ -487,14 +523,15 @@ static int net_push_run(void *arg, dt_times *t)
     return devnet_move(j->cc, j->be, j->net, j->buf, j->bytes, j->dst, 1, t);
 }
 
-/* Worker: packs and encodes message j of server k on the device and sends it (--ps-wait-free: hands
- * it to the communication thread). Seconds of packing and encoding go to *enc. */
-static int net_post(ps_state *s, dt_mode_env *env, int k, int j, double *enc, dt_times *t)
+/* Worker: packs and encodes message j of server k of iteration `it` on the device and sends it (with a
+ * communication thread: hands it over). Seconds of packing and encoding go to *enc. */
+static int net_post(ps_state *s, dt_mode_env *env, long it, int k, int j, double *enc, dt_times *t)
 {
     dt_backend *be = env->be;
     size_t n = s->m_n[k][j], bytes = codec_bytes(&env->codec, n);
     float *part = s->d_part + s->m_off[k][j];
-    unsigned char *out = (unsigned char *)s->d_msg[k] + s->m_enc[k][j];
+    int sl = s->stale_net ? (int)(it % s->slots) : 0;
+    unsigned char *out = (unsigned char *)s->d_msg[sl * s->n_servers + k] + s->m_enc[k][j];
     double t0 = dt_now();
     int rc = net_pack(s, be, k, j, env->arena.g, part, 0);
     if (rc == 0)
@@ -508,13 +545,52 @@ static int net_post(ps_state *s, dt_mode_env *env, int k, int j, double *enc, dt
     return (s->last_net_job = worker_submit(s->thread, net_push_run, &s->net_jobs[q])) < 0 ? -1 : 0;
 }
 
-static int net_worker_end(ps_state *s, dt_mode_env *env, dt_times *t)
+/* --staleness over nccl, on the communication thread: version v of every server's part into its slot */
+static int net_pull_run(void *arg, dt_times *t)
+{
+    struct pull_job *p = arg;
+    ps_state *s = p->s;
+    int sl = (int)(p->v % s->slots);
+    for (int k = 0; k < s->n_servers; k++)
+        for (int j = 0; j < s->m_count[k]; j++)
+            if (devnet_move(s->cc, s->q, s->bg_net, s->d_wv[sl][k] + s->m_off[k][j], s->m_n[k][j] * sizeof(float),
+                            server_rank(s, k), 0, t) != 0)
+                return -1;
+    return 0;
+}
+
+/* --staleness over nccl: takes version v (block: waits for it; else only if it has arrived) */
+static int net_take(ps_state *s, dt_mode_env *env, long v, int block, int *taken)
+{
+    int sl = (int)(v % s->slots), done = 1;
+    *taken = 0;
+    if (block ? worker_wait(s->thread, s->pull_job[sl]) : worker_test(s->thread, s->pull_job[sl], &done)) return -1;
+    if (!done) return 0;
+    for (int k = 0; k < s->n_servers; k++)
+        if (net_pack(s, env->be, k, -1, env->arena.w, s->d_wv[sl][k], 1) != 0) return -1;
+    s->latest = v;
+    *taken = 1;
+    return 0;
+}
+
+static int net_worker_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     dt_backend *be = env->be;
     if (s->early_failed) return dt_fail_prefix("ps: a wait-free push during backward");
     for (int k = 0; k < s->n_servers; k++)
         for (int j = 0; j < s->m_count[k]; j++)
-            if (!s->early[s->m_base[k] + j] && net_post(s, env, k, j, &t->encode, t) != 0) return -1;
+            if (!s->early[s->m_base[k] + j] && net_post(s, env, it->it, k, j, &t->encode, t) != 0) return -1;
+    if (s->stale_net) { /* the thread receives version it + 1 after the pushes; begin() takes it */
+        long v = it->it + 1;
+        struct pull_job *p = &s->pulls[v % s->slots];
+        *p = (struct pull_job){s, env, v};
+        if ((s->pull_job[v % s->slots] = worker_submit(s->thread, net_pull_run, p)) < 0) return -1;
+        s->posted = v;
+        worker_take_times(s->thread, t);
+        t->early += s->early_bytes;
+        s->early_bytes = 0;
+        return 0;
+    }
     if (s->thread) { /* every push has gone before the weights come (one communicator busy at a time) */
         double t0 = dt_now();
         if (s->last_net_job >= 0 && worker_wait(s->thread, s->last_net_job) != 0) return -1;
@@ -568,9 +644,11 @@ static int net_server_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_t
     }
     if (net_pack(s, be, k, -1, env->arena.w, s->d_w[0], 0) != 0 || be->sync(be) != 0) return -1;
     t->update += dt_now() - t1;
-    for (int w = 0; w < s->n_workers; w++)
+    for (int w = 0; w < s->n_workers; w++) /* under staleness to the worker's thread, on its communicator */
         for (int j = 0; j < c; j++)
-            if (net_move(s, env, s->d_w[0] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), w, 1, t) != 0) return -1;
+            if (devnet_move(s->stale_net ? s->cc : env->comm, be, s->stale_net ? s->bg_net : s->net,
+                            s->d_w[0] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), w, 1, t) != 0)
+                return -1;
     return 0;
 }
 
@@ -578,27 +656,26 @@ static int ps_begin(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
 {
     ps_state *s = state;
     int taken;
-    if (s->net) { /* the weights came at the end of the last iteration */
-        if (env->is_worker) memset(s->early, 0, (size_t)s->m_total), s->early_failed = 0;
-        return 0;
-    }
-    if (!env->is_worker) return server_begin(s, env, it, t);
+    int (*take)(ps_state *, dt_mode_env *, long, int, int *) = s->net ? net_take : take_version;
+    if (!env->is_worker) return s->net ? 0 : server_begin(s, env, it, t);
     s->cur_it = it->it;
     memset(s->early, 0, (size_t)s->m_total);
     s->early_failed = 0;
+    if (s->net && !s->stale_net) return 0; /* the weights came at the end of the last iteration */
     double t0 = dt_now();
     /* too stale: wait for the next version (SSP: for the answer to the last push; the server holds
      * it back while this worker is too far ahead) */
     while (s->latest < it->it - (s->each ? 0 : env->opts.staleness))
-        if (take_version(s, env, s->latest + 1, 1, &taken) != 0) return -1;
+        if (take(s, env, s->latest + 1, 1, &taken) != 0) return -1;
     double t1 = dt_now();
     while (s->latest < s->posted) { /* anything fresher that has already arrived */
-        if (take_version(s, env, s->latest + 1, 0, &taken) != 0) return -1;
+        if (take(s, env, s->latest + 1, 0, &taken) != 0) return -1;
         if (!taken) break;
     }
     t->comm += t1 - t0;
     t->update += dt_now() - t1;
-    count_bytes(s, env, t);
+    if (s->net) worker_take_times(s->thread, t); /* its thread's transfers */
+    else count_bytes(s, env, t);
     return 0;
 }
 
@@ -674,7 +751,8 @@ static void ps_ready(void *state, dt_mode_env *env, size_t n_ready)
             int q = s->m_base[k] + j;
             if (s->early[q]) continue;
             if (s->m_end[k][j] > n_ready) break;
-            int rc = s->net ? net_post(s, env, k, j, &enc, NULL) : post_msg(s, env, s->cur_it, k, j, 1, &enc, &comm);
+            int rc = s->net ? net_post(s, env, s->cur_it, k, j, &enc, NULL)
+                            : post_msg(s, env, s->cur_it, k, j, 1, &enc, &comm);
             if (rc != 0) {
                 s->early_failed = 1;
                 return;
@@ -922,7 +1000,7 @@ static int worker_flush_each(ps_state *s, dt_mode_env *env)
 static int ps_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     ps_state *s = state;
-    if (s->net) return env->is_worker ? net_worker_end(s, env, t) : net_server_end(s, env, it, t);
+    if (s->net) return env->is_worker ? net_worker_end(s, env, it, t) : net_server_end(s, env, it, t);
     if (!env->is_worker && s->each) return server_end_each(s, env, it, t);
     return env->is_worker ? worker_end(s, env, it, t) : server_end(s, env, it, t);
 }
@@ -932,6 +1010,14 @@ static int ps_flush(void *state, dt_mode_env *env, float lr, dt_times *t)
     ps_state *s = state;
     int taken;
     (void)lr;
+    if (s->net && s->stale_net && env->is_worker) { /* the versions in flight, the last one in place */
+        double t0 = dt_now();
+        while (s->latest < s->posted)
+            if (net_take(s, env, s->latest + 1, 1, &taken) != 0) return -1;
+        t->comm += dt_now() - t0;
+        worker_take_times(s->thread, t);
+        return 0;
+    }
     if (s->net) return 0; /* every iteration ended with the new weights in place */
     double t0 = dt_now();
     if (env->is_worker) {
@@ -1037,11 +1123,10 @@ static void ps_finalize(void *state, dt_mode_env *env)
     free(s);
 }
 
-/* what keeps ps off the device's transport, or NULL: it runs bulk-synchronous (a server receives
- * from any worker first under the stale-synchronous variants, which needs MPI's wildcard receives) */
+/* what keeps ps off the device's transport, or NULL (--ps-apply each's server receives from whichever
+ * worker comes first, which needs MPI's wildcard receives) */
 const char *mode_ps_not_on_device(const dt_comm_opts *o)
 {
-    if (o->staleness > 0) return "--staleness above 0 (a worker takes whichever weights have arrived)";
     if (o->ps_apply && strcmp(o->ps_apply, "each") == 0) return "--ps-apply each (a step per push as it arrives)";
     return NULL;
 }

@@ -97,6 +97,16 @@ int worker_wait(dt_worker *w, long id)
     return failed ? -1 : 0;
 }
 
+int worker_test(dt_worker *w, long id, int *done)
+{
+    pthread_mutex_lock(&w->mu);
+    int failed = w->failed;
+    *done = w->done > id;
+    if (failed) dt_fail("%s", w->err);
+    pthread_mutex_unlock(&w->mu);
+    return failed ? -1 : 0;
+}
+
 const int *worker_computing(const dt_worker *w) { return &w->computing; }
 
 void worker_take_times(dt_worker *w, dt_times *t)

@@ -18,6 +18,8 @@ int worker_create(dt_worker **out);
 long worker_submit(dt_worker *w, dt_job_fn fn, void *arg);
 /* Blocks until job id (and every job before it) has run. */
 int worker_wait(dt_worker *w, long id);
+/* Whether job id has run (*done), without waiting; -1 where a job failed, as worker_wait. */
+int worker_test(dt_worker *w, long id, int *done);
 /* Nonzero while no thread waits in worker_wait: the submitter is computing. */
 const int *worker_computing(const dt_worker *w);
 /* Adds the jobs' times since the last call to *t. */
