@@ -79,7 +79,8 @@ for m in "${modes[@]}"; do
 done
 # PS's stale-synchronous variants: their weights depend on which version has arrived, so they only have
 # to skip the step and halve the scale
-for m in "--staleness 1 --transport mpi" "--ps-apply each --staleness 2" "--staleness 1 --transport nccl"; do
+for m in "--staleness 1 --transport mpi" "--ps-apply each --staleness 2 --transport mpi" "--staleness 1 --transport nccl" \
+    "--ps-apply each --staleness 2 --transport nccl"; do
     DTRAIN_GUARDED_DEVICES=3 DTRAIN_GUARDED_INF_AT=4:0 mpi -np 3 -x DTRAIN_GUARDED_INF_AT -x DTRAIN_GUARDED_DEVICES \
         "$DTRAIN" "${common[@]}" "${g[@]}" --mode ps $m \
         --iters 8 --log "$T/a.jsonl" > "$T/log" 2>&1 || { cat "$T/log"; fail "ps $m: the run with an overflow failed"; }

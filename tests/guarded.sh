@@ -195,14 +195,26 @@ nccl --mode ps -- --mode ps
 # a message per placed range; wait-free: the pushes packed and encoded on the device during backward and
 # sent by the communication thread over a communicator of their own (the log's bytes_early: the same)
 nccl --mode ps --ps-messages range --compress q8 -- --mode ps --ps-messages range --compress q8
+# --ps-apply each with one worker: its pushes in one order, so bit for bit; with three and plain SGD,
+# the weights of sum to rounding (as over mpi: tests/mpi_ps.sh)
+nccl --mode ps --ps-apply each -- --mode ps --ps-apply each
+w=(--mode ps --ps-apply each --staleness 2 --ps-wait-free --ps-messages range --compress q8)
+nccl "${w[@]}" -- "${w[@]}"
+DTRAIN_GUARDED_DEVICES=4 mpi -np 4 "$DTRAIN" "${common[@]}" --device cpu --momentum 0 --mode ps --save "$T/sum.st" \
+    > "$T/log" 2>&1 || { cat "$T/log"; fail "ps --momentum 0 on cpu failed"; }
+DTRAIN_GUARDED_DEVICES=4 mpi -np 4 "$DTRAIN" "${common[@]}" --device cpu-guarded --transport nccl --momentum 0 --mode ps \
+    --ps-apply each --save "$T/each.st" > "$T/log" 2>&1 || { cat "$T/log"; fail "ps --ps-apply each over nccl failed"; }
+"$STDIFF" "$T/each.st" "$T/sum.st" 1e-6 1e-5 > "$T/diff" || { cat "$T/diff"; fail "ps --ps-apply each over nccl differs from sum"; }
 w=(--mode ps --ps-wait-free --ps-messages range --compress q8)
 nccl "${w[@]}" --log "$T/pc.jsonl" -- "${w[@]}" --log "$T/pg.jsonl"
 a=$(json_last "$T/pc.jsonl" summary bytes_early) b=$(json_last "$T/pg.jsonl" summary bytes_early)
 [ -n "$a" ] && [ "$a" != 0 ] && [ "$a" = "$b" ] || fail "ps wait-free: bytes_early $a over mpi, $b over nccl"
-# stale-synchronous (--staleness 2; weights that depend on which version has arrived, so no bit for bit):
-# a worker's thread pushes and receives the next version while the worker computes; the bytes are
+# stale-synchronous (--staleness 2, --ps-apply each; weights that depend on which version or push has
+# arrived first, so no bit for bit): a worker's thread pushes and receives the next version while the
+# worker computes (each: after a byte over MPI that tells the server its push follows); the bytes are
 # those over mpi, and it learns (a worker that kept its first weights would not)
-for w in "--staleness 2" "--staleness 2 --ps-wait-free --ps-messages range --compress q8"; do
+for w in "--staleness 2" "--staleness 2 --ps-wait-free --ps-messages range --compress q8" "--ps-apply each --staleness 2" \
+    "--staleness 1 --ps-servers 2"; do
     s=(--epochs 4 --lr 0.01 --momentum 0.5 --mode ps $w)
     DTRAIN_GUARDED_DEVICES=4 mpi -np 4 "$DTRAIN" "${common[@]}" --device cpu "${s[@]}" --log "$T/sc.jsonl" > "$T/log" \
         2>&1 || { cat "$T/log"; fail "ps $w on cpu failed"; }
@@ -238,9 +250,6 @@ mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode pipesgd
 mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode topk --topk-scope layer > "$T/log" 2>&1 &&
     grep -q "^transport mpi (auto: not nccl: --topk-scope layer selects through the host" "$T/log" ||
     { cat "$T/log"; fail "--transport auto with --topk-scope layer does not say why mpi"; }
-mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode ps --ps-apply each > "$T/log" 2>&1 &&
-    grep -q "^transport mpi (auto: not nccl: ps with --ps-apply each .* sends over MPI only" "$T/log" ||
-    { cat "$T/log"; fail "--transport auto with ps --ps-apply each does not say why mpi"; }
 # a checkpoint written over nccl resumes over mpi on the cpu (and the transport may change on resume)
 run cpu "$T/straight.st" --mode pipesgd --compress q8
 run cpu-guarded "$T/first.st" --mode pipesgd --compress q8 --epochs 1 --checkpoint "$T/run.ckpt" --transport nccl
@@ -262,8 +271,11 @@ mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 > "$T/log" 2>&
 DTRAIN_GUARDED_DEVICES=2 DTRAIN_GUARDED_NO_NET=1 expect_fail 1 "--transport nccl: the guarded backend's transport is \
 switched off" --device cpu-guarded --transport nccl
 expect_fail 2 "--transport nccl moves gradients between GPUs, and this run has --device cpu" --device cpu --transport nccl
-expect_fail 2 "--transport nccl: ps with --ps-apply each (a step per push as it arrives) sends over MPI only" \
-    --device cpu-guarded --transport nccl --mode ps --ps-apply each
+expect_fail 2 "--transport nccl: ps with --ps-apply each and more than one server (--ps-servers) sends over MPI only" \
+    --device cpu-guarded --transport nccl --mode ps --ps-apply each --ps-servers 2
+DTRAIN_GUARDED_DEVICES=3 mpi -np 3 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode ps --ps-apply each \
+    --ps-servers 2 > "$T/log" 2>&1 && grep -q "^transport mpi (auto: not nccl: ps with --ps-apply each and more than one" \
+    "$T/log" || { cat "$T/log"; fail "--transport auto with ps --ps-apply each and 2 servers does not say why mpi"; }
 expect_fail 2 "--transport nccl and --topk-scope layer exclude each other" --device cpu-guarded --transport nccl \
     --mode topk --topk-scope layer
 expect_fail 2 "--transport nccl and --allreduce mpi exclude each other" --device cpu-guarded --transport nccl \

@@ -71,9 +71,12 @@
  * iteration, in order, on that communicator), while the worker goes on computing; begin() takes the
  * freshest version that has arrived, waiting only for one the bound needs, as over MPI. The server
  * receives and sends on the same communicator, in worker order (every worker's thread is waiting for
- * its version by the time the server has all pushes, so no send waits for long). --ps-apply each
- * stays on MPI: its server takes pushes from whichever worker comes first, which NCCL, whose
- * receives name their peer, cannot express.
+ * its version by the time the server has all pushes, so no send waits for long). Under --ps-apply
+ * each a server takes pushes in the order they come, which NCCL, whose receives name their peer and
+ * cannot be tested one by one, cannot tell it: the worker's thread first sends every server a byte
+ * over MPI (cc, the push's tag), the server waits for those as it waits for pushes over MPI, and
+ * receives the push of the worker whose byte came, then answers it as over MPI (the worker's thread
+ * waits for the answer after its push). With one server only: see mode_ps_not_on_device.
  *
  * Gradients and weights pass through the arena's host views (env->gh, env->wh): a worker pulls
  * its gradient before packing and pushes the weights it unpacked; a server pushes its summed
@@ -162,11 +165,18 @@ typedef struct ps_state {
         void *net, *buf;
         size_t bytes;
         int dst;
-    } *net_jobs;           /* worker, --ps-wait-free: [message], pushes its thread sends */
+    } *net_jobs;           /* worker with a thread: [slot * m_total + message], pushes it sends */
     long last_net_job;     /* the newest of them, -1: none */
-    /* --staleness over nccl: a worker's thread pushes and then receives version t + 1 (a job of its
-     * own) while the worker computes; the weights of version v land in d_wv[v % slots] */
-    int stale_net;
+    double net_bytes, net_bytes_recv; /* server, each over nccl: bytes its transfers moved since the last count */
+    /* --staleness or --ps-apply each over nccl: a worker's thread pushes and then receives version
+     * t + 1 (a job of its own) while the worker computes; the weights of version v land in
+     * d_wv[v % slots]. Under each, a byte over MPI (cc) tells a server that a worker's push follows. */
+    int thread_pulls;
+    int noticed;           /* worker, each: this iteration's notice is with the thread */
+    struct notice_job {
+        struct ps_state *s;
+        long it;
+    } notice;
     float ***d_wv;         /* worker: [slot][server] */
     long *pull_job;        /* worker: [slot], the job receiving the version of that slot */
     struct pull_job {
@@ -271,11 +281,11 @@ static int ps_init(void **state, dt_mode_env *env)
     if (placement_build(env->opts.placement, &env->arena, s->n_servers, per_range, &s->place) != 0) return -1;
     if (build_messages(s, &env->codec, per_range) != 0) return -1;
     /* over nccl with staleness a worker's thread sends and receives while it computes */
-    s->stale_net = env->transport == DT_TRANSPORT_NCCL && env->opts.staleness > 0;
-    if (env->opts.ps_wait_free || s->stale_net) { /* every rank: cc is made collectively */
+    s->thread_pulls = env->transport == DT_TRANSPORT_NCCL && (env->opts.staleness > 0 || s->each);
+    if (env->opts.ps_wait_free || s->thread_pulls) { /* every rank: cc is made collectively */
         if (!comm_thread_multiple(env->comm))
             return dt_fail("%s needs an MPI library with MPI_THREAD_MULTIPLE",
-                           env->opts.ps_wait_free ? "--ps-wait-free" : "--staleness over --transport nccl");
+                           env->opts.ps_wait_free ? "--ps-wait-free" : "ps over --transport nccl with staleness");
         if (env->is_worker ? mode_comm_thread(env, &s->cc, &s->thread) : comm_dup(env->comm, &s->cc)) return -1;
     }
 
@@ -409,8 +419,9 @@ static void count_bytes(ps_state *s, dt_mode_env *env, dt_times *t)
     } else if (s->cc) { /* a server's: received on cc, by this thread */
         a += comm_bytes_sent(s->cc), b += comm_bytes_recv(s->cc);
     }
-    t->bytes_sent += a - s->sent0;
-    t->bytes_recv += b - s->recv0;
+    t->bytes_sent += a - s->sent0 + s->net_bytes;
+    t->bytes_recv += b - s->recv0 + s->net_bytes_recv;
+    s->net_bytes = s->net_bytes_recv = 0;
     s->sent0 = a;
     s->recv0 = b;
 }
@@ -444,14 +455,16 @@ static int net_open(ps_state *s, dt_mode_env *env)
     dt_backend *be = env->be;
     size_t most = 0;
     /* a worker's pushes: per slot under staleness (its thread may still send one while it encodes the next) */
-    int n_msg = env->is_worker ? s->n_servers * (s->stale_net ? s->slots : 1) : s->n_workers;
+    int n_msg = env->is_worker ? s->n_servers * (s->thread_pulls ? s->slots : 1) : s->n_workers;
     int n_w = env->is_worker ? s->n_servers : 1;
     for (int k = 0; k < s->n_servers; k++) most = DT_MAX(most, s->place->total[k]);
     s->kind = ring_wire_kind(&env->codec);
     if (devnet_open(env->comm, be, &s->net) != 0) return -1;
     if (s->cc && devnet_open(s->cc, be, &s->bg_net) != 0) return -1; /* every rank: it is collective */
     s->last_net_job = -1;
-    if (s->thread && !(s->net_jobs = calloc((size_t)s->m_total, sizeof *s->net_jobs))) return dt_fail("out of memory");
+    /* a push job per slot: under staleness the thread may still hold the last iteration's */
+    if (s->thread && !(s->net_jobs = calloc((size_t)(s->m_total * s->slots), sizeof *s->net_jobs)))
+        return dt_fail("out of memory");
     if (s->thread && backend_queue(be, &s->q) != 0) return -1;
     s->d_msg = calloc((size_t)n_msg, sizeof *s->d_msg);
     s->d_w = calloc((size_t)n_w, sizeof *s->d_w);
@@ -462,7 +475,7 @@ static int net_open(ps_state *s, dt_mode_env *env)
     for (int k = 0; k < n_w; k++)
         if (!(s->d_w[k] = be->alloc(be, DT_MAX(s->place->total[env->is_worker ? k : s->server], 1) * sizeof(float))))
             return -1;
-    if (s->stale_net && env->is_worker) {
+    if (s->thread_pulls && env->is_worker) {
         s->d_wv = (float ***)grid(s->slots, s->n_servers, sizeof(float *));
         s->pull_job = calloc((size_t)s->slots, sizeof *s->pull_job);
         s->pulls = calloc((size_t)s->slots, sizeof *s->pulls);
@@ -477,7 +490,7 @@ static int net_open(ps_state *s, dt_mode_env *env)
 static void net_close(ps_state *s, dt_mode_env *env)
 {
     dt_backend *be = env->be;
-    int n_msg = env->is_worker ? s->n_servers * (s->stale_net ? s->slots : 1) : s->n_workers;
+    int n_msg = env->is_worker ? s->n_servers * (s->thread_pulls ? s->slots : 1) : s->n_workers;
     int n_w = env->is_worker ? s->n_servers : 1;
     for (int sl = 0; s->d_wv && sl < s->slots; sl++) {
         for (int k = 0; s->d_wv[sl] && k < s->n_servers; k++)
@@ -523,6 +536,18 @@ static int net_push_run(void *arg, dt_times *t)
     return devnet_move(j->cc, j->be, j->net, j->buf, j->bytes, j->dst, 1, t);
 }
 
+/* --ps-apply each over nccl, on the communication thread: tells every server that this worker's push
+ * of iteration it follows (a server applies pushes in the order they come, which NCCL cannot tell it) */
+static int net_notice_run(void *arg, dt_times *t)
+{
+    struct notice_job *n = arg;
+    char one = 1;
+    (void)t;
+    for (int k = 0; k < n->s->n_servers; k++)
+        if (comm_send(n->s->cc, &one, 1, server_rank(n->s, k), tag_push(n->it)) != 0) return -1;
+    return 0;
+}
+
 /* Worker: packs and encodes message j of server k of iteration `it` on the device and sends it (with a
  * communication thread: hands it over). Seconds of packing and encoding go to *enc. */
 static int net_post(ps_state *s, dt_mode_env *env, long it, int k, int j, double *enc, dt_times *t)
@@ -530,7 +555,7 @@ static int net_post(ps_state *s, dt_mode_env *env, long it, int k, int j, double
     dt_backend *be = env->be;
     size_t n = s->m_n[k][j], bytes = codec_bytes(&env->codec, n);
     float *part = s->d_part + s->m_off[k][j];
-    int sl = s->stale_net ? (int)(it % s->slots) : 0;
+    int sl = s->thread_pulls ? (int)(it % s->slots) : 0;
     unsigned char *out = (unsigned char *)s->d_msg[sl * s->n_servers + k] + s->m_enc[k][j];
     double t0 = dt_now();
     int rc = net_pack(s, be, k, j, env->arena.g, part, 0);
@@ -540,9 +565,15 @@ static int net_post(ps_state *s, dt_mode_env *env, long it, int k, int j, double
     if (rc != 0 || be->sync(be) != 0) return -1;
     *enc += dt_now() - t0;
     if (!s->thread) return net_move(s, env, out, bytes, server_rank(s, k), 1, t);
+    if (s->each && !s->noticed) { /* before the iteration's first push */
+        s->notice = (struct notice_job){s, it};
+        if (worker_submit(s->thread, net_notice_run, &s->notice) < 0) return -1;
+        s->noticed = 1;
+    }
     int q = s->m_base[k] + j;
-    s->net_jobs[q] = (struct net_job){s->cc, s->q, s->bg_net, out, bytes, server_rank(s, k)};
-    return (s->last_net_job = worker_submit(s->thread, net_push_run, &s->net_jobs[q])) < 0 ? -1 : 0;
+    struct net_job *job = &s->net_jobs[sl * s->m_total + q];
+    *job = (struct net_job){s->cc, s->q, s->bg_net, out, bytes, server_rank(s, k)};
+    return (s->last_net_job = worker_submit(s->thread, net_push_run, job)) < 0 ? -1 : 0;
 }
 
 /* --staleness over nccl, on the communication thread: version v of every server's part into its slot */
@@ -573,6 +604,16 @@ static int net_take(ps_state *s, dt_mode_env *env, long v, int block, int *taken
     return 0;
 }
 
+/* a worker with thread_pulls: its thread receives version v once its pushes have gone */
+static int net_pull(ps_state *s, dt_mode_env *env, long v)
+{
+    struct pull_job *p = &s->pulls[v % s->slots];
+    *p = (struct pull_job){s, env, v};
+    if ((s->pull_job[v % s->slots] = worker_submit(s->thread, net_pull_run, p)) < 0) return -1;
+    s->posted = v;
+    return 0;
+}
+
 static int net_worker_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     dt_backend *be = env->be;
@@ -580,12 +621,8 @@ static int net_worker_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_t
     for (int k = 0; k < s->n_servers; k++)
         for (int j = 0; j < s->m_count[k]; j++)
             if (!s->early[s->m_base[k] + j] && net_post(s, env, it->it, k, j, &t->encode, t) != 0) return -1;
-    if (s->stale_net) { /* the thread receives version it + 1 after the pushes; begin() takes it */
-        long v = it->it + 1;
-        struct pull_job *p = &s->pulls[v % s->slots];
-        *p = (struct pull_job){s, env, v};
-        if ((s->pull_job[v % s->slots] = worker_submit(s->thread, net_pull_run, p)) < 0) return -1;
-        s->posted = v;
+    if (s->thread_pulls) { /* the thread receives version it + 1 after the pushes; begin() takes it */
+        if (net_pull(s, env, it->it + 1) != 0) return -1;
         worker_take_times(s->thread, t);
         t->early += s->early_bytes;
         s->early_bytes = 0;
@@ -646,7 +683,7 @@ static int net_server_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_t
     t->update += dt_now() - t1;
     for (int w = 0; w < s->n_workers; w++) /* under staleness to the worker's thread, on its communicator */
         for (int j = 0; j < c; j++)
-            if (devnet_move(s->stale_net ? s->cc : env->comm, be, s->stale_net ? s->bg_net : s->net,
+            if (devnet_move(s->thread_pulls ? s->cc : env->comm, be, s->thread_pulls ? s->bg_net : s->net,
                             s->d_w[0] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), w, 1, t) != 0)
                 return -1;
     return 0;
@@ -661,7 +698,8 @@ static int ps_begin(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
     s->cur_it = it->it;
     memset(s->early, 0, (size_t)s->m_total);
     s->early_failed = 0;
-    if (s->net && !s->stale_net) return 0; /* the weights came at the end of the last iteration */
+    s->noticed = 0;
+    if (s->net && !s->thread_pulls) return 0; /* the weights came at the end of the last iteration */
     double t0 = dt_now();
     /* too stale: wait for the next version (SSP: for the answer to the last push; the server holds
      * it back while this worker is too far ahead) */
@@ -869,6 +907,12 @@ static int ssp_receive(ps_state *s, dt_mode_env *env, long t)
     for (int w = 0; w < s->n_workers; w++) {
         long next = s->clock[w];
         if (s->posted_rx[w] || next >= env->total_iters || next > t + env->opts.staleness) continue;
+        if (s->net) { /* over nccl: the byte that says the push follows (it is received once this came) */
+            for (int j = 1; j < c; j++) s->srv_req[w * c + j] = -1;
+            if (comm_irecv(s->cc, s->rbuf[w], 1, w, tag_push(next), &s->srv_req[w * c]) != 0) return -1;
+            s->posted_rx[w] = 1;
+            continue;
+        }
         for (int j = 0; j < c; j++)
             if (comm_irecv(s->cc ? s->cc : env->comm, s->rbuf[w] + s->m_enc[k][j], codec_bytes(&env->codec, s->m_n[k][j]),
                            w, tag_push(next), &s->srv_req[w * c + j]) != 0)
@@ -882,6 +926,16 @@ static int ssp_receive(ps_state *s, dt_mode_env *env, long t)
 static int ssp_answer(ps_state *s, dt_mode_env *env, int w, long v)
 {
     int k = s->server, c = s->m_count[k];
+    if (s->net) { /* to the worker's thread, which waits for it after its push; done when it returns */
+        dt_times t = {0};
+        if (net_pack(s, env->be, k, -1, env->arena.w, s->d_w[0], 0) != 0 || env->be->sync(env->be) != 0) return -1;
+        for (int j = 0; j < c; j++)
+            if (devnet_move(s->cc, env->be, s->bg_net, s->d_w[0] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), w, 1,
+                            &t) != 0)
+                return -1;
+        s->net_bytes += t.bytes_sent;
+        return 0;
+    }
     for (int j = 0; j < c; j++) {
         int *r = &s->reply_req[w * c + j];
         if (*r >= 0 && comm_wait(env->comm, *r, NULL, NULL) != 0) return -1;
@@ -909,8 +963,38 @@ static int ssp_apply(ps_state *s, dt_mode_env *env, int w, const dt_iter *it, do
     if (it->skip && s->clock[w] != it->it)
         return dt_fail("internal: ps --ps-apply each: a push of iteration %ld in the server's skipped iteration %ld",
                        s->clock[w], it->it);
+    if (s->net) { /* the push itself, from device to device, now that its notice came */
+        dt_times t = {0};
+        for (int j = 0; j < c; j++)
+            if (devnet_move(s->cc, env->be, s->bg_net, (unsigned char *)s->d_msg[w] + s->m_enc[k][j],
+                            codec_bytes(&env->codec, s->m_n[k][j]), w, 0, &t) != 0)
+                return -1;
+        s->net_bytes_recv += t.bytes_recv;
+    }
     double t0 = dt_now();
     if (it->skip) {
+        s->clock[w]++;
+        s->pending[w] = 1;
+        return 0;
+    }
+    if (s->net) {
+        dt_backend *be = env->be;
+        for (int j = 0; j < c; j++) {
+            const unsigned char *msg = (const unsigned char *)s->d_msg[w] + s->m_enc[k][j];
+            float *x = s->d_part + s->m_off[k][j];
+            if ((s->kind ? be->wire_decode(be, s->kind, env->codec.block, msg, s->m_n[k][j], x, 0)
+                         : be->copy(be, x, msg, s->m_n[k][j] * sizeof(float))) != 0)
+                return -1;
+        }
+        double t1 = dt_now();
+        if (net_pack(s, be, k, -1, env->arena.g, s->d_part, 1) != 0) return -1;
+        for (int i = 0; i < s->place->n_ranges[k]; i++)
+            if (optim_step(env->optim, env->arena.w, env->arena.g, it->lr, s->place->ranges[k][i].off,
+                           s->place->ranges[k][i].n) != 0)
+                return -1;
+        if (be->sync(be) != 0) return -1;
+        *td += t1 - t0;
+        *tu += dt_now() - t1;
         s->clock[w]++;
         s->pending[w] = 1;
         return 0;
@@ -1000,8 +1084,8 @@ static int worker_flush_each(ps_state *s, dt_mode_env *env)
 static int ps_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     ps_state *s = state;
+    if (!env->is_worker && s->each) return server_end_each(s, env, it, t); /* over either transport */
     if (s->net) return env->is_worker ? net_worker_end(s, env, it, t) : net_server_end(s, env, it, t);
-    if (!env->is_worker && s->each) return server_end_each(s, env, it, t);
     return env->is_worker ? worker_end(s, env, it, t) : server_end(s, env, it, t);
 }
 
@@ -1010,15 +1094,17 @@ static int ps_flush(void *state, dt_mode_env *env, float lr, dt_times *t)
     ps_state *s = state;
     int taken;
     (void)lr;
-    if (s->net && s->stale_net && env->is_worker) { /* the versions in flight, the last one in place */
+    if (s->net && s->thread_pulls && env->is_worker) { /* the versions in flight, the last one in place */
         double t0 = dt_now();
         while (s->latest < s->posted)
             if (net_take(s, env, s->latest + 1, 1, &taken) != 0) return -1;
+        if (s->each && (net_pull(s, env, s->posted + 1) != 0 || net_take(s, env, s->posted, 1, &taken) != 0))
+            return -1; /* the final weights, which every worker receives alike */
         t->comm += dt_now() - t0;
         worker_take_times(s->thread, t);
         return 0;
     }
-    if (s->net) return 0; /* every iteration ended with the new weights in place */
+    if (s->net && !(s->each && !env->is_worker)) return 0; /* every iteration ended with the new weights in place */
     double t0 = dt_now();
     if (env->is_worker) {
         while (s->latest < s->posted)
@@ -1123,11 +1209,14 @@ static void ps_finalize(void *state, dt_mode_env *env)
     free(s);
 }
 
-/* what keeps ps off the device's transport, or NULL (--ps-apply each's server receives from whichever
- * worker comes first, which needs MPI's wildcard receives) */
+/* what keeps ps off the device's transport, or NULL. --ps-apply each with several servers: a server
+ * answers a worker with a send that waits for the worker's receive, and the workers receive from the
+ * servers in order, so two servers' answers can wait on each other and on the pushes behind them
+ * (the guarded backend's stand-in for NCCL, whose sends wait for their receives, deadlocked so) */
 const char *mode_ps_not_on_device(const dt_comm_opts *o)
 {
-    if (o->ps_apply && strcmp(o->ps_apply, "each") == 0) return "--ps-apply each (a step per push as it arrives)";
+    if (o->ps_apply && strcmp(o->ps_apply, "each") == 0 && o->ps_servers > 1)
+        return "--ps-apply each and more than one server (--ps-servers)";
     return NULL;
 }
 
