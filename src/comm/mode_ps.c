@@ -153,8 +153,8 @@ typedef struct ps_state {
     double sent0, recv0;
     /* --transport nccl: the device's communicator and buffers in its memory */
     void *net;
-    void *bg_net;          /* --ps-wait-free: the pushes' communicator (over cc; a worker's thread sends on it) */
-    dt_backend *q;         /* worker, --ps-wait-free: the queue its thread sends on (a stream of its own) */
+    void *bg_net;          /* with cc: the communicator a worker's thread pushes (and pulls) on, over cc */
+    dt_backend *q;         /* worker with a thread: the queue it sends on (a stream of its own) */
     int kind;              /* the codec on the device (ring_wire_kind) */
     float *d_part;         /* worker: a server's part of the gradient, packed; server: the workers' sum */
     void **d_msg;          /* worker: per server, its encoded push; server: per worker, the push received */
@@ -181,7 +181,6 @@ typedef struct ps_state {
     long *pull_job;        /* worker: [slot], the job receiving the version of that slot */
     struct pull_job {
         struct ps_state *s;
-        dt_mode_env *env;
         long v;
     } *pulls;              /* worker: [slot] */
 } ps_state;
@@ -280,12 +279,12 @@ static int ps_init(void **state, dt_mode_env *env)
     int per_range = strcmp(env->opts.ps_messages, "range") == 0;
     if (placement_build(env->opts.placement, &env->arena, s->n_servers, per_range, &s->place) != 0) return -1;
     if (build_messages(s, &env->codec, per_range) != 0) return -1;
-    /* over nccl with staleness a worker's thread sends and receives while it computes */
+    /* over nccl with staleness or SSP a worker's thread sends and receives while it computes */
     s->thread_pulls = env->transport == DT_TRANSPORT_NCCL && (env->opts.staleness > 0 || s->each);
     if (env->opts.ps_wait_free || s->thread_pulls) { /* every rank: cc is made collectively */
         if (!comm_thread_multiple(env->comm))
             return dt_fail("%s needs an MPI library with MPI_THREAD_MULTIPLE",
-                           env->opts.ps_wait_free ? "--ps-wait-free" : "ps over --transport nccl with staleness");
+                           env->opts.ps_wait_free ? "--ps-wait-free" : "ps over --transport nccl with staleness or SSP");
         if (env->is_worker ? mode_comm_thread(env, &s->cc, &s->thread) : comm_dup(env->comm, &s->cc)) return -1;
     }
 
@@ -576,7 +575,7 @@ static int net_post(ps_state *s, dt_mode_env *env, long it, int k, int j, double
     return (s->last_net_job = worker_submit(s->thread, net_push_run, job)) < 0 ? -1 : 0;
 }
 
-/* --staleness over nccl, on the communication thread: version v of every server's part into its slot */
+/* thread_pulls, on the communication thread: version v of every server's part into its slot */
 static int net_pull_run(void *arg, dt_times *t)
 {
     struct pull_job *p = arg;
@@ -590,7 +589,7 @@ static int net_pull_run(void *arg, dt_times *t)
     return 0;
 }
 
-/* --staleness over nccl: takes version v (block: waits for it; else only if it has arrived) */
+/* thread_pulls: takes version v (block: waits for it; else only if it has arrived) */
 static int net_take(ps_state *s, dt_mode_env *env, long v, int block, int *taken)
 {
     int sl = (int)(v % s->slots), done = 1;
@@ -605,10 +604,10 @@ static int net_take(ps_state *s, dt_mode_env *env, long v, int block, int *taken
 }
 
 /* a worker with thread_pulls: its thread receives version v once its pushes have gone */
-static int net_pull(ps_state *s, dt_mode_env *env, long v)
+static int net_pull(ps_state *s, long v)
 {
     struct pull_job *p = &s->pulls[v % s->slots];
-    *p = (struct pull_job){s, env, v};
+    *p = (struct pull_job){s, v};
     if ((s->pull_job[v % s->slots] = worker_submit(s->thread, net_pull_run, p)) < 0) return -1;
     s->posted = v;
     return 0;
@@ -622,7 +621,7 @@ static int net_worker_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_t
         for (int j = 0; j < s->m_count[k]; j++)
             if (!s->early[s->m_base[k] + j] && net_post(s, env, it->it, k, j, &t->encode, t) != 0) return -1;
     if (s->thread_pulls) { /* the thread receives version it + 1 after the pushes; begin() takes it */
-        if (net_pull(s, env, it->it + 1) != 0) return -1;
+        if (net_pull(s, it->it + 1) != 0) return -1;
         worker_take_times(s->thread, t);
         t->early += s->early_bytes;
         s->early_bytes = 0;
@@ -648,44 +647,80 @@ static int net_worker_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_t
     return 0;
 }
 
+/* server: worker w's push, message by message, device to device (on the pushes' communicator where
+ * there is one) */
+static int net_recv_push(ps_state *s, dt_mode_env *env, int w, dt_times *t)
+{
+    int k = s->server;
+    for (int j = 0; j < s->m_count[k]; j++)
+        if (devnet_move(s->bg_net ? s->cc : env->comm, env->be, s->bg_net ? s->bg_net : s->net,
+                        (unsigned char *)s->d_msg[w] + s->m_enc[k][j], codec_bytes(&env->codec, s->m_n[k][j]), w, 0,
+                        t) != 0)
+            return -1;
+    return 0;
+}
+
+/* server: worker w's push decoded into the packed part d_part (add: added to it) */
+static int net_decode_push(ps_state *s, dt_mode_env *env, int w, int add)
+{
+    dt_backend *be = env->be;
+    int k = s->server;
+    for (int j = 0; j < s->m_count[k]; j++) {
+        const unsigned char *msg = (const unsigned char *)s->d_msg[w] + s->m_enc[k][j];
+        float *x = s->d_part + s->m_off[k][j];
+        size_t n = s->m_n[k][j];
+        int rc = s->kind ? be->wire_decode(be, s->kind, env->codec.block, msg, n, x, add)
+                 : add   ? be->add(be, x, (const float *)msg, n, 1.0f)
+                         : be->copy(be, x, msg, n * sizeof(float));
+        if (rc != 0) return -1;
+    }
+    return 0;
+}
+
+/* server: d_part as its ranges' gradient, and an optimizer step on them */
+static int net_step(ps_state *s, dt_mode_env *env, float lr)
+{
+    int k = s->server;
+    if (net_pack(s, env->be, k, -1, env->arena.g, s->d_part, 1) != 0) return -1;
+    for (int i = 0; i < s->place->n_ranges[k]; i++)
+        if (optim_step(env->optim, env->arena.w, env->arena.g, lr, s->place->ranges[k][i].off,
+                       s->place->ranges[k][i].n) != 0)
+            return -1;
+    return 0;
+}
+
+/* server: its part's weights as packed in d_w[0] to worker w, message by message (under thread_pulls to
+ * the worker's thread, on the pushes' communicator) */
+static int net_send_weights(ps_state *s, dt_mode_env *env, int w, dt_times *t)
+{
+    int k = s->server;
+    for (int j = 0; j < s->m_count[k]; j++)
+        if (devnet_move(s->thread_pulls ? s->cc : env->comm, env->be, s->thread_pulls ? s->bg_net : s->net,
+                        s->d_w[0] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), w, 1, t) != 0)
+            return -1;
+    return 0;
+}
+
 static int net_server_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     dt_backend *be = env->be;
-    int k = s->server, c = s->m_count[k];
+    int k = s->server;
     size_t n = s->place->total[k];
     for (int w = 0; w < s->n_workers; w++) /* a worker's messages in order, as it sends them */
-        for (int j = 0; j < c; j++)
-            if (devnet_move(s->bg_net ? s->cc : env->comm, be, s->bg_net ? s->bg_net : s->net,
-                            (unsigned char *)s->d_msg[w] + s->m_enc[k][j], codec_bytes(&env->codec, s->m_n[k][j]), w, 0,
-                            t) != 0)
-                return -1;
+        if (net_recv_push(s, env, w, t) != 0) return -1;
     double t0 = dt_now();
     if (be->scale(be, s->d_part, 0.0f, n) != 0) return -1;
     for (int w = 0; w < s->n_workers; w++) /* in worker order: the same sum as the host's */
-        for (int j = 0; j < c; j++) {
-            const unsigned char *msg = (const unsigned char *)s->d_msg[w] + s->m_enc[k][j];
-            float *sum = s->d_part + s->m_off[k][j];
-            if ((s->kind ? be->wire_decode(be, s->kind, env->codec.block, msg, s->m_n[k][j], sum, 1)
-                         : be->add(be, sum, (const float *)msg, s->m_n[k][j], 1.0f)) != 0)
-                return -1;
-        }
+        if (net_decode_push(s, env, w, 1) != 0) return -1;
     if (be->sync(be) != 0) return -1;
     double t1 = dt_now();
     t->decode += t1 - t0;
-    if (!it->skip) { /* skipped (fp16 overflowed on a worker): the pushes dropped, the weights as they were */
-        if (net_pack(s, be, k, -1, env->arena.g, s->d_part, 1) != 0) return -1;
-        for (int i = 0; i < s->place->n_ranges[k]; i++)
-            if (optim_step(env->optim, env->arena.w, env->arena.g, it->lr, s->place->ranges[k][i].off,
-                           s->place->ranges[k][i].n) != 0)
-                return -1;
-    }
+    /* skipped (fp16 overflowed on a worker): the pushes dropped, the weights as they were */
+    if (!it->skip && net_step(s, env, it->lr) != 0) return -1;
     if (net_pack(s, be, k, -1, env->arena.w, s->d_w[0], 0) != 0 || be->sync(be) != 0) return -1;
     t->update += dt_now() - t1;
-    for (int w = 0; w < s->n_workers; w++) /* under staleness to the worker's thread, on its communicator */
-        for (int j = 0; j < c; j++)
-            if (devnet_move(s->thread_pulls ? s->cc : env->comm, be, s->thread_pulls ? s->bg_net : s->net,
-                            s->d_w[0] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), w, 1, t) != 0)
-                return -1;
+    for (int w = 0; w < s->n_workers; w++)
+        if (net_send_weights(s, env, w, t) != 0) return -1;
     return 0;
 }
 
@@ -928,11 +963,9 @@ static int ssp_answer(ps_state *s, dt_mode_env *env, int w, long v)
     int k = s->server, c = s->m_count[k];
     if (s->net) { /* to the worker's thread, which waits for it after its push; done when it returns */
         dt_times t = {0};
-        if (net_pack(s, env->be, k, -1, env->arena.w, s->d_w[0], 0) != 0 || env->be->sync(env->be) != 0) return -1;
-        for (int j = 0; j < c; j++)
-            if (devnet_move(s->cc, env->be, s->bg_net, s->d_w[0] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), w, 1,
-                            &t) != 0)
-                return -1;
+        if (net_pack(s, env->be, k, -1, env->arena.w, s->d_w[0], 0) != 0 || env->be->sync(env->be) != 0 ||
+            net_send_weights(s, env, w, &t) != 0)
+            return -1;
         s->net_bytes += t.bytes_sent;
         return 0;
     }
@@ -965,10 +998,7 @@ static int ssp_apply(ps_state *s, dt_mode_env *env, int w, const dt_iter *it, do
                        s->clock[w], it->it);
     if (s->net) { /* the push itself, from device to device, now that its notice came */
         dt_times t = {0};
-        for (int j = 0; j < c; j++)
-            if (devnet_move(s->cc, env->be, s->bg_net, (unsigned char *)s->d_msg[w] + s->m_enc[k][j],
-                            codec_bytes(&env->codec, s->m_n[k][j]), w, 0, &t) != 0)
-                return -1;
+        if (net_recv_push(s, env, w, &t) != 0) return -1;
         s->net_bytes_recv += t.bytes_recv;
     }
     double t0 = dt_now();
@@ -978,21 +1008,9 @@ static int ssp_apply(ps_state *s, dt_mode_env *env, int w, const dt_iter *it, do
         return 0;
     }
     if (s->net) {
-        dt_backend *be = env->be;
-        for (int j = 0; j < c; j++) {
-            const unsigned char *msg = (const unsigned char *)s->d_msg[w] + s->m_enc[k][j];
-            float *x = s->d_part + s->m_off[k][j];
-            if ((s->kind ? be->wire_decode(be, s->kind, env->codec.block, msg, s->m_n[k][j], x, 0)
-                         : be->copy(be, x, msg, s->m_n[k][j] * sizeof(float))) != 0)
-                return -1;
-        }
+        if (net_decode_push(s, env, w, 0) != 0) return -1;
         double t1 = dt_now();
-        if (net_pack(s, be, k, -1, env->arena.g, s->d_part, 1) != 0) return -1;
-        for (int i = 0; i < s->place->n_ranges[k]; i++)
-            if (optim_step(env->optim, env->arena.w, env->arena.g, it->lr, s->place->ranges[k][i].off,
-                           s->place->ranges[k][i].n) != 0)
-                return -1;
-        if (be->sync(be) != 0) return -1;
+        if (net_step(s, env, it->lr) != 0 || env->be->sync(env->be) != 0) return -1;
         *td += t1 - t0;
         *tu += dt_now() - t1;
         s->clock[w]++;
@@ -1098,7 +1116,7 @@ static int ps_flush(void *state, dt_mode_env *env, float lr, dt_times *t)
         double t0 = dt_now();
         while (s->latest < s->posted)
             if (net_take(s, env, s->latest + 1, 1, &taken) != 0) return -1;
-        if (s->each && (net_pull(s, env, s->posted + 1) != 0 || net_take(s, env, s->posted, 1, &taken) != 0))
+        if (s->each && (net_pull(s, s->posted + 1) != 0 || net_take(s, env, s->posted, 1, &taken) != 0))
             return -1; /* the final weights, which every worker receives alike */
         t->comm += dt_now() - t0;
         worker_take_times(s->thread, t);
