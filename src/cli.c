@@ -345,8 +345,6 @@ static int check_combinations(const dt_opts *o)
         const dt_mode_desc *m = mode_find(o->mode);
         if (strcmp(o->device, "cpu") == 0)
             return dt_fail("--transport nccl moves gradients between GPUs, and this run has --device cpu");
-        if (m && strcmp(m->name, "ps") == 0 && mode_ps_not_on_device(&o->comm))
-            return dt_fail("--transport nccl: ps with %s sends over MPI only", mode_ps_not_on_device(&o->comm));
         if (m && mode_reads(m, "topk-scope") && o->comm.topk_scope && strcmp(o->comm.topk_scope, "layer") == 0)
             return dt_fail("--transport nccl and --topk-scope layer exclude each other (the per-tensor selection "
                            "goes through the host)");

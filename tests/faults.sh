@@ -75,10 +75,11 @@ note "SIGSTOP of rank 2: ended in $dt s: $(grep -o 'waited.*answer' "$T/stop.out
 
 # SIGSTOP of a rank over --transport nccl (the guarded backend's stand-in for NCCL, which gives up as
 # NCCL's wait does): the device's transfers give up after --comm-timeout too, on the compute thread
-# (D-Sync's ring) and on a communication thread (PS's wait-free pushes; the lazy allreduce)
+# (D-Sync's ring) and on a communication thread (PS's wait-free pushes; the lazy allreduce; SSP's answers)
 if [ -f "$top_builddir/tests/dtrain-cpu-guarded.so" ]; then
     export DTRAIN_MODULE_PATH="$top_builddir/tests" DTRAIN_GUARDED_DEVICES=3
-    for m in "dsync --compress q8" "dsync --fusion-bytes 20000" "ps --ps-wait-free --ps-messages range"; do
+    for m in "dsync --compress q8" "dsync --fusion-bytes 20000" "ps --ps-wait-free --ps-messages range" \
+             "ps --ps-apply each --ps-servers 2"; do
         stop_rank nstop 1 --device cpu-guarded --transport nccl --mode $m --comm-timeout 3
         [ $rc -ne 0 ] || fail "SIGSTOP over nccl ($m): the job exited 0"
         [ $dt -le 16 ] || fail "SIGSTOP over nccl ($m): the job took $dt s to end (comm timeout 3 s)"

@@ -9,7 +9,7 @@
 # csc's chunks there, the batches' copies a batch ahead on the second queue). Checkpoints go through it too: Pipe-SGD, Top-k and csc runs checkpointed and
 # resumed on the guarded backend equal the straight cpu runs. --transport nccl (every mode) runs on the
 # backend's stand-in for NCCL, equal to the cpu's too, and its refusals (ranks sharing a device, no
-# library, variants that send over MPI only) are checked.
+# library, options it excludes) are checked.
 # The guard must bite: a direct access aborts
 # (tests/check_guarded does that one).
 . "$(dirname "$0")/lib.sh"
@@ -203,13 +203,24 @@ nccl --mode ps --ps-messages range --compress q8 -- --mode ps --ps-messages rang
 nccl --mode ps --ps-apply each -- --mode ps --ps-apply each
 w=(--mode ps --ps-apply each --staleness 2 --ps-wait-free --ps-messages range --compress q8)
 nccl "${w[@]}" -- "${w[@]}"
-if [ "${DT_SANITIZED:-no}" != yes ]; then # (sanitized: the 2-rank runs above take these paths)
-    DTRAIN_GUARDED_DEVICES=4 mpi -np 4 "$DTRAIN" "${common[@]}" --device cpu --momentum 0 --mode ps --save "$T/sum.st" \
-        > "$T/log" 2>&1 || { cat "$T/log"; fail "ps --momentum 0 on cpu failed"; }
-    DTRAIN_GUARDED_DEVICES=4 mpi -np 4 "$DTRAIN" "${common[@]}" --device cpu-guarded --transport nccl --momentum 0 --mode ps \
-        --ps-apply each --save "$T/each.st" > "$T/log" 2>&1 || { cat "$T/log"; fail "ps --ps-apply each over nccl failed"; }
+# two servers, each answering from a thread of its own: one worker bit for bit; three (5 ranks, where
+# answers sent from the servers' loops deadlocked) equal sum to rounding
+for dev in cpu cpu-guarded; do
+    DTRAIN_GUARDED_DEVICES=3 mpi -np 3 "$DTRAIN" "${common[@]}" --device $dev "${w[@]}" --ps-servers 2 \
+        --save "$T/e3-$dev.st" > "$T/log" 2>&1 || { cat "$T/log"; fail "ps ${w[*]} --ps-servers 2 on $dev failed"; }
+done
+grep -q "^transport nccl" "$T/log" || { cat "$T/log"; fail "ps --ps-apply each with 2 servers: not over nccl"; }
+"$STDIFF" "$T/e3-cpu.st" "$T/e3-cpu-guarded.st" 0 0 > "$T/diff" ||
+    { cat "$T/diff"; fail "ps ${w[*]} --ps-servers 2 over nccl differs from cpu"; }
+runs=$((runs + 1))
+if [ "${DT_SANITIZED:-no}" != yes ]; then # (sanitized: the runs above take these paths)
+    DTRAIN_GUARDED_DEVICES=5 mpi -np 5 "$DTRAIN" "${common[@]}" --device cpu --momentum 0 --mode ps --ps-servers 2 \
+        --save "$T/sum.st" > "$T/log" 2>&1 || { cat "$T/log"; fail "ps --momentum 0 on cpu failed"; }
+    DTRAIN_GUARDED_DEVICES=5 mpi -np 5 "$DTRAIN" "${common[@]}" --device cpu-guarded --transport nccl --momentum 0 --mode ps \
+        --ps-servers 2 --ps-apply each --save "$T/each.st" > "$T/log" 2>&1 ||
+        { cat "$T/log"; fail "ps --ps-apply each over nccl failed"; }
     "$STDIFF" "$T/each.st" "$T/sum.st" 1e-6 1e-5 > "$T/diff" ||
-        { cat "$T/diff"; fail "ps --ps-apply each over nccl differs from sum"; }
+        { cat "$T/diff"; fail "ps --ps-apply each (3 workers, 2 servers) over nccl differs from sum"; }
 fi
 w=(--mode ps --ps-wait-free --ps-messages range --compress q8)
 nccl "${w[@]}" --log "$T/pc.jsonl" -- "${w[@]}" --log "$T/pg.jsonl"
@@ -220,7 +231,7 @@ a=$(json_last "$T/pc.jsonl" summary bytes_early) b=$(json_last "$T/pg.jsonl" sum
 # worker computes (each: after a byte over MPI that tells the server its push follows); the bytes are
 # those over mpi, and it learns (a worker that kept its first weights would not)
 stale=("--staleness 2" "--staleness 2 --ps-wait-free --ps-messages range --compress q8" "--ps-apply each --staleness 2"
-       "--staleness 1 --ps-servers 2")
+       "--staleness 1 --ps-servers 2" "--ps-apply each --staleness 1 --ps-servers 2")
 # (sanitized: the one that takes every path, wait-free pushes and pulls on the thread)
 [ "${DT_SANITIZED:-no}" = yes ] && stale=("--staleness 2 --ps-wait-free --ps-messages range --compress q8")
 for w in "${stale[@]}"; do
@@ -280,11 +291,6 @@ mpi -np 2 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 > "$T/log" 2>&
 DTRAIN_GUARDED_DEVICES=2 DTRAIN_GUARDED_NO_NET=1 expect_fail 1 "--transport nccl: the guarded backend's transport is \
 switched off" --device cpu-guarded --transport nccl
 expect_fail 2 "--transport nccl moves gradients between GPUs, and this run has --device cpu" --device cpu --transport nccl
-expect_fail 2 "--transport nccl: ps with --ps-apply each and more than one server (--ps-servers) sends over MPI only" \
-    --device cpu-guarded --transport nccl --mode ps --ps-apply each --ps-servers 2
-DTRAIN_GUARDED_DEVICES=3 mpi -np 3 "$DTRAIN" "${common[@]}" --device cpu-guarded --iters 1 --mode ps --ps-apply each \
-    --ps-servers 2 > "$T/log" 2>&1 && grep -q "^transport mpi (auto: not nccl: ps with --ps-apply each and more than one" \
-    "$T/log" || { cat "$T/log"; fail "--transport auto with ps --ps-apply each and 2 servers does not say why mpi"; }
 expect_fail 2 "--transport nccl and --topk-scope layer exclude each other" --device cpu-guarded --transport nccl \
     --mode topk --topk-scope layer
 expect_fail 2 "--transport nccl and --allreduce mpi exclude each other" --device cpu-guarded --transport nccl \

@@ -201,8 +201,6 @@ int mode_push(const dt_hostbuf *h, size_t off, size_t n, double *seconds);
 int mode_ring_device_net(const dt_mode_env *env, char *why, size_t n);
 /* topk, gtopk: 1 with --topk-select sampled */
 int mode_topk_sampled(const dt_comm_opts *o);
-/* ps's options that keep it off the device's transport (why, for the CLI's usage error), or NULL */
-const char *mode_ps_not_on_device(const dt_comm_opts *o);
 /* Fills env's roles with m->roles, or makes every rank a worker. */
 int mode_roles(const dt_mode_desc *m, dt_mode_env *env);
 /* 1 if the mode reads flag NAME (e.g. "staleness"); shared flags (compress, model-*) read by all. */

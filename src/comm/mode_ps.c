@@ -75,8 +75,14 @@
  * each a server takes pushes in the order they come, which NCCL, whose receives name their peer and
  * cannot be tested one by one, cannot tell it: the worker's thread first sends every server a byte
  * over MPI (cc, the push's tag), the server waits for those as it waits for pushes over MPI, and
- * receives the push of the worker whose byte came, then answers it as over MPI (the worker's thread
- * waits for the answer after its push). With one server only: see mode_ps_not_on_device.
+ * receives the push of the worker whose byte came, applies it and answers it as over MPI (the
+ * worker's thread waits for the answer after its push). The answers go from a thread of the
+ * server's own over a third communicator (ac): a send over NCCL waits for its receive, and a
+ * worker receives its servers' answers one after the other once all its pushes have gone, so a
+ * server that answered from its loop could wait for a worker that waits to push to another server
+ * that waits for its own answer to be taken (two servers deadlocked so). The thread's sends wait
+ * only for workers whose pushes have gone; the loop waits only for pushes whose byte has come,
+ * which the worker sends next.
  *
  * Gradients and weights pass through the arena's host views (env->gh, env->wh): a worker pulls
  * its gradient before packing and pushes the weights it unpacked; a server pushes its summed
@@ -183,6 +189,18 @@ typedef struct ps_state {
         struct ps_state *s;
         long v;
     } *pulls;              /* worker: [slot] */
+    /* --ps-apply each over nccl: a server's answers go from a thread of its own over a third
+     * communicator (ac), so that its loop goes on taking pushes while a worker has yet to receive */
+    dt_comm *ac;
+    void *ans_net;
+    dt_worker *answerer;   /* server */
+    float **d_reply;       /* server: per worker, the weights its answer carries */
+    struct answer_job {
+        struct ps_state *s;
+        int w;
+    } *answers;            /* server: per worker */
+    long *answer_id;       /* server: per worker, the job of its last answer, -1: none */
+    long last_answer;      /* server: the newest of them, -1: none */
 } ps_state;
 
 static int server_rank(const ps_state *s, int k) { return s->n_workers + k; }
@@ -286,6 +304,10 @@ static int ps_init(void **state, dt_mode_env *env)
             return dt_fail("%s needs an MPI library with MPI_THREAD_MULTIPLE",
                            env->opts.ps_wait_free ? "--ps-wait-free" : "ps over --transport nccl with staleness or SSP");
         if (env->is_worker ? mode_comm_thread(env, &s->cc, &s->thread) : comm_dup(env->comm, &s->cc)) return -1;
+    }
+    if (env->transport == DT_TRANSPORT_NCCL && s->each) { /* the answers' communicator, and their thread */
+        if (comm_dup(env->comm, &s->ac) != 0) return -1;
+        if (!env->is_worker && worker_create(&s->answerer) != 0) return -1;
     }
 
     if (env->is_worker) {
@@ -460,11 +482,22 @@ static int net_open(ps_state *s, dt_mode_env *env)
     s->kind = ring_wire_kind(&env->codec);
     if (devnet_open(env->comm, be, &s->net) != 0) return -1;
     if (s->cc && devnet_open(s->cc, be, &s->bg_net) != 0) return -1; /* every rank: it is collective */
-    s->last_net_job = -1;
+    if (s->ac && devnet_open(s->ac, be, &s->ans_net) != 0) return -1;
+    s->last_net_job = s->last_answer = -1;
     /* a push job per slot: under staleness the thread may still hold the last iteration's */
     if (s->thread && !(s->net_jobs = calloc((size_t)(s->m_total * s->slots), sizeof *s->net_jobs)))
         return dt_fail("out of memory");
-    if (s->thread && backend_queue(be, &s->q) != 0) return -1;
+    if ((s->thread || s->answerer) && backend_queue(be, &s->q) != 0) return -1;
+    if (s->answerer) {
+        s->d_reply = calloc((size_t)s->n_workers, sizeof *s->d_reply);
+        s->answers = calloc((size_t)s->n_workers, sizeof *s->answers);
+        s->answer_id = malloc((size_t)s->n_workers * sizeof *s->answer_id);
+        if (!s->d_reply || !s->answers || !s->answer_id) return dt_fail("out of memory");
+        for (int w = 0; w < s->n_workers; w++) {
+            s->answer_id[w] = -1;
+            if (!(s->d_reply[w] = be->alloc(be, DT_MAX(s->place->total[s->server], 1) * sizeof(float)))) return -1;
+        }
+    }
     s->d_msg = calloc((size_t)n_msg, sizeof *s->d_msg);
     s->d_w = calloc((size_t)n_w, sizeof *s->d_w);
     if (!s->d_msg || !s->d_w) return dt_fail("out of memory");
@@ -502,8 +535,11 @@ static void net_close(ps_state *s, dt_mode_env *env)
     for (int k = 0; s->d_w && k < n_w; k++)
         if (s->d_w[k]) be->free(be, s->d_w[k]);
     if (s->d_part) be->free(be, s->d_part);
-    free(s->d_msg), free(s->d_w), free(s->net_jobs);
+    for (int w = 0; s->d_reply && w < s->n_workers; w++)
+        if (s->d_reply[w]) be->free(be, s->d_reply[w]);
+    free(s->d_msg), free(s->d_w), free(s->net_jobs), free(s->d_reply), free(s->answers), free(s->answer_id);
     backend_queue_free(be, s->q);
+    devnet_close(be, s->ans_net);
     devnet_close(be, s->bg_net);
     devnet_close(be, s->net);
 }
@@ -575,7 +611,8 @@ static int net_post(ps_state *s, dt_mode_env *env, long it, int k, int j, double
     return (s->last_net_job = worker_submit(s->thread, net_push_run, job)) < 0 ? -1 : 0;
 }
 
-/* thread_pulls, on the communication thread: version v of every server's part into its slot */
+/* thread_pulls, on the communication thread: version v of every server's part into its slot (under
+ * each: the answers, on their own communicator) */
 static int net_pull_run(void *arg, dt_times *t)
 {
     struct pull_job *p = arg;
@@ -583,8 +620,9 @@ static int net_pull_run(void *arg, dt_times *t)
     int sl = (int)(p->v % s->slots);
     for (int k = 0; k < s->n_servers; k++)
         for (int j = 0; j < s->m_count[k]; j++)
-            if (devnet_move(s->cc, s->q, s->bg_net, s->d_wv[sl][k] + s->m_off[k][j], s->m_n[k][j] * sizeof(float),
-                            server_rank(s, k), 0, t) != 0)
+            if (devnet_move(s->ac ? s->ac : s->cc, s->q, s->ac ? s->ans_net : s->bg_net,
+                            s->d_wv[sl][k] + s->m_off[k][j], s->m_n[k][j] * sizeof(float), server_rank(s, k), 0,
+                            t) != 0)
                 return -1;
     return 0;
 }
@@ -957,17 +995,40 @@ static int ssp_receive(ps_state *s, dt_mode_env *env, long t)
     return 0;
 }
 
+/* over nccl, on the answers' thread: worker w's answer, message by message */
+static int net_answer_run(void *arg, dt_times *t)
+{
+    struct answer_job *a = arg;
+    ps_state *s = a->s;
+    int k = s->server;
+    for (int j = 0; j < s->m_count[k]; j++)
+        if (devnet_move(s->ac, s->q, s->ans_net, s->d_reply[a->w] + s->m_off[k][j], s->m_n[k][j] * sizeof(float),
+                        a->w, 1, t) != 0)
+            return -1;
+    return 0;
+}
+
+/* over nccl: the bytes the answers' thread has sent, into the next count */
+static void net_answers_taken(ps_state *s)
+{
+    dt_times t = {0};
+    worker_take_times(s->answerer, &t);
+    s->net_bytes += t.bytes_sent;
+}
+
 /* Sends worker w the weights as they are now, tagged as the version for its next iteration v. */
 static int ssp_answer(ps_state *s, dt_mode_env *env, int w, long v)
 {
     int k = s->server, c = s->m_count[k];
-    if (s->net) { /* to the worker's thread, which waits for it after its push; done when it returns */
-        dt_times t = {0};
-        if (net_pack(s, env->be, k, -1, env->arena.w, s->d_w[0], 0) != 0 || env->be->sync(env->be) != 0 ||
-            net_send_weights(s, env, w, &t) != 0)
+    if (s->net) { /* to the worker's thread, which waits for it after its push, from the answers' thread: its
+                   * last answer to w is in (w received it before its push that this answers) */
+        if (s->answer_id[w] >= 0 && worker_wait(s->answerer, s->answer_id[w]) != 0) return -1;
+        if (net_pack(s, env->be, k, -1, env->arena.w, s->d_reply[w], 0) != 0 || env->be->sync(env->be) != 0)
             return -1;
-        s->net_bytes += t.bytes_sent;
-        return 0;
+        s->answers[w] = (struct answer_job){s, w};
+        return (s->answer_id[w] = s->last_answer = worker_submit(s->answerer, net_answer_run, &s->answers[w])) < 0
+                   ? -1
+                   : 0;
     }
     for (int j = 0; j < c; j++) {
         int *r = &s->reply_req[w * c + j];
@@ -1064,6 +1125,7 @@ static int server_end_each(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_
     t->decode += td;
     t->update += tu;
     t->comm += dt_now() - t0 - td - tu;
+    if (s->answerer) net_answers_taken(s);
     count_bytes(s, env, t);
     return 0;
 }
@@ -1081,6 +1143,10 @@ static int server_flush_each(ps_state *s, dt_mode_env *env)
     for (int q = 0; q < s->n_workers * c; q++) {
         if (s->reply_req[q] >= 0 && comm_wait(env->comm, s->reply_req[q], NULL, NULL) != 0) return -1;
         s->reply_req[q] = -1;
+    }
+    if (s->answerer) {
+        if (s->last_answer >= 0 && worker_wait(s->answerer, s->last_answer) != 0) return -1;
+        net_answers_taken(s);
     }
     return 0;
 }
@@ -1176,6 +1242,7 @@ static void ps_finalize(void *state, dt_mode_env *env)
     ps_state *s = state;
     if (!s) return;
     worker_destroy(s->thread); /* its last pushes go before the buffers do */
+    worker_destroy(s->answerer);
     if (s->net || s->d_msg) net_close(s, env);
     mode_env_release(env);
     if (env->is_worker && s->enc) {
@@ -1223,28 +1290,13 @@ static void ps_finalize(void *state, dt_mode_env *env)
     }
     free(s->jobs), free(s->job_id);
     if (s->cc) comm_free(s->cc);
+    if (s->ac) comm_free(s->ac);
     placement_destroy(s->place);
     free(s);
 }
 
-/* what keeps ps off the device's transport, or NULL. --ps-apply each with several servers: a server
- * answers a worker with a send that waits for the worker's receive, and the workers receive from the
- * servers in order, so two servers' answers can wait on each other and on the pushes behind them
- * (the guarded backend's stand-in for NCCL, whose sends wait for their receives, deadlocked so) */
-const char *mode_ps_not_on_device(const dt_comm_opts *o)
-{
-    if (o->ps_apply && strcmp(o->ps_apply, "each") == 0 && o->ps_servers > 1)
-        return "--ps-apply each and more than one server (--ps-servers)";
-    return NULL;
-}
-
 static int ps_device_net(const dt_mode_env *env, char *why, size_t n)
 {
-    const char *no = mode_ps_not_on_device(&env->opts);
-    if (no) {
-        snprintf(why, n, "ps with %s sends over MPI only", no);
-        return 0;
-    }
     if (!env->arena.be->net_sendrecv || !ring_can_run_on(env->arena.be, &env->codec)) {
         snprintf(why, n, "the %s backend does not run codec %s on its memory", env->arena.be->name,
                  env->codec.desc->name);
