@@ -167,6 +167,7 @@ int cuda_scratch(dt_backend *be, size_t bytes)
     cuda_impl *c = cuda_of(be);
     if (bytes <= c->scratch_bytes) return 0;
     CU(cudaStreamSynchronize(c->stream), "scratch");
+    c->moved++;
     cudaFree(c->scratch);
     cudaFreeHost(c->host_scratch);
     c->scratch = c->host_scratch = NULL;
@@ -182,6 +183,7 @@ int cuda_lowp(dt_backend *be, size_t bytes)
     cuda_impl *c = cuda_of(be);
     if (bytes <= c->lowp_bytes) return 0;
     CU(cudaStreamSynchronize(c->stream), "16-bit operands");
+    c->moved++;
     cudaFree(c->lowp);
     c->lowp = NULL, c->lowp_bytes = 0;
     bytes += bytes / 4; /* room for a larger batch or layer without another synchronization */
@@ -240,8 +242,21 @@ static int cu_dropout_bwd(dt_backend *be, float *dx, const float *dy, int rows, 
                     "dropout backward", "%d x %d", rows, cols);
 }
 
+/* rows losses (double) and hits (int) back in pinned memory, added in row order, in double, as the
+ * CPU adds them */
+static void add_losses(const void *host, int rows, double *loss_sum, int64_t *n_correct)
+{
+    const double *hl = host;
+    const int *hh = (const int *)(hl + rows);
+    double s = 0.0;
+    int64_t k = 0;
+    for (int r = 0; r < rows; r++) s += hl[r], k += hh[r];
+    *loss_sum += s;
+    *n_correct += k;
+}
+
 /* The kernel leaves each row's loss and hit on the GPU; they come back in one copy and are added
- * here in row order, in double, as the CPU adds them. */
+ * here (while a graph records: at its launch). */
 static int cu_softmax_xent_fwd(dt_backend *be, float *prob, const float *logits, const int32_t *labels, int rows,
                                int classes, double *loss_sum, int64_t *n_correct)
 {
@@ -256,14 +271,13 @@ static int cu_softmax_xent_fwd(dt_backend *be, float *prob, const float *logits,
                  "%d rows x %d classes", rows, classes) != 0)
         return -1;
     CU(cudaMemcpyAsync(c->host_scratch, c->scratch, need, cudaMemcpyDeviceToHost, c->stream), "softmax");
+    if (c->capturing) { /* the launch adds them up */
+        if (c->cap_loss_rows) return dt_fail("CUDA: a graph records one softmax cross-entropy, and this pass has two");
+        c->cap_loss_rows = rows;
+        return 0;
+    }
     CU(cudaStreamSynchronize(c->stream), "softmax");
-    const double *hl = c->host_scratch;
-    const int *hh = (const int *)(hl + rows);
-    double s = 0.0;
-    int64_t k = 0;
-    for (int r = 0; r < rows; r++) s += hl[r], k += hh[r];
-    *loss_sum += s;
-    *n_correct += k;
+    add_losses(c->host_scratch, rows, loss_sum, n_correct);
     return 0;
 }
 
@@ -447,6 +461,79 @@ static int cu_csc_fold(dt_backend *be, float *g, float *h, float *hu, float *w, 
     ENTER(be);
     return cuda_launched(cuk_csc_fold(S(be), g, h, hu, w, pack, slot, n, chunk, p, m, lr, norms), "csc's fold",
                          "%zu values, chunks of %zu%s", n, chunk, hu ? ", momentum correction" : "");
+}
+
+/* ---- graphs (--gpu-graph) ---------------------------------------------------------------------- */
+
+typedef struct {
+    cudaGraphExec_t exec;
+    unsigned long moved; /* the backend's count when it was recorded */
+    int loss_rows;
+} cu_graph;
+
+static int cu_graph_begin(dt_backend *be)
+{
+    cuda_impl *c = cuda_of(be);
+    ENTER(be);
+    if (c->capturing) return dt_fail("internal: CUDA: a graph is being recorded already");
+    /* thread-local: another thread's allocations (a communication thread's) do not end it */
+    CU(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal), "recording a graph");
+    c->capturing = 1;
+    c->cap_loss_rows = 0;
+    return 0;
+}
+
+static int cu_graph_end(dt_backend *be, void **graph)
+{
+    cuda_impl *c = cuda_of(be);
+    cudaGraph_t g = NULL;
+    unsigned long moved = c->moved;
+    *graph = NULL;
+    ENTER(be);
+    c->capturing = 0;
+    cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+    if (e != cudaSuccess || !g) {
+        cudaGetLastError();
+        return dt_fail("CUDA: cudaStreamEndCapture: %s (an op of the pass cannot be recorded)",
+                       e != cudaSuccess ? cudaGetErrorString(e) : "no graph");
+    }
+    cu_graph *r = calloc(1, sizeof *r);
+    if (!r) {
+        cudaGraphDestroy(g);
+        return dt_fail("out of memory");
+    }
+    e = cudaGraphInstantiate(&r->exec, g, 0);
+    cudaGraphDestroy(g);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        free(r);
+        return dt_fail("CUDA: cudaGraphInstantiate: %s", cudaGetErrorString(e));
+    }
+    r->moved = moved;
+    r->loss_rows = c->cap_loss_rows;
+    *graph = r;
+    return 0;
+}
+
+static int cu_graph_launch(dt_backend *be, void *graph, double *loss_sum, int64_t *n_correct)
+{
+    cuda_impl *c = cuda_of(be);
+    cu_graph *r = graph;
+    ENTER(be);
+    if (r->moved != c->moved) return 1; /* a buffer it names has moved */
+    CU(cudaGraphLaunch(r->exec, c->stream), "launching a recorded pass");
+    if (!r->loss_rows) return 0;
+    CU(cudaStreamSynchronize(c->stream), "softmax");
+    add_losses(c->host_scratch, r->loss_rows, loss_sum, n_correct);
+    return 0;
+}
+
+static void cu_graph_free(dt_backend *be, void *graph)
+{
+    cu_graph *r = graph;
+    if (!r || cuda_enter(be) != 0) return;
+    cudaGraphExecDestroy(r->exec);
+    free(r);
 }
 
 /* A queue for a communication thread: a stream of its own on the same GPU, with the ops a ring
@@ -664,6 +751,10 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     be->tern_sum = cu_tern_sum;
     be->csc_pack = cu_csc_pack;
     be->csc_fold = cu_csc_fold;
+    be->graph_begin = cu_graph_begin;
+    be->graph_end = cu_graph_end;
+    be->graph_launch = cu_graph_launch;
+    be->graph_free = cu_graph_free;
     be->queue_create = cu_queue_create;
     be->queue_free = cu_queue_free;
     be->device_id = cu_device_id;
@@ -767,7 +858,7 @@ static const dt_backend_desc cuda_desc = {
                 "the GPU, batches "
                 "copied on a stream of their own, the NCCL "
                 "transport (--transport nccl; PS-Sync's pushes summed, Top-k's pairs summed and gTop-k's merged on "
-                "the GPU included)",
+                "the GPU included), forward and backward recorded as a CUDA graph (--gpu-graph)",
 };
 
 const dt_backend_desc *dtrain_backend_module(int abi);

@@ -38,6 +38,11 @@ typedef struct cuda_impl {
     void *host_scratch;       /* its pinned host twin */
     size_t allocated, peak;   /* bytes of alloc() live now, and the most at once */
     int verbose;              /* log the convolution algorithms chosen (DTRAIN_CUDA_VERBOSE) */
+    /* graphs (--gpu-graph): a recording names the buffers above; each time one of them moves,
+     * moved counts it and recordings made before are stale */
+    unsigned long moved;
+    int capturing;            /* between graph_begin and graph_end */
+    int cap_loss_rows;        /* the recorded softmax's rows (its per-row losses land in host_scratch) */
 } cuda_impl;
 
 static inline cuda_impl *cuda_of(dt_backend *be) { return (cuda_impl *)be->impl; }
@@ -69,7 +74,8 @@ int cuda_enter(dt_backend *be);
 /* A launcher's result (0, or a cudaError_t as int) as the op's: a failure names the kernel and, from
  * fmt, the shapes. */
 int cuda_launched(int rc, const char *kernel, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Device scratch of at least bytes (grown, never shrunk), and its pinned host twin. */
+/* Device scratch of at least bytes (grown, never shrunk; a growth counts in moved), and its pinned
+ * host twin. */
 int cuda_scratch(dt_backend *be, size_t bytes);
 
 /* Device memory of at least bytes for bf16 or fp16 operands (grown, never shrunk; queued work done

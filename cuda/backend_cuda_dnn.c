@@ -145,6 +145,7 @@ static int workspace(dt_backend *be, size_t bytes)
     cuda_impl *c = cuda_of(be);
     if (bytes <= c->workspace_bytes) return 0;
     CU(cudaStreamSynchronize(c->stream), "convolution workspace");
+    c->moved++;
     cudaFree(c->workspace);
     c->workspace = NULL, c->workspace_bytes = 0;
     cudaError_t e = cudaMalloc(&c->workspace, bytes);
@@ -388,6 +389,7 @@ static int cu_pool_fwd(dt_backend *be, void *pv, int rows, int train, const floa
     size_t n = (size_t)rows * c->c * c->oh * c->ow;
     if (keep && n > p->argmax_n) {
         CU(cudaStreamSynchronize(cuda_of(be)->stream), "max pooling");
+        cuda_of(be)->moved++;
         cudaFree(p->argmax);
         p->argmax = NULL, p->argmax_n = 0;
         CU(cudaMalloc((void **)&p->argmax, n * sizeof(int)), "max pooling: its argmax");

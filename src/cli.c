@@ -112,6 +112,9 @@ static const dt_optdef table[] = {
     {"Run", "gpu-exact", OPT_FLAG, NULL, OFF(gpu_exact), 0, 0, NULL, NULL, OPT_LOCAL, 0,
      "GPU convolutions only with cuDNN's deterministic GEMM-like algorithms: runs repeat bit for bit and agree "
      "with the CPU to 1e-6 (its FFT and Winograd ones are faster and 1e-5 to 1e-4 off)", NULL},
+    {"Run", "gpu-graph", OPT_FLAG, NULL, OFF(gpu_graph), 0, 0, NULL, NULL, OPT_LOCAL, 0,
+     "record a training pass's forward and backward once per shape as a CUDA graph and launch it as one (fewer "
+     "launches for nets of small kernels; not with dropout, fp16 or a mode that acts during backward)", NULL},
     {"Run", "gpu-workspace", OPT_INT, "MB", OFF(gpu_workspace), 1, 1 << 20, NULL, "1024", OPT_LOCAL, 0,
      "the most GPU memory a convolution algorithm may use as workspace", NULL},
 #endif
@@ -339,7 +342,8 @@ static int check_combinations(const dt_opts *o)
         return dt_fail("--resume with --mode auto: give the mode and codec the run chose (its log's summary has them as "
                        "mode and compress)");
     if (strcmp(o->device, "cpu") == 0)
-        for (const char *const *g = (const char *const[]){"gpu", "tf32", "gpu-exact", "gpu-workspace", NULL}; *g; g++)
+        for (const char *const *g = (const char *const[]){"gpu", "tf32", "gpu-exact", "gpu-graph", "gpu-workspace", NULL};
+             *g; g++)
             if (cli_given(o, *g)) return dt_fail("--%s is for a GPU, and this run has --device cpu", *g);
     if (o->transport && strcmp(o->transport, "nccl") == 0) {
         const dt_mode_desc *m = mode_find(o->mode);

@@ -25,7 +25,7 @@ typedef struct dt_opts {
     long epochs, iters, batch, seed, threads, image_size, prefetch, synthetic_samples, ranks, classes;
     int no_shuffle, dry_run, pack_only;
     long gpu, gpu_workspace; /* --gpu (-1: by local rank), --gpu-workspace MB */
-    int tf32, gpu_exact;
+    int tf32, gpu_exact, gpu_graph;
     double fp16_scale;       /* --precision fp16: the initial loss scale */
     long fp16_scale_window;  /* ... steps without an overflow before it doubles */
     /* optimizer */

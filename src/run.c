@@ -577,6 +577,11 @@ static void banner(dt_run *r)
     log_text(r->log, "backend %s%s%s%s%s: %s; %s\n", r->be->name, r->auto_why[0] ? " (auto; " : "", r->auto_why,
              r->auto_why[0] ? ")" : "", lowp, backend_describe(r->be), comm_library());
     if (!r->be->host_memory) log_text(r->log, "transport %s\n", r->transport);
+    if (r->graphs)
+        log_text(r->log, "gpu graph: forward and backward recorded once per shape and launched as one (from the "
+                         "second iteration of a shape; t_forward holds both)\n");
+    else if (r->graph_why[0])
+        log_text(r->log, "gpu graph: off: %s\n", r->graph_why);
     if (p > 1)
         log_text(r->log,
                  "timing model (%s): alpha %.1f us, beta %.3g s/B (%.0f MB/s; %.0f MB/s streamed, %.0f MB/s back to "
@@ -718,6 +723,26 @@ static int choose_transport(dt_run *r)
     return devnet_choose(r->comm, r->be, want, why, &r->env.transport, r->transport, sizeof r->transport);
 }
 
+/* --gpu-graph: on a worker where nothing in a pass changes between iterations but what the graph's
+ * key names (engine/graph.h) */
+static int setup_graphs(dt_run *r)
+{
+#if DT_CUDA_BUILT
+    if (!r->opts->gpu_graph || !r->env.is_worker) return 0;
+    const char *why = graphs_unsupported(r->be, r->net);
+    if (!why) why = mode_in_backward(r->mode, &r->env.opts);
+    if (!why && r->scaler.on) why = "--precision fp16 unscales the gradient as backward makes it";
+    if (why) {
+        snprintf(r->graph_why, sizeof r->graph_why, "%s", why);
+        return 0;
+    }
+    return graphs_create(&r->graphs);
+#else
+    (void)r;
+    return 0;
+#endif
+}
+
 int run_setup(dt_run *r)
 {
     char *text;
@@ -743,7 +768,7 @@ int run_setup(dt_run *r)
     r->mode_ready = rc == 0;
     snprintf(r->comm_label, sizeof r->comm_label, "training, mode %s", r->mode->name);
     comm_set_label(r->comm, r->comm_label);
-    if (run_agree(r, rc) != 0) return -1;
+    if (run_agree(r, rc) != 0 || run_agree(r, setup_graphs(r)) != 0) return -1;
     r->ckpt = (dt_ckpt_state){r->comm, r->be, r->net, r->optim->v, r->mode, r->mode_state, &r->env,
                               r->dataset, r->ds->train.n, r->options, -1, "",
                               r->scaler.on ? &r->scaler.scale : NULL, r->scaler.on ? &r->scaler.good : NULL};
@@ -777,6 +802,7 @@ void run_teardown(dt_run *r)
     backend_host_free(r->be, r->x_host); /* the backend's staging memory, freed before it (NULL without one) */
     backend_host_free(r->be, r->y_host);
     dt_free(r->eval_idx);
+    graphs_destroy(r->graphs, r->be);
     net_destroy(r->net);
     dataset_close(r->ds);
     if (r->be && r->scaler.flag) r->be->free(r->be, r->scaler.flag);

@@ -190,11 +190,17 @@ static int iteration(dt_run *r, long it, int epoch, float lr, dt_times *t, dt_pa
         pass->rng_key = rng_hash((uint64_t)r->opts->seed, (uint64_t)it);
         pass->row0 = b.row0;
         pass->grad_scale = (float)((r->scaler.on ? r->scaler.scale : 1.0) / (double)b.global_rows);
-        if (net_forward(r->net, pass) != 0 || r->be->sync(r->be) != 0) return -1;
+        if (r->graphs) { /* one graph: forward's time holds backward's */
+            if (graphs_pass(r->graphs, r->net, pass) != 0 || r->be->sync(r->be) != 0) return -1;
+            const char *note = graphs_note(r->graphs);
+            if (note[0]) log_text(r->log, "%s\n", note);
+        } else if (net_forward(r->net, pass) != 0 || r->be->sync(r->be) != 0) {
+            return -1;
+        }
         t2 = dt_now();
         r->scaler.unscaled = 0, r->scaler.failed = 0;
-        if (net_backward(r->net, pass, r->mode->grad_ready || r->scaler.on ? ready_cb : NULL, r) != 0 ||
-            r->be->sync(r->be) != 0)
+        if (!r->graphs && (net_backward(r->net, pass, r->mode->grad_ready || r->scaler.on ? ready_cb : NULL, r) != 0 ||
+                           r->be->sync(r->be) != 0))
             return -1;
         if (r->scaler.on && overflowed(r, pass->loss_sum, &info.skip) != 0) return -1;
         t3 = dt_now();
@@ -480,6 +486,12 @@ static int summary(dt_run *r, int epochs, long it, const span *run, float lr, co
     rec.loss = rec.train_acc = -1.0;
     rec.test_loss = test[0], rec.test_acc = test[1];
     if (log_record(r->log, &rec) != 0) return -1;
+    if (r->graphs) {
+        long recorded, launched;
+        graphs_counts(r->graphs, &recorded, &launched);
+        log_text(r->log, "gpu graph: %ld pass%s launched from %ld recording%s (rank 0)\n", launched,
+                 launched == 1 ? "" : "es", recorded, recorded == 1 ? "" : "s");
+    }
     if (r->ds->synthetic)
         log_text(r->log, "synthetic data: random samples, so no accuracy was measured; samples/s and the time split are "
                          "those of a real run without its file reads\n");

@@ -23,6 +23,13 @@
  * training backward pass of this process (of rank R only, with :R) overflow: its loss gradient gets
  * an infinity; N+ makes every pass from the N-th on overflow.
  *
+ * --gpu-graph: a recording is the list of the ops called between graph_begin and graph_end on the
+ * recording thread (as CUDA records a stream's), each with its arguments, and a launch calls them
+ * again in order. The ops of an mlp's pass are recorded (GEMM, bias, ReLU, softmax cross-entropy,
+ * copy, add, scale); any other op called while recording fails, as an op CUDA cannot capture does,
+ * so that the train loop's fallback runs in tests too. DTRAIN_GUARDED_GRAPH_MOVED=N: the N-th launch
+ * of the process finds the buffers moved (as a GPU's scratch that grew): the pass is recorded anew.
+ *
  * Built twice: into the test library (the Check suites call backend_guarded_desc directly) and
  * as the module dtrain-cpu-guarded.so that `dtrain --device cpu-guarded` loads from
  * $DTRAIN_MODULE_PATH (the tests set it to the build's tests/ directory). Never installed.
@@ -64,7 +71,51 @@ typedef struct guarded {
     long inf_at;  /* DTRAIN_GUARDED_INF_AT: the backward pass that overflows (0: none) */
     int inf_on;   /* ... and every one after it */
     long n_bwd;   /* training backward passes so far (softmax_xent_bwd calls) */
+    long launches, moved_at; /* graph launches so far; DTRAIN_GUARDED_GRAPH_MOVED */
 } guarded;
+
+/* an op recorded for a graph, its arguments by kind: pointers, ints, floats, a count */
+typedef struct rop {
+    int kind;
+    const void *p[4];
+    int i[8];
+    float f[2];
+    size_t n;
+} rop;
+enum { R_GEMM, R_BIAS_ADD, R_BIAS_GRAD, R_RELU_FWD, R_RELU_BWD, R_SMX_FWD, R_SMX_BWD, R_COPY, R_ADD, R_SCALE };
+typedef struct grec {
+    rop *ops;
+    int n, cap;
+    int failed;
+    char why[160];
+} grec;
+static __thread grec *recording; /* this thread's recording, NULL: ops run */
+
+static int rec_add(rop op)
+{
+    grec *r = recording;
+    if (r->failed) return dt_fail("%s", r->why);
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 64;
+        rop *ops = realloc(r->ops, (size_t)cap * sizeof *ops);
+        if (!ops) {
+            r->failed = 1;
+            snprintf(r->why, sizeof r->why, "out of memory");
+            return dt_fail("out of memory");
+        }
+        r->ops = ops, r->cap = cap;
+    }
+    r->ops[r->n++] = op;
+    return 0;
+}
+
+static int rec_refuse(const char *op)
+{
+    grec *r = recording;
+    if (!r->failed) snprintf(r->why, sizeof r->why, "cpu-guarded records no %s", op);
+    r->failed = 1;
+    return dt_fail("%s", r->why);
+}
 
 #define STAGING_MAGIC 0x5354414749494e47ull /* "STAGIING" */
 #define STAGING_HDR 64
@@ -166,10 +217,22 @@ static void g_free(dt_backend *be, void *p)
     pthread_mutex_unlock(&g->lock);
 }
 
-/* An op: open the memory, run the CPU backend's kernel, close it again. */
+/* An op: open the memory, run the CPU backend's kernel, close it again (while recording a graph:
+ * refused). OPR: an op a graph records as `record` (a rop). */
 #define OP(name, params, args)                                                                                         \
     static int g_##name params                                                                                         \
     {                                                                                                                  \
+        if (recording) return rec_refuse(#name);                                                                       \
+        guarded *g = enter(be);                                                                                        \
+        dt_backend *in = g->in;                                                                                        \
+        int rc = in->name args;                                                                                        \
+        leave(g);                                                                                                      \
+        return rc;                                                                                                     \
+    }
+#define OPR(name, params, args, record)                                                                                \
+    static int g_##name params                                                                                         \
+    {                                                                                                                  \
+        if (recording) return rec_add(record);                                                                         \
         guarded *g = enter(be);                                                                                        \
         dt_backend *in = g->in;                                                                                        \
         int rc = in->name args;                                                                                        \
@@ -179,26 +242,34 @@ static void g_free(dt_backend *be, void *p)
 
 OP(to_device, (dt_backend * be, void *dst, const void *src, size_t bytes), (in, dst, src, bytes))
 OP(to_host, (dt_backend * be, void *dst, const void *src, size_t bytes), (in, dst, src, bytes))
-OP(copy, (dt_backend * be, void *dst, const void *src, size_t bytes), (in, dst, src, bytes))
+OPR(copy, (dt_backend * be, void *dst, const void *src, size_t bytes), (in, dst, src, bytes),
+    ((rop){.kind = R_COPY, .p = {dst, src}, .n = bytes}))
 OP(sync, (dt_backend * be), (in))
-OP(bias_add, (dt_backend * be, float *y, const float *b, int rows, int cols), (in, y, b, rows, cols))
-OP(bias_grad, (dt_backend * be, float *db, const float *dy, int rows, int cols, float beta), (in, db, dy, rows, cols, beta))
-OP(relu_fwd, (dt_backend * be, float *y, const float *x, size_t n), (in, y, x, n))
-OP(relu_bwd, (dt_backend * be, float *dx, const float *dy, const float *y, size_t n, float beta), (in, dx, dy, y, n, beta))
+OPR(bias_add, (dt_backend * be, float *y, const float *b, int rows, int cols), (in, y, b, rows, cols),
+    ((rop){.kind = R_BIAS_ADD, .p = {y, b}, .i = {rows, cols}}))
+OPR(bias_grad, (dt_backend * be, float *db, const float *dy, int rows, int cols, float beta),
+    (in, db, dy, rows, cols, beta), ((rop){.kind = R_BIAS_GRAD, .p = {db, dy}, .i = {rows, cols}, .f = {beta}}))
+OPR(relu_fwd, (dt_backend * be, float *y, const float *x, size_t n), (in, y, x, n),
+    ((rop){.kind = R_RELU_FWD, .p = {y, x}, .n = n}))
+OPR(relu_bwd, (dt_backend * be, float *dx, const float *dy, const float *y, size_t n, float beta),
+    (in, dx, dy, y, n, beta), ((rop){.kind = R_RELU_BWD, .p = {dx, dy, y}, .n = n, .f = {beta}}))
 OP(dropout_fwd, (dt_backend * be, float *y, const float *x, int rows, int cols, float p, uint64_t key, int64_t row0),
    (in, y, x, rows, cols, p, key, row0))
 OP(dropout_bwd,
    (dt_backend * be, float *dx, const float *dy, int rows, int cols, float p, uint64_t key, int64_t row0, float beta),
    (in, dx, dy, rows, cols, p, key, row0, beta))
-OP(softmax_xent_fwd,
-   (dt_backend * be, float *prob, const float *logits, const int32_t *labels, int rows, int classes, double *loss_sum,
-    int64_t *n_correct),
-   (in, prob, logits, labels, rows, classes, loss_sum, n_correct))
+OPR(softmax_xent_fwd, /* recorded: the launch adds the loss to its own */
+    (dt_backend * be, float *prob, const float *logits, const int32_t *labels, int rows, int classes,
+     double *loss_sum, int64_t *n_correct),
+    (in, prob, logits, labels, rows, classes, loss_sum, n_correct),
+    ((rop){.kind = R_SMX_FWD, .p = {prob, logits, labels}, .i = {rows, classes}}))
 OP(sgd_step, (dt_backend * be, float *w, const float *gr, float *v, size_t n, float lr, float m, float wd, int nest),
    (in, w, gr, v, n, lr, m, wd, nest))
-OP(scale, (dt_backend * be, float *x, float a, size_t n), (in, x, a, n))
+OPR(scale, (dt_backend * be, float *x, float a, size_t n), (in, x, a, n),
+    ((rop){.kind = R_SCALE, .p = {x}, .n = n, .f = {a}}))
 OP(grad_unscale, (dt_backend * be, float *gr, size_t n, float a, int32_t *flag), (in, gr, n, a, flag))
-OP(add, (dt_backend * be, float *y, const float *x, size_t n, float beta), (in, y, x, n, beta))
+OPR(add, (dt_backend * be, float *y, const float *x, size_t n, float beta), (in, y, x, n, beta),
+    ((rop){.kind = R_ADD, .p = {y, x}, .n = n, .f = {beta}}))
 OP(to_plain, (dt_backend * be, dt_layout from, const float *x, float *y, int rows, int c, int h, int w),
    (in, from, x, y, rows, c, h, w))
 OP(from_plain, (dt_backend * be, dt_layout to, const float *x, float *y, int rows, int c, int h, int w, float beta),
@@ -249,6 +320,8 @@ static float *halves(const float *x, size_t n, int *rc)
 static int g_gemm(dt_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                   const float *b, int ldb, float beta, float *c, int ldc)
 {
+    if (recording)
+        return rec_add((rop){.kind = R_GEMM, .p = {a, b, c}, .i = {ta, tb, m, n, k, lda, ldb, ldc}, .f = {alpha, beta}});
     guarded *g = enter(be);
     dt_backend *in = g->in;
     int rc = 0;
@@ -314,6 +387,7 @@ static int conv_halves(guarded *g, const gconv *p, int rows, const float **x, co
 
 static int g_conv_fwd(dt_backend *be, void *plan, int rows, const float *x, const float *w, const float *b, float *y)
 {
+    if (recording) return rec_refuse("conv_fwd");
     gconv *p = plan;
     guarded *g = enter(be);
     float *own[3];
@@ -327,6 +401,7 @@ static int g_conv_fwd(dt_backend *be, void *plan, int rows, const float *x, cons
 static int g_conv_bwd(dt_backend *be, void *plan, int rows, const float *x, const float *w, const float *dy, float *dx,
                       float dx_beta, float *dw, float *db)
 {
+    if (recording) return rec_refuse("conv_bwd");
     gconv *p = plan;
     guarded *g = enter(be);
     float *own[3];
@@ -341,6 +416,8 @@ static int g_conv_bwd(dt_backend *be, void *plan, int rows, const float *x, cons
 static int g_softmax_xent_bwd(dt_backend *be, float *dx, const float *prob, const int32_t *labels, int rows, int classes,
                               float scale, float beta)
 {
+    if (recording)
+        return rec_add((rop){.kind = R_SMX_BWD, .p = {dx, prob, labels}, .i = {rows, classes}, .f = {scale, beta}});
     guarded *g = enter(be);
     dt_backend *in = g->in;
     int rc = in->softmax_xent_bwd(in, dx, prob, labels, rows, classes, scale, beta);
@@ -838,6 +915,71 @@ static int g_device_id(dt_backend *be, char *buf, size_t n)
     return 0;
 }
 
+/* ---- graphs (--gpu-graph): see the top ---------------------------------------------------------- */
+
+static int g_graph_begin(dt_backend *be)
+{
+    (void)be;
+    if (recording) return dt_fail("internal: cpu-guarded: a graph is being recorded already");
+    if (!(recording = calloc(1, sizeof *recording))) return dt_fail("out of memory");
+    return 0;
+}
+
+static void g_graph_free(dt_backend *be, void *graph)
+{
+    grec *r = graph;
+    (void)be;
+    if (r) free(r->ops);
+    free(r);
+}
+
+static int g_graph_end(dt_backend *be, void **graph)
+{
+    grec *r = recording;
+    recording = NULL;
+    *graph = NULL;
+    if (!r) return dt_fail("internal: cpu-guarded: graph_end without graph_begin");
+    if (r->failed) {
+        char why[sizeof r->why];
+        snprintf(why, sizeof why, "%s", r->why);
+        g_graph_free(be, r);
+        return dt_fail("%s (the pass cannot be recorded)", why);
+    }
+    *graph = r;
+    return 0;
+}
+
+static int g_graph_launch(dt_backend *be, void *graph, double *loss_sum, int64_t *n_correct)
+{
+    guarded *g = be->impl;
+    const grec *r = graph;
+    if (g->moved_at > 0 && ++g->launches == g->moved_at) return 1;
+    for (int k = 0; k < r->n; k++) {
+        const rop *o = &r->ops[k];
+        float *p0 = (float *)o->p[0];
+        const float *p1 = o->p[1], *p2 = o->p[2];
+        int rc = 0;
+        switch (o->kind) {
+        case R_GEMM:
+            rc = g_gemm(be, o->i[0], o->i[1], o->i[2], o->i[3], o->i[4], o->f[0], o->p[0], o->i[5], p1, o->i[6],
+                        o->f[1], (float *)o->p[2], o->i[7]);
+            break;
+        case R_BIAS_ADD: rc = g_bias_add(be, p0, p1, o->i[0], o->i[1]); break;
+        case R_BIAS_GRAD: rc = g_bias_grad(be, p0, p1, o->i[0], o->i[1], o->f[0]); break;
+        case R_RELU_FWD: rc = g_relu_fwd(be, p0, p1, o->n); break;
+        case R_RELU_BWD: rc = g_relu_bwd(be, p0, p1, p2, o->n, o->f[0]); break;
+        case R_SMX_FWD: rc = g_softmax_xent_fwd(be, p0, p1, o->p[2], o->i[0], o->i[1], loss_sum, n_correct); break;
+        case R_SMX_BWD: rc = g_softmax_xent_bwd(be, p0, p1, o->p[2], o->i[0], o->i[1], o->f[0], o->f[1]); break;
+        case R_COPY: rc = g_copy(be, (void *)o->p[0], o->p[1], o->n); break;
+        case R_ADD: rc = g_add(be, p0, p1, o->n, o->f[0]); break;
+        case R_SCALE: rc = g_scale(be, p0, o->f[0], o->n); break;
+        default: rc = dt_fail("internal: cpu-guarded: recorded op %d", o->kind);
+        }
+        if (rc != 0) return -1;
+    }
+    return 0;
+}
+
 /* A second queue (a GPU's stream for a communication thread): the same ops on the same memory, as
  * a table of its own, so the comm code's two-queue paths run here; it allocates nothing (a GPU's
  * queue allocates through its backend), and one not freed before the backend aborts. */
@@ -849,6 +991,7 @@ static int g_queue_create(dt_backend *be, dt_backend **out)
     *q = *be;
     q->alloc = NULL, q->free = NULL, q->host_alloc = NULL, q->host_free = NULL;
     q->queue_create = NULL, q->queue_free = NULL, q->destroy = NULL;
+    q->graph_begin = NULL, q->graph_end = NULL, q->graph_launch = NULL, q->graph_free = NULL;
     pthread_mutex_lock(&g->lock);
     g->queues++;
     pthread_mutex_unlock(&g->lock);
@@ -924,6 +1067,9 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
     be->host_free = g_host_free;
     be->queue_create = g_queue_create;
     be->queue_free = g_queue_free;
+    be->graph_begin = g_graph_begin, be->graph_end = g_graph_end;
+    be->graph_launch = g_graph_launch, be->graph_free = g_graph_free;
+    if (getenv("DTRAIN_GUARDED_GRAPH_MOVED")) g->moved_at = atol(getenv("DTRAIN_GUARDED_GRAPH_MOVED"));
     {
         const char *nd = getenv("DTRAIN_GUARDED_DEVICES"), *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
         int count = nd && atoi(nd) > 0 ? atoi(nd) : 1;

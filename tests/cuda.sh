@@ -15,6 +15,8 @@
 #    seed-to-seed spread on the CPU);
 #  - a checkpoint written on the GPU resumes on the CPU, and the reverse; --gpu-exact runs repeat
 #    bit for bit;
+#  - --gpu-graph: resnet20, cifar-quick and 2 ranks of Pipe-SGD (lenet) equal to the op-by-op runs
+#    bit for bit (--gpu-exact), one recording per shape;
 #  - NCCL: a one-rank run over it; two ranks on one GPU refused by --transport nccl, auto says why it
 #    takes mpi; Top-k and gTop-k on one rank over nccl equal mpi; with two GPUs or more, D-Sync,
 #    PS-Sync (a worker and a server), Pipe-SGD, TernGrad, Top-k and gTop-k over nccl against mpi, and
@@ -91,6 +93,24 @@ grep -q "prefetched, copied to cuda memory a batch ahead on a queue of their own
     bad "the banner does not say that batches are copied to the GPU ahead"
 equiv lenet 0.02 --dataset fashion-mnist
 equiv resnet20 0.001 --dataset synthetic --synthetic-samples 2000 --batch 64
+
+# ---- --gpu-graph: forward and backward recorded as a CUDA graph ---------------------------------
+# the same kernels in the same order: the weights equal the op-by-op run's bit for bit (--gpu-exact,
+# whose runs repeat bit for bit); one recording for the one shape; and with Pipe-SGD on 2 ranks
+for net in resnet20 cifar-quick; do
+    for g in "" --gpu-graph; do
+        "$DTRAIN" --net $net --dataset synthetic --synthetic-samples 2000 --batch 64 --iters 20 --seed 5 --device cuda \
+            --gpu-exact --progress none --save "$T/g$g.st" $g > "$T/out$g" 2>&1 || { cat "$T/out$g"; bad "$net $g failed"; }
+    done
+    grep -q "^gpu graph: 19 passes launched from 1 recording" "$T/out--gpu-graph" ||
+        { cat "$T/out--gpu-graph"; bad "$net --gpu-graph: not 19 passes launched from 1 recording"; }
+    "$STDIFF" "$T/g.st" "$T/g--gpu-graph.st" 0 0 > "$T/diff" || { cat "$T/diff"; bad "$net --gpu-graph: weights differ"; }
+done
+for g in "" --gpu-graph; do
+    mpi -np 2 "$DTRAIN" --net lenet --dataset fashion-mnist --iters 30 --seed 3 --device cuda --gpu-exact --mode pipesgd \
+        --compress q8 --progress none --save "$T/p$g.st" $g > "$T/out" 2>&1 || { cat "$T/out"; bad "pipesgd $g failed"; }
+done
+"$STDIFF" "$T/p.st" "$T/p--gpu-graph.st" 0 0 > "$T/diff" || { cat "$T/diff"; bad "pipesgd --gpu-graph: weights differ"; }
 
 # ---- every mode, 2 ranks on one GPU ------------------------------------------------------------
 acc() { json_last "$1" summary test_acc; }

@@ -120,6 +120,39 @@ for args in "pipesgd --compress q8" "topk --density 0.02 --momentum-correction -
     "$STDIFF" "$T/straight.st" "$T/resumed.st" 0 0 > "$T/diff" ||
         { cat "$T/diff"; fail "--mode $args: resume on cpu-guarded differs"; }
 done
+# --gpu-graph (a CUDA build's flag), on the guarded backend's recordings (the ops of an mlp's pass,
+# replayed in order): the weights are the op-by-op cpu run's bit for bit; Pipe-SGD's two gradient
+# buffers make two recordings; a launch that finds the buffers moved records anew; a net whose ops
+# cannot be recorded (lenet's convolutions here) goes on op by op and says why, once; dropout, fp16
+# and a mode that acts during backward are off with the reason; --device cpu refuses the flag
+if "$DTRAIN" --help | grep -q -- "--gpu-graph"; then
+    gc=(--dataset mnist --data-dir "$T/data" --epochs 2 --batch 30 --lr 0.05 --seed 3 --threads 1 --progress none)
+    graph() { # WANT ARGS...: the graph run equals the cpu run and its log has WANT
+        local want=$1
+        shift
+        mpi -np 2 "$DTRAIN" "${gc[@]}" --device cpu --save "$T/cpu.st" "$@" > "$T/log" 2>&1 ||
+            { cat "$T/log"; fail "$* on cpu failed"; }
+        mpi -np 2 "$DTRAIN" "${gc[@]}" --device cpu-guarded --gpu-graph --save "$T/graph.st" "$@" > "$T/log" 2>&1 ||
+            { cat "$T/log"; fail "--gpu-graph $* failed"; }
+        grep -q -- "$want" "$T/log" || { cat "$T/log"; fail "--gpu-graph $*: no line '$want'"; }
+        "$STDIFF" "$T/cpu.st" "$T/graph.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "--gpu-graph $*: differs from cpu"; }
+        runs=$((runs + 1))
+    }
+    graph "^gpu graph: 15 passes launched from 1 recording (rank 0)" --net mlp
+    graph "^gpu graph: 14 passes launched from 2 recordings" --net mlp --mode pipesgd
+    DTRAIN_GUARDED_GRAPH_MOVED=3 graph "^gpu graph: 15 passes launched from 2 recordings" --net mlp --mode topk
+    graph "^--gpu-graph: recording a pass of 15 rows failed (conv1 forward: cpu-guarded records no conv_fwd): op by \
+op from now on" --net lenet
+    for w in "the net has dropout, whose mask changes every iteration|--net $net" \
+             "--fusion-bytes sends buckets as backward makes them|--net mlp --fusion-bytes 20000" \
+             "--precision fp16 unscales the gradient as backward makes it|--net mlp --precision fp16"; do
+        mpi -np 2 "$DTRAIN" "${gc[@]}" --device cpu-guarded --gpu-graph --iters 1 ${w#*|} > "$T/log" 2>&1 &&
+            grep -q -- "^gpu graph: off: ${w%%|*}" "$T/log" || { cat "$T/log"; fail "--gpu-graph ${w#*|}: not off"; }
+    done
+    "$DTRAIN" "${gc[@]}" --net mlp --device cpu --gpu-graph > "$T/log" 2>&1
+    [ $? = 2 ] && grep -q -- "--gpu-graph is for a GPU, and this run has --device cpu" "$T/log" ||
+        { cat "$T/log"; fail "--gpu-graph with --device cpu: not a usage error"; }
+fi
 # --transport nccl, on the guarded backend's stand-in for NCCL (MPI between copies of its memory;
 # DTRAIN_GUARDED_DEVICES=2 gives each of the 2 ranks a "device" of its own): the rings' segments and
 # the allreduce go device to device through the backend's net ops, bit for bit the cpu runs

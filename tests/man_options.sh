@@ -9,7 +9,7 @@ awk '/^\.SH OPTIONS/ { on = 1; next } /^\.SH / { on = 0 } on && (prev == ".TP" |
     "$top_srcdir/man/dtrain.1" | sed -n 's/^\.B[IR]* \\-\\-\([a-z0-9\\-]*\).*/\1/p' | sed 's/\\-/-/g' | sort -u > "$T/from_man"
 # a build without the CUDA backend has no GPU options, which the man page documents
 if "$DTRAIN" --list-devices 2>/dev/null | grep -q '^cuda .*not built'; then
-    grep -v -x -e gpu -e tf32 -e gpu-exact -e gpu-workspace "$T/from_man" > "$T/m" && mv "$T/m" "$T/from_man"
+    grep -v -x -e gpu -e tf32 -e gpu-exact -e gpu-graph -e gpu-workspace "$T/from_man" > "$T/m" && mv "$T/m" "$T/from_man"
 fi
 [ -s "$T/from_help" ] || fail "no options found in --help"
 [ -s "$T/from_man" ] || fail "no options found in man/dtrain.1"

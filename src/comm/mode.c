@@ -84,6 +84,15 @@ static int staged(const dt_hostbuf *h, size_t off, size_t n, double *seconds, in
 int mode_pull(const dt_hostbuf *h, size_t off, size_t n, double *seconds) { return staged(h, off, n, seconds, 0); }
 int mode_push(const dt_hostbuf *h, size_t off, size_t n, double *seconds) { return staged(h, off, n, seconds, 1); }
 
+const char *mode_in_backward(const dt_mode_desc *m, const dt_comm_opts *o)
+{
+    if (!m->grad_ready) return NULL;
+    if (mode_reads(m, "fusion-bytes") && isfinite(o->fusion_bytes))
+        return "--fusion-bytes sends buckets as backward makes them";
+    if (mode_reads(m, "ps-wait-free") && o->ps_wait_free) return "--ps-wait-free pushes as backward makes the gradient";
+    return NULL;
+}
+
 int mode_topk_sampled(const dt_comm_opts *o) { return o->topk_select && strcmp(o->topk_select, "sampled") == 0; }
 
 int mode_ring_device_net(const dt_mode_env *env, char *why, size_t n)

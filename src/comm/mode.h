@@ -199,6 +199,10 @@ int mode_push(const dt_hostbuf *h, size_t off, size_t n, double *seconds);
 /* device_net for modes whose exchange is the ring (dsync, pipesgd): 1 where the ring can run on the
  * arena's backend memory with env's codec. */
 int mode_ring_device_net(const dt_mode_env *env, char *why, size_t n);
+/* Why mode m under options o acts while backward runs (its grad_ready sends or encodes), or NULL:
+ * such a backward cannot be recorded as a graph (--gpu-graph). A mode whose grad_ready acts under
+ * a new option says so here. */
+const char *mode_in_backward(const dt_mode_desc *m, const dt_comm_opts *o);
 /* topk, gtopk: 1 with --topk-select sampled */
 int mode_topk_sampled(const dt_comm_opts *o);
 /* Fills env's roles with m->roles, or makes every rank a worker. */

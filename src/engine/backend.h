@@ -224,6 +224,18 @@ struct dt_backend {
     int (*net_allreduce_i8)(dt_backend *q, void *net, int8_t *x, size_t n);
     int (*net_allgather)(dt_backend *q, void *net, const void *sbuf, size_t bytes, void *rbuf);
     int (*net_wait)(dt_backend *q, void *net, double timeout);
+    /* Graphs (--gpu-graph; ABI 12; NULL where the backend has none): the ops called on be between
+     * graph_begin and graph_end are recorded, not run, and graph_launch runs the recording (*graph)
+     * as one unit, as often as asked, on the memory the recorded ops named. During a recording
+     * softmax_xent_fwd leaves *loss_sum and *n_correct alone: graph_launch adds the recorded pass's
+     * to its own (one softmax_xent_fwd per recording). graph_end ends the recording in any case and
+     * fails (*graph NULL) where an op could not be recorded, saying which; graph_launch returns 1,
+     * running nothing, where buffers the recording names have moved since (a backend's scratch grown
+     * after it): record it anew. graph_free frees a recording. */
+    int (*graph_begin)(dt_backend *be);
+    int (*graph_end)(dt_backend *be, void **graph);
+    int (*graph_launch)(dt_backend *be, void *graph, double *loss_sum, int64_t *n_correct);
+    void (*graph_free)(dt_backend *be, void *graph);
     /* The device's identity, the same for every rank that runs on it ("GPU 0 (GPU-8d0e...)"), so that
      * ranks sharing one are found; NULL where memory is the host's. */
     int (*device_id)(dt_backend *be, char *buf, size_t n);
@@ -307,7 +319,7 @@ typedef struct dt_backend_desc {
 
 /* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
  * which returns NULL when it was built for another ABI. */
-#define DT_BACKEND_ABI 11
+#define DT_BACKEND_ABI 12
 typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
 
 /* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise

@@ -5,6 +5,7 @@
  *   hostbuf.h  host views of backend memory, for host code that must read or write it
  *   layer.h    the layer types of the .net format
  *   net.h      a network built from a .net file: layers, arenas, forward and backward
+ *   graph.h    a training pass's forward and backward recorded once and launched as one (--gpu-graph)
  *   optim.h    SGD and the learning-rate schedules
  *
  * The engine knows nothing of MPI, files (beyond .net text) or the train loop.
@@ -13,6 +14,7 @@
 #define DT_ENGINE_H
 
 #include "backend.h"
+#include "graph.h"
 #include "hostbuf.h"
 #include "layer.h"
 #include "net.h"
