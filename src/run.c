@@ -727,8 +727,7 @@ static int choose_transport(dt_run *r)
  * key names (engine/graph.h) */
 static int setup_graphs(dt_run *r)
 {
-#if DT_CUDA_BUILT
-    if (!r->opts->gpu_graph || !r->env.is_worker) return 0;
+    if (!r->opts->gpu_graph || !r->env.is_worker) return 0; /* (a build without CUDA has no flag to set it) */
     const char *why = graphs_unsupported(r->be, r->net);
     if (!why) why = mode_in_backward(r->mode, &r->env.opts);
     if (!why && r->scaler.on) why = "--precision fp16 unscales the gradient as backward makes it";
@@ -737,10 +736,6 @@ static int setup_graphs(dt_run *r)
         return 0;
     }
     return graphs_create(&r->graphs);
-#else
-    (void)r;
-    return 0;
-#endif
 }
 
 int run_setup(dt_run *r)

@@ -159,7 +159,7 @@ typedef struct ps_state {
     double sent0, recv0;
     /* --transport nccl: the device's communicator and buffers in its memory */
     void *net;
-    void *bg_net;          /* with cc: the communicator a worker's thread pushes (and pulls) on, over cc */
+    void *bg_net;          /* with cc: the communicator a worker's thread pushes on (and pulls, but under each) */
     dt_backend *q;         /* worker with a thread: the queue it sends on (a stream of its own) */
     int kind;              /* the codec on the device (ring_wire_kind) */
     float *d_part;         /* worker: a server's part of the gradient, packed; server: the workers' sum */
