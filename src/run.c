@@ -507,6 +507,7 @@ int run_average_state(dt_run *r)
     if (!buf) return -1;
     size_t o = 0;
     int rc = 0;
+    memset(buf, 0, n * sizeof(float)); /* a parameter server's share: it has no batches */
     for (int t = 0; rc == 0 && t < net->n_states; t++) {
         const dt_param *p = net->states[t];
         if (!p->average) continue;
