@@ -4,7 +4,7 @@
 #  - SIGSTOP of one rank: another rank gives up after --comm-timeout, calls the roll and names the
 #    stopped rank, the operation and the iteration; the job ends within twice the timeout plus 10 s;
 #    over --transport nccl (on the guarded backend's stand-in) the device's transfers give up too
-#  - SIGTERM to one rank with --checkpoint: every rank stops after the same iteration, the
+#  - SIGTERM to one rank with --checkpoint (a worker; ps's server): every rank stops after the same iteration, the
 #    checkpoint is written, the exit status is 143, no temporary file is left; resuming gives the
 #    weights of the run that was never stopped, bit for bit
 #  - SIGUSR1 to mpirun (which forwards it): the same stop, exit status 138; SIGINT to a single rank
@@ -91,26 +91,35 @@ if [ -f "$top_builddir/tests/dtrain-cpu-guarded.so" ]; then
     unset DTRAIN_MODULE_PATH DTRAIN_GUARDED_DEVICES
 fi
 
-# SIGTERM to rank 1 with --checkpoint, then resume: the weights of an uninterrupted run
+# SIGTERM to one rank with --checkpoint, then resume: the weights of an uninterrupted run
+# term_resume TAG NP RANK ARGS...: RANK of NP gets the signal
 S="$D --net mlp --batch 20 --epochs 6"
-mpi -np 2 "$DTRAIN" $S --save "$T/straight.st" > "$T/out" 2>&1 || { cat "$T/out"; fail "the straight run failed"; }
-mpi -np 2 "$DTRAIN" $S --checkpoint "$T/term.ckpt" --checkpoint-every 100ep --log "$T/term.jsonl" \
-    --save "$T/never.st" > "$T/term.out" 2>&1 &
-job=$!
-wait_training "$T/term.jsonl"
-kill -TERM "$(rank_pid term.jsonl 1)"
-wait $job
-rc=$?
-[ $rc -eq 143 ] || { cat "$T/term.out"; fail "SIGTERM: exit status $rc (expected 143)"; }
-[ -f "$T/never.st" ] && fail "SIGTERM: the run finished before the signal (make it longer)"
-grep -q "stopped by SIGTERM after iteration [0-9]* of 600: continue with --resume $T/term.ckpt" "$T/term.out" ||
-    { cat "$T/term.out"; fail "SIGTERM: no line saying where it stopped"; }
-ls "$T"/term.ckpt.tmp.* 2>/dev/null && fail "SIGTERM: a temporary file was left behind"
-at=$(sed -n 's/.*stopped by SIGTERM after iteration \([0-9]*\).*/\1/p' "$T/term.out")
-mpi -np 2 "$DTRAIN" $S --resume "$T/term.ckpt" --save "$T/resumed.st" > "$T/out" 2>&1 || { cat "$T/out"; fail "resume after SIGTERM failed"; }
-grep -q "resumed from $T/term.ckpt at iteration $at of 600" "$T/out" || { cat "$T/out"; fail "no resume message"; }
-cmp -s "$T/straight.st" "$T/resumed.st" || fail "stopped at $at and resumed: the weights differ from the straight run"
-note "SIGTERM to rank 1: stopped after iteration $at, checkpoint written; resumed: bit-identical weights"
+term_resume() {
+    local tag=$1 np=$2 rank=$3 rc at
+    shift 3
+    mpi -np $np "$DTRAIN" "$@" --save "$T/straight.st" > "$T/out" 2>&1 || { cat "$T/out"; fail "$tag: the straight run failed"; }
+    mpi -np $np "$DTRAIN" "$@" --checkpoint "$T/$tag.ckpt" --checkpoint-every 100ep --log "$T/$tag.jsonl" \
+        --save "$T/never.st" > "$T/$tag.out" 2>&1 &
+    local job=$!
+    wait_training "$T/$tag.jsonl"
+    kill -TERM "$(rank_pid $tag.jsonl $rank)"
+    wait $job
+    rc=$?
+    [ $rc -eq 143 ] || { cat "$T/$tag.out"; fail "$tag: SIGTERM: exit status $rc (expected 143)"; }
+    [ -f "$T/never.st" ] && fail "$tag: SIGTERM: the run finished before the signal (make it longer)"
+    grep -q "stopped by SIGTERM after iteration [0-9]* of 600: continue with --resume $T/$tag.ckpt" "$T/$tag.out" ||
+        { cat "$T/$tag.out"; fail "$tag: SIGTERM: no line saying where it stopped"; }
+    ls "$T"/$tag.ckpt.tmp.* 2>/dev/null && fail "$tag: SIGTERM: a temporary file was left behind"
+    at=$(sed -n 's/.*stopped by SIGTERM after iteration \([0-9]*\).*/\1/p' "$T/$tag.out")
+    mpi -np $np "$DTRAIN" "$@" --resume "$T/$tag.ckpt" --save "$T/resumed.st" > "$T/out" 2>&1 ||
+        { cat "$T/out"; fail "$tag: resume after SIGTERM failed"; }
+    grep -q "resumed from $T/$tag.ckpt at iteration $at of 600" "$T/out" || { cat "$T/out"; fail "$tag: no resume message"; }
+    cmp -s "$T/straight.st" "$T/resumed.st" || fail "$tag: stopped at $at and resumed: the weights differ from the straight run"
+    note "$tag: SIGTERM to rank $rank of $np: stopped after iteration $at, checkpoint written; resumed: bit-identical weights"
+}
+term_resume term 2 1 $S
+# ps, the signal to its server (rank 2): the weights in flight land before the checkpoint
+term_resume psterm 3 2 $S --mode ps
 
 # SIGUSR1 to mpirun: forwarded to every rank
 mpi -np 2 "$DTRAIN" $LONG --checkpoint "$T/usr1.ckpt" --checkpoint-every 100ep --log "$T/usr1.jsonl" > "$T/usr1.out" 2>&1 &

@@ -308,6 +308,21 @@ run cpu "$T/straight.st" --mode pipesgd --compress q8
 run cpu-guarded "$T/first.st" --mode pipesgd --compress q8 --epochs 1 --checkpoint "$T/run.ckpt" --transport nccl
 run cpu "$T/resumed.st" --mode pipesgd --compress q8 --checkpoint "$T/run.ckpt" --resume "$T/run.ckpt"
 "$STDIFF" "$T/straight.st" "$T/resumed.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "resume of an nccl run on cpu differs"; }
+# ps (a worker and a server): a checkpoint written over mpi on the cpu resumes over nccl on the device
+# (the server's momentum goes back to its device memory), and checkpoints every 4 iterations over
+# nccl change nothing (the weights sent, the server's momentum read from the device)
+run cpu "$T/straight.st" --mode ps --compress q8
+run cpu "$T/first.st" --mode ps --compress q8 --epochs 1 --checkpoint "$T/run.ckpt"
+run cpu-guarded "$T/resumed.st" --mode ps --compress q8 --checkpoint "$T/run.ckpt" --resume "$T/run.ckpt" --transport nccl
+"$STDIFF" "$T/straight.st" "$T/resumed.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "ps resumed over nccl differs"; }
+run cpu-guarded "$T/every.st" --mode ps --compress q8 --transport nccl --checkpoint "$T/every.ckpt" --checkpoint-every 4it
+"$STDIFF" "$T/straight.st" "$T/every.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "ps over nccl with checkpoints differs"; }
+# with staleness over nccl a worker's thread receives the versions: they land before the checkpoint
+DTRAIN_GUARDED_DEVICES=4 mpi -np 4 "$DTRAIN" "${common[@]}" --device cpu-guarded --transport nccl --epochs 3 --lr 0.01 \
+    --momentum 0.5 --mode ps --ps-servers 2 --staleness 2 --ps-wait-free --ps-messages range --checkpoint "$T/st.ckpt" \
+    --checkpoint-every 5it --log "$T/st.jsonl" > "$T/log" 2>&1 || { cat "$T/log"; fail "ps with staleness, checkpointed over nccl, failed"; }
+a=$(json_last "$T/st.jsonl" summary test_acc)
+awk -v a="$a" 'BEGIN { exit !(a >= 0.9) }' || fail "ps with staleness, checkpointed over nccl: test accuracy $a"
 # NCCL's rule, a device per rank: two ranks on one device are refused by nccl, and auto says why it takes mpi
 export DTRAIN_GUARDED_DEVICES=1
 expect_fail() { # STATUS PATTERN ARGS...

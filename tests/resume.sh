@@ -6,6 +6,8 @@
 #  - 4 ranks D-Sync; 2 ranks Pipe-SGD (K = 3, q8), Top-k and CSC with momentum correction: the
 #    weights are bit-identical, running statistics within 1e-6 (a run stopped by --iters
 #    averages them over the ranks once more than the straight run: the same value, rounded)
+#  - 3 and 4 ranks PS-Sync (servers' momentum, weights in flight): bit-identical, also with
+#    checkpoints mid-run; with staleness it resumes and learns
 #  - kill -9 between two checkpoints (--checkpoint-every), resume: the same final weights
 #  - a checkpoint of another net, other options, a damaged file, a weight file: clear errors
 . "$(dirname "$0")/lib.sh"
@@ -55,6 +57,22 @@ straight_vs_resumed 2 1e-6 --mode pipesgd --stale-lr compute --lr-schedule poly:
 straight_vs_resumed 2 1e-6 --mode topk --density 0.05 --momentum-correction
 straight_vs_resumed 2 1e-6 --mode csc --chunk 256 --momentum-correction
 straight_vs_resumed 2 1e-6 --mode csc --chunk 256 --loss-scale dynamic
+# PS-Sync: the servers' momentum is their own state, the weights in flight land first; a checkpoint
+# mid-run (--checkpoint-every) changes nothing either
+straight_vs_resumed 3 exact --mode ps
+cp "$T/half.st" "$T/ps3.st"
+ps4=(--mode ps --ps-servers 2 --placement round-robin --ps-wait-free --ps-messages range --compress q8)
+straight_vs_resumed 4 exact "${ps4[@]}"
+run mpi -np 4 "$DTRAIN" $C "${ps4[@]}" --iters $N --checkpoint "$T/every.st" --checkpoint-every 7it --save "$T/every-saved.st"
+[ "$(grep -c "checkpoint $T/every.st:" "$T/out")" -ge 3 ] || { cat "$T/out"; fail "ps: no checkpoints every 7 iterations"; }
+cmp -s "$T/straight.st" "$T/every-saved.st" || fail "ps: checkpoints every 7 iterations changed the weights: $("$STDIFF" "$T/straight.st" "$T/every-saved.st" 0 0)"
+# with staleness the versions a worker takes depend on timing: the run resumes and learns
+run mpi -np 4 "$DTRAIN" $C --mode ps --ps-servers 2 --staleness 1 --iters $H --checkpoint "$T/stale.st"
+run mpi -np 4 "$DTRAIN" $C --mode ps --ps-servers 2 --staleness 1 --iters $N --resume "$T/stale.st" --checkpoint "$T/stale.st" \
+    --checkpoint-every 4it --log "$T/stale.jsonl"
+a=$(json_last "$T/stale.jsonl" summary test_acc)
+awk -v a="$a" 'BEGIN { exit !(a >= 0.8) }' || fail "ps --staleness 1, resumed: test accuracy $a"
+note "ps: bit-identical resumed (2 workers + 1 or 2 servers, wait-free, q8) and with checkpoints every 7 iterations; --staleness 1 resumed: test accuracy $a"
 
 # kill -9 between checkpoints: one thread, a bigger net, so the run lasts a few seconds
 K="--net resnet20 --dataset cifar10 --data-dir $T/c10 --batch 50 --lr 0.05 --epochs $KE --threads 1 --progress none"
@@ -94,6 +112,8 @@ expect "a damaged checkpoint" "the file is damaged" "$DTRAIN" $C --resume "$T/ba
 run mpi -np 2 "$DTRAIN" $C --mode topk --density 0.05 --iters 5 --checkpoint "$T/topk.st"
 expect "other rank count with per-rank state" "made by 2 ranks, this run has 1" \
     "$DTRAIN" $C --mode topk --density 0.05 --iters 10 --resume "$T/topk.st"
-expect "ps" "--checkpoint: not available with --mode ps yet" mpi -np 2 "$DTRAIN" $C --mode ps --checkpoint "$T/ps.st"
+expect "ps each" "--checkpoint: not available with --mode ps yet: --ps-apply each: a server's clocks" \
+    mpi -np 2 "$DTRAIN" $C --mode ps --ps-apply each --checkpoint "$T/ps.st"
+expect "ps, other rank count" "made by 3 ranks, this run has 4" mpi -np 4 "$DTRAIN" $C --mode ps --iters $N --resume "$T/ps3.st"
 run "$DTRAIN" $C --iters 30 --resume "$T/dsync4.st" # D-Sync: another rank count is fine
-echo "PASS: resumed runs equal straight ones (1, 2 and 4 ranks, 5 modes, kill -9)"
+echo "PASS: resumed runs equal straight ones (1 to 4 ranks, 6 modes, kill -9)"

@@ -164,17 +164,19 @@ typedef struct dt_mode_desc {
      * state NULL from env and those costs; NULL hook: its prediction needs neither. */
     int (*calibrate)(const dt_mode_env *env, dt_times *cost);
     /* Checkpoints: lists up to max state buffers (host memory) and returns how many, or -1 with
-     * an error; NULL hook: none. Called between iterations, it first lets anything in flight
+     * an error; NULL hook: none. Called between iterations by every rank at the same point (it
+     * may communicate: ps's ranks exchange what is in flight), it first lets anything in flight
      * land (without applying it), so the buffers are complete: a checkpoint reads them, a resume
      * writes them and then calls restored(it0) — it0 the first iteration to run — so the mode can
      * rebuild what it derives from them. */
-    int (*state)(void *state, const dt_mode_env *env, dt_state_tensor *out, int max);
+    int (*state)(void *state, dt_mode_env *env, dt_state_tensor *out, int max);
     int (*restored)(void *state, dt_mode_env *env, long it0); /* may be NULL */
     /* --transport: 1 if the mode can send over the device backend's transport (NCCL) with env's
      * options, else 0 and why not; NULL: it sends over MPI only. */
     int (*device_net)(const dt_mode_env *env, char *why, size_t n);
-    /* Checkpoints cannot capture this mode mid-run (a message for --checkpoint), NULL: they can. */
-    const char *no_checkpoint;
+    /* Why checkpoints cannot capture this mode mid-run under options o (a message for --checkpoint
+     * and --resume), or NULL; NULL hook: they always can. */
+    const char *(*no_checkpoint)(const dt_comm_opts *o);
     void (*finalize)(void *state, dt_mode_env *env);
 } dt_mode_desc;
 

@@ -461,7 +461,7 @@ static int csc_calibrate(const dt_mode_env *env, dt_times *cost)
     return 0;
 }
 
-static int csc_list_state(void *state, const dt_mode_env *env, dt_state_tensor *out, int max)
+static int csc_list_state(void *state, dt_mode_env *env, dt_state_tensor *out, int max)
 {
     csc_state *s = state;
     int n = 0;

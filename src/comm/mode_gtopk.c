@@ -297,7 +297,7 @@ static double gtopk_predict(void *state, const dt_mode_env *env, const dt_times 
     return m->data + m->forward + m->backward + m->sync + sel + comm + m->update;
 }
 
-static int gtopk_list_state(void *state, const dt_mode_env *env, dt_state_tensor *out, int max)
+static int gtopk_list_state(void *state, dt_mode_env *env, dt_state_tensor *out, int max)
 {
     (void)env;
     return memory_state(((gtopk_state *)state)->mem, out, max);

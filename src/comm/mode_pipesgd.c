@@ -178,7 +178,7 @@ static int pipe_flush(void *state, dt_mode_env *env, float lr, dt_times *t)
 }
 
 /* the slots (aggregated gradients in flight, their allreduces finished) and which are pending */
-static int pipe_list_state(void *state, const dt_mode_env *env, dt_state_tensor *out, int max)
+static int pipe_list_state(void *state, dt_mode_env *env, dt_state_tensor *out, int max)
 {
     pipe_state *s = state;
     int n = 0;

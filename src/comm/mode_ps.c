@@ -201,6 +201,9 @@ typedef struct ps_state {
     } *answers;            /* server: per worker */
     long *answer_id;       /* server: per worker, the job of its last answer, -1: none */
     long last_answer;      /* server: the newest of them, -1: none */
+    /* checkpoints: a server's part of the optimizer's momentum, packed in host memory (the
+     * optimizer steps on the servers only; the workers' momentum stays unused) */
+    float *ck_v;
 } ps_state;
 
 static int server_rank(const ps_state *s, int k) { return s->n_workers + k; }
@@ -1173,27 +1176,22 @@ static int ps_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t)
     return env->is_worker ? worker_end(s, env, it, t) : server_end(s, env, it, t);
 }
 
-static int ps_flush(void *state, dt_mode_env *env, float lr, dt_times *t)
+/* Lets everything in flight land: a worker takes every version it has posted a pull for and sees
+ * its pushes gone; a server sends the version it has yet to send and sees its sends gone. At the
+ * end (final: then, under --ps-apply each, every worker receives the final weights alike) and
+ * before a checkpoint, after which the run goes on as if nothing had happened (bulk-synchronous:
+ * the same weights bit for bit; with staleness the workers merely waited). */
+static int settle(ps_state *s, dt_mode_env *env, int final, dt_times *t)
 {
-    ps_state *s = state;
     int taken;
-    (void)lr;
-    if (s->net && s->thread_pulls && env->is_worker) { /* the versions in flight, the last one in place */
-        double t0 = dt_now();
-        while (s->latest < s->posted)
-            if (net_take(s, env, s->latest + 1, 1, &taken) != 0) return -1;
-        if (s->each && (net_pull(s, s->posted + 1) != 0 || net_take(s, env, s->posted, 1, &taken) != 0))
-            return -1; /* the final weights, which every worker receives alike */
-        t->comm += dt_now() - t0;
-        worker_take_times(s->thread, t);
-        return 0;
-    }
-    if (s->net && !(s->each && !env->is_worker)) return 0; /* every iteration ended with the new weights in place */
-    double t0 = dt_now();
     if (env->is_worker) {
         while (s->latest < s->posted)
-            if (take_version(s, env, s->latest + 1, 1, &taken) != 0) return -1;
-        if (s->each && worker_flush_each(s, env) != 0) return -1;
+            if ((s->net ? net_take : take_version)(s, env, s->latest + 1, 1, &taken) != 0) return -1;
+        if (final && s->each &&
+            (s->net ? net_pull(s, s->posted + 1) != 0 || net_take(s, env, s->posted, 1, &taken) != 0
+                    : worker_flush_each(s, env) != 0))
+            return -1;
+        if (s->net) return 0; /* a push over nccl has gone when its job has */
         for (int sl = 0; sl < s->slots; sl++)
             for (int j = 0; j < s->m_total; j++) {
                 if (s->push_req[sl][j] >= 0 && comm_wait(env->comm, s->push_req[sl][j], NULL, NULL) != 0) return -1;
@@ -1201,18 +1199,83 @@ static int ps_flush(void *state, dt_mode_env *env, float lr, dt_times *t)
             }
         for (int sl = 0; sl < s->slots; sl++)
             for (int j = 0; j < s->m_total; j++) s->push_req[sl][j] = -1;
-    } else {
-        if (server_send_in_turn(s, env, t) != 0) return -1;
-        if (s->each && server_flush_each(s, env) != 0) return -1;
-        for (int sl = 0; sl < s->slots; sl++)
-            for (int w = 0; w < s->n_workers * s->m_count[s->server]; w++) {
-                if (s->send_req[sl][w] >= 0 && comm_wait(env->comm, s->send_req[sl][w], NULL, NULL) != 0) return -1;
-                s->send_req[sl][w] = -1;
-            }
+        return 0;
     }
+    if (s->net && !s->each) return 0; /* every iteration ended with its weights sent */
+    if (server_send_in_turn(s, env, t) != 0) return -1;
+    if (final && s->each && server_flush_each(s, env) != 0) return -1;
+    for (int sl = 0; sl < s->slots; sl++)
+        for (int w = 0; w < s->n_workers * s->m_count[s->server]; w++) {
+            if (s->send_req[sl][w] >= 0 && comm_wait(env->comm, s->send_req[sl][w], NULL, NULL) != 0) return -1;
+            s->send_req[sl][w] = -1;
+        }
+    return 0;
+}
+
+static int ps_flush(void *state, dt_mode_env *env, float lr, dt_times *t)
+{
+    ps_state *s = state;
+    double t0 = dt_now();
+    (void)lr;
+    if (settle(s, env, 1, t) != 0) return -1;
+    if (s->net && env->is_worker) {
+        if (s->thread_pulls) {
+            t->comm += dt_now() - t0;
+            worker_take_times(s->thread, t);
+        }
+        return 0;
+    }
+    if (s->net && !s->each) return 0;
     t->comm += dt_now() - t0;
     count_bytes(s, env, t);
     return 0;
+}
+
+/* Checkpoints: what is in flight lands first, so every worker holds the weights of the iterations
+ * done (the checkpoint's, from rank 0); a server adds its part of the momentum. The time and bytes
+ * of settling go to the next iteration's count. */
+static int ps_list_state(void *state, dt_mode_env *env, dt_state_tensor *out, int max)
+{
+    ps_state *s = state;
+    dt_times scratch = {0};
+    if (settle(s, env, 0, &scratch) != 0) return -1;
+    if (env->is_worker || !env->optim->v || max < 1) return 0;
+    if (!s->ck_v && !(s->ck_v = dt_alloc(DT_MAX(s->place->total[s->server], 1) * sizeof(float)))) return -1;
+    float *o = s->ck_v;
+    for (int i = 0; i < s->place->n_ranges[s->server]; i++) {
+        const dt_range *r = &s->place->ranges[s->server][i];
+        if (env->be->to_host(env->be, o, env->optim->v + r->off, r->n * sizeof(float)) != 0) return -1;
+        o += r->n;
+    }
+    snprintf(out[0].name, sizeof out[0].name, "momentum");
+    out[0].data = s->ck_v;
+    out[0].n = s->place->total[s->server];
+    return 1;
+}
+
+/* After a resume: version it0 is in place on every rank; a server's momentum goes back. */
+static int ps_restored(void *state, dt_mode_env *env, long it0)
+{
+    ps_state *s = state;
+    s->latest = s->posted = it0;
+    if (env->is_worker || !s->ck_v) return 0;
+    const float *in = s->ck_v;
+    for (int i = 0; i < s->place->n_ranges[s->server]; i++) {
+        const dt_range *r = &s->place->ranges[s->server][i];
+        if (env->be->to_device(env->be, env->optim->v + r->off, in, r->n * sizeof(float)) != 0) return -1;
+        in += r->n;
+    }
+    return 0;
+}
+
+/* Under --ps-apply each a server's clocks, the answers it holds back and the pushes of iterations
+ * ahead are in flight between iterations: a checkpoint cannot stop them there and go on. */
+static const char *ps_no_checkpoint(const dt_comm_opts *o)
+{
+    return o->ps_apply && strcmp(o->ps_apply, "each") == 0
+               ? "--ps-apply each: a server's clocks, the answers it holds back and the pushes of iterations ahead "
+                 "are in flight between iterations (--ps-apply sum can be checkpointed, with --staleness too)"
+               : NULL;
 }
 
 static double ps_predict(void *state, const dt_mode_env *env, const dt_times *m)
@@ -1275,6 +1338,7 @@ static void ps_finalize(void *state, dt_mode_env *env)
         free(s->send);
         free(s->send_req);
         dt_free(s->acc);
+        dt_free(s->ck_v);
     }
     for (int k = 0; k < s->n_servers; k++) {
         if (s->m_off) free(s->m_off[k]);
@@ -1354,6 +1418,8 @@ const dt_mode_desc mode_ps = {
     .flush = ps_flush,
     .predict = ps_predict,
     .finalize = ps_finalize,
-    .no_checkpoint = "servers keep their part of the weights and updates in flight between iterations",
+    .state = ps_list_state,
+    .restored = ps_restored,
+    .no_checkpoint = ps_no_checkpoint,
     .device_net = ps_device_net,
 };

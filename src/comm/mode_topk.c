@@ -221,7 +221,7 @@ static double topk_predict(void *state, const dt_mode_env *env, const dt_times *
            (p - 1) * k * sizeof(dt_pair) * env->model.beta + merge + m->update;
 }
 
-static int topk_list_state(void *state, const dt_mode_env *env, dt_state_tensor *out, int max)
+static int topk_list_state(void *state, dt_mode_env *env, dt_state_tensor *out, int max)
 {
     (void)env;
     return memory_state(((topk_state *)state)->mem, out, max);
