@@ -254,10 +254,6 @@ static int setup_mode(dt_run *r, int p, size_t n_train)
     if (r->auto_mode) env->opts.compress = "none";
     comm_set_sleepy(r->comm, strcmp(env->opts.comm_wait, "sleep") == 0, NULL); /* a communication thread's own: its mode's */
     env->seed = (uint64_t)o->seed;
-    const char *why_not = r->mode->no_checkpoint ? r->mode->no_checkpoint(&env->opts) : NULL;
-    if ((o->checkpoint || o->resume) && why_not)
-        return dt_fail("--%s: not available with --mode %s yet: %s", o->checkpoint ? "checkpoint" : "resume",
-                       r->mode->name, why_not);
     if (mode_codec_create(&env->opts, &env->codec) != 0) return -1;
     if (mode_roles(r->mode, env) != 0) { /* the rank count does not suit the mode's roles */
         r->usage_error = 1;

@@ -527,7 +527,12 @@ int train_run(dt_run *r)
         span_add(&run, &ep);
         if (checkpoint_due(r, it, 1) && checkpoint(r, it, &paused) != 0) return -1;
     }
-    if (r->it0 >= total && evaluate_epoch(r, epochs, it, &run, 0, lr, test) != 0) return -1; /* nothing to train */
+    if (r->it0 >= total) { /* nothing to train: what the checkpoint holds in flight lands, as it did in the run that
+                            * wrote it (Pipe-SGD's gradients, ps's latest weights), then the evaluation */
+        dt_times t = {0};
+        if (r->mode->flush && r->mode->flush(r->mode_state, &r->env, lr, &t) != 0) return -1;
+        if (evaluate_epoch(r, epochs, it, &run, 0, lr, test) != 0) return -1;
+    }
     if (summary(r, epochs, it, &run, lr, test) != 0) return -1;
     return save_weights(r);
 }

@@ -311,18 +311,27 @@ run cpu "$T/resumed.st" --mode pipesgd --compress q8 --checkpoint "$T/run.ckpt" 
 # ps (a worker and a server): a checkpoint written over mpi on the cpu resumes over nccl on the device
 # (the server's momentum goes back to its device memory), and checkpoints every 4 iterations over
 # nccl change nothing (the weights sent, the server's momentum read from the device)
-run cpu "$T/straight.st" --mode ps --compress q8
-run cpu "$T/first.st" --mode ps --compress q8 --epochs 1 --checkpoint "$T/run.ckpt"
-run cpu-guarded "$T/resumed.st" --mode ps --compress q8 --checkpoint "$T/run.ckpt" --resume "$T/run.ckpt" --transport nccl
-"$STDIFF" "$T/straight.st" "$T/resumed.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "ps resumed over nccl differs"; }
-run cpu-guarded "$T/every.st" --mode ps --compress q8 --transport nccl --checkpoint "$T/every.ckpt" --checkpoint-every 4it
-"$STDIFF" "$T/straight.st" "$T/every.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "ps over nccl with checkpoints differs"; }
-# with staleness over nccl a worker's thread receives the versions: they land before the checkpoint
-DTRAIN_GUARDED_DEVICES=4 mpi -np 4 "$DTRAIN" "${common[@]}" --device cpu-guarded --transport nccl --epochs 3 --lr 0.01 \
-    --momentum 0.5 --mode ps --ps-servers 2 --staleness 2 --ps-wait-free --ps-messages range --checkpoint "$T/st.ckpt" \
-    --checkpoint-every 5it --log "$T/st.jsonl" > "$T/log" 2>&1 || { cat "$T/log"; fail "ps with staleness, checkpointed over nccl, failed"; }
-a=$(json_last "$T/st.jsonl" summary test_acc)
-awk -v a="$a" 'BEGIN { exit !(a >= 0.9) }' || fail "ps with staleness, checkpointed over nccl: test accuracy $a"
+# (under --ps-apply each also the server's weights, the answers' thread's sends landed)
+for w in "--compress q8" "--ps-apply each --staleness 1"; do
+    run cpu "$T/straight.st" --mode ps $w
+    run cpu "$T/first.st" --mode ps $w --epochs 1 --checkpoint "$T/run.ckpt"
+    run cpu-guarded "$T/resumed.st" --mode ps $w --checkpoint "$T/run.ckpt" --resume "$T/run.ckpt" --transport nccl
+    "$STDIFF" "$T/straight.st" "$T/resumed.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "ps $w resumed over nccl differs"; }
+    run cpu-guarded "$T/every.st" --mode ps $w --transport nccl --checkpoint "$T/every.ckpt" --checkpoint-every 4it
+    "$STDIFF" "$T/straight.st" "$T/every.st" 0 0 > "$T/diff" || { cat "$T/diff"; fail "ps $w over nccl with checkpoints differs"; }
+done
+# with staleness over nccl a worker's thread receives the versions: they land before the checkpoint;
+# resumed at its end a run has the weights it ended with, and checkpointed every 5 iterations it learns
+for w in "--staleness 2 --ps-wait-free --ps-messages range" "--ps-apply each --staleness 2"; do
+    g=(--device cpu-guarded --transport nccl --lr 0.01 --momentum 0.5 --mode ps --ps-servers 2 $w --checkpoint "$T/st.ckpt")
+    DTRAIN_GUARDED_DEVICES=4 mpi -np 4 "$DTRAIN" "${common[@]}" "${g[@]}" --epochs 3 --checkpoint-every 5it \
+        --log "$T/st.jsonl" --save "$T/st-end.st" > "$T/log" 2>&1 || { cat "$T/log"; fail "ps $w, checkpointed over nccl, failed"; }
+    a=$(json_last "$T/st.jsonl" summary test_acc)
+    awk -v a="$a" 'BEGIN { exit !(a >= 0.9) }' || fail "ps $w, checkpointed over nccl: test accuracy $a"
+    DTRAIN_GUARDED_DEVICES=4 mpi -np 4 "$DTRAIN" "${common[@]}" "${g[@]}" --epochs 3 --resume "$T/st.ckpt" \
+        --save "$T/st-again.st" > "$T/log" 2>&1 || { cat "$T/log"; fail "ps $w, resumed at its end over nccl, failed"; }
+    cmp -s "$T/st-end.st" "$T/st-again.st" || fail "ps $w over nccl, resumed at its end: other weights than the run's"
+done
 # NCCL's rule, a device per rank: two ranks on one device are refused by nccl, and auto says why it takes mpi
 export DTRAIN_GUARDED_DEVICES=1
 expect_fail() { # STATUS PATTERN ARGS...

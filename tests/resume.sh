@@ -6,8 +6,9 @@
 #  - 4 ranks D-Sync; 2 ranks Pipe-SGD (K = 3, q8), Top-k and CSC with momentum correction: the
 #    weights are bit-identical, running statistics within 1e-6 (a run stopped by --iters
 #    averages them over the ranks once more than the straight run: the same value, rounded)
-#  - 3 and 4 ranks PS-Sync (servers' momentum, weights in flight): bit-identical, also with
-#    checkpoints mid-run; with staleness it resumes and learns
+#  - 3 and 4 ranks PS-Sync (servers' momentum, weights in flight), SSP with one worker: bit-identical,
+#    also with checkpoints mid-run; with staleness (sum and each) resumed at the end, the weights the
+#    run ended with, and further, it learns; Pipe-SGD resumed at the end lands its gradients
 #  - kill -9 between two checkpoints (--checkpoint-every), resume: the same final weights
 #  - a checkpoint of another net, other options, a damaged file, a weight file: clear errors
 . "$(dirname "$0")/lib.sh"
@@ -66,13 +67,31 @@ straight_vs_resumed 4 exact "${ps4[@]}"
 run mpi -np 4 "$DTRAIN" $C "${ps4[@]}" --iters $N --checkpoint "$T/every.st" --checkpoint-every 7it --save "$T/every-saved.st"
 [ "$(grep -c "checkpoint $T/every.st:" "$T/out")" -ge 3 ] || { cat "$T/out"; fail "ps: no checkpoints every 7 iterations"; }
 cmp -s "$T/straight.st" "$T/every-saved.st" || fail "ps: checkpoints every 7 iterations changed the weights: $("$STDIFF" "$T/straight.st" "$T/every-saved.st" 0 0)"
-# with staleness the versions a worker takes depend on timing: the run resumes and learns
-run mpi -np 4 "$DTRAIN" $C --mode ps --ps-servers 2 --staleness 1 --iters $H --checkpoint "$T/stale.st"
-run mpi -np 4 "$DTRAIN" $C --mode ps --ps-servers 2 --staleness 1 --iters $N --resume "$T/stale.st" --checkpoint "$T/stale.st" \
-    --checkpoint-every 4it --log "$T/stale.jsonl"
-a=$(json_last "$T/stale.jsonl" summary test_acc)
-awk -v a="$a" 'BEGIN { exit !(a >= 0.8) }' || fail "ps --staleness 1, resumed: test accuracy $a"
-note "ps: bit-identical resumed (2 workers + 1 or 2 servers, wait-free, q8) and with checkpoints every 7 iterations; --staleness 1 resumed: test accuracy $a"
+# --ps-apply each (SSP) with one worker: its pushes in one order, so bit for bit too
+straight_vs_resumed 2 exact --mode ps --ps-apply each --staleness 1
+run mpi -np 2 "$DTRAIN" $C --mode ps --ps-apply each --staleness 1 --iters $N --checkpoint "$T/every.st" \
+    --checkpoint-every 7it --save "$T/every-saved.st"
+cmp -s "$T/straight.st" "$T/every-saved.st" || fail "ps each: checkpoints every 7 iterations changed the weights"
+# with staleness and several workers the versions a worker takes depend on timing: resumed where
+# it stopped, a run has the weights it ended with (in flight at its checkpoint: the servers' latest,
+# under each their own state, newer than any worker's), and resumed further it learns
+stale=("--staleness 1" "--ps-apply each --staleness 2")
+[ "${DT_SANITIZED:-no}" = yes ] && stale=("--ps-apply each --staleness 2") # (the paths of both, at less compute)
+for w in "${stale[@]}"; do
+    run mpi -np 4 "$DTRAIN" $C --mode ps --ps-servers 2 $w --iters $H --checkpoint "$T/stale.st" --save "$T/stale-end.st"
+    run mpi -np 4 "$DTRAIN" $C --mode ps --ps-servers 2 $w --iters $H --resume "$T/stale.st" --save "$T/stale-again.st"
+    cmp -s "$T/stale-end.st" "$T/stale-again.st" || fail "ps $w: resumed with nothing to train, other weights than the run's"
+    run mpi -np 4 "$DTRAIN" $C --mode ps --ps-servers 2 $w --iters $N --resume "$T/stale.st" --checkpoint "$T/stale.st" \
+        --checkpoint-every 4it --log "$T/stale.jsonl"
+    a=$(json_last "$T/stale.jsonl" summary test_acc)
+    awk -v a="$a" 'BEGIN { exit !(a >= 0.8) }' || fail "ps $w, resumed: test accuracy $a"
+    note "ps $w: resumed at its end, the weights it ended with; resumed further, test accuracy $a"
+done
+note "ps: bit-identical resumed (2 workers + 1 or 2 servers, wait-free, q8; each with 1 worker) and with checkpoints every 7 iterations"
+# Pipe-SGD resumed with nothing to train: its gradients in flight land, as at the end of the run
+run mpi -np 2 "$DTRAIN" $C --mode pipesgd --pipeline-depth 3 --iters $H --checkpoint "$T/pipe.st" --save "$T/pipe-end.st"
+run mpi -np 2 "$DTRAIN" $C --mode pipesgd --pipeline-depth 3 --iters $H --resume "$T/pipe.st" --save "$T/pipe-again.st"
+cmp -s "$T/pipe-end.st" "$T/pipe-again.st" || fail "pipesgd resumed with nothing to train: other weights than the run's"
 
 # kill -9 between checkpoints: one thread, a bigger net, so the run lasts a few seconds
 K="--net resnet20 --dataset cifar10 --data-dir $T/c10 --batch 50 --lr 0.05 --epochs $KE --threads 1 --progress none"
@@ -112,8 +131,6 @@ expect "a damaged checkpoint" "the file is damaged" "$DTRAIN" $C --resume "$T/ba
 run mpi -np 2 "$DTRAIN" $C --mode topk --density 0.05 --iters 5 --checkpoint "$T/topk.st"
 expect "other rank count with per-rank state" "made by 2 ranks, this run has 1" \
     "$DTRAIN" $C --mode topk --density 0.05 --iters 10 --resume "$T/topk.st"
-expect "ps each" "--checkpoint: not available with --mode ps yet: --ps-apply each: a server's clocks" \
-    mpi -np 2 "$DTRAIN" $C --mode ps --ps-apply each --checkpoint "$T/ps.st"
 expect "ps, other rank count" "made by 3 ranks, this run has 4" mpi -np 4 "$DTRAIN" $C --mode ps --iters $N --resume "$T/ps3.st"
 run "$DTRAIN" $C --iters 30 --resume "$T/dsync4.st" # D-Sync: another rank count is fine
 echo "PASS: resumed runs equal straight ones (1 to 4 ranks, 6 modes, kill -9)"

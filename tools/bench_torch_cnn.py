@@ -148,7 +148,8 @@ def load_weights(model, path):
     for k, v in hdr.items():
         if k == "__metadata__":
             continue
-        a = np.frombuffer(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], dtype=np.float32)
+        dtype = {"F32": np.float32, "I64": np.int64}[v["dtype"]]  # I64: batch norm's num_batches_tracked
+        a = np.frombuffer(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], dtype=dtype)
         if k not in sd or tuple(sd[k].shape) != tuple(v["shape"]):
             sys.exit("tensor %s %s has no counterpart in the PyTorch net" % (k, v["shape"]))
         sd[k].copy_(torch.from_numpy(a.reshape(v["shape"]).copy()))

@@ -174,9 +174,6 @@ typedef struct dt_mode_desc {
     /* --transport: 1 if the mode can send over the device backend's transport (NCCL) with env's
      * options, else 0 and why not; NULL: it sends over MPI only. */
     int (*device_net)(const dt_mode_env *env, char *why, size_t n);
-    /* Why checkpoints cannot capture this mode mid-run under options o (a message for --checkpoint
-     * and --resume), or NULL; NULL hook: they always can. */
-    const char *(*no_checkpoint)(const dt_comm_opts *o);
     void (*finalize)(void *state, dt_mode_env *env);
 } dt_mode_desc;
 

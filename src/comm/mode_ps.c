@@ -201,9 +201,9 @@ typedef struct ps_state {
     } *answers;            /* server: per worker */
     long *answer_id;       /* server: per worker, the job of its last answer, -1: none */
     long last_answer;      /* server: the newest of them, -1: none */
-    /* checkpoints: a server's part of the optimizer's momentum, packed in host memory (the
-     * optimizer steps on the servers only; the workers' momentum stays unused) */
-    float *ck_v;
+    /* checkpoints: a server's part of the optimizer's momentum and (each) of the weights, packed in
+     * host memory (the optimizer steps on the servers only; the workers' momentum stays unused) */
+    float *ck;
 } ps_state;
 
 static int server_rank(const ps_state *s, int k) { return s->n_workers + k; }
@@ -1133,16 +1133,10 @@ static int server_end_each(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_
     return 0;
 }
 
-/* Server, at the end: answers still held back go, then every worker gets the final weights. */
-static int server_flush_each(ps_state *s, dt_mode_env *env)
+/* Server: every answer sent has been taken (from its loop over MPI, its thread over nccl). */
+static int ssp_answers_sent(ps_state *s, dt_mode_env *env)
 {
     int c = s->m_count[s->server];
-    for (int w = 0; w < s->n_workers; w++)
-        if (s->pending[w] && ssp_answer(s, env, w, s->clock[w]) != 0) return -1;
-    for (int w = 0; w < s->n_workers; w++) {
-        s->pending[w] = 0;
-        if (ssp_answer(s, env, w, s->clock[w] + 1) != 0) return -1;
-    }
     for (int q = 0; q < s->n_workers * c; q++) {
         if (s->reply_req[q] >= 0 && comm_wait(env->comm, s->reply_req[q], NULL, NULL) != 0) return -1;
         s->reply_req[q] = -1;
@@ -1152,6 +1146,18 @@ static int server_flush_each(ps_state *s, dt_mode_env *env)
         net_answers_taken(s);
     }
     return 0;
+}
+
+/* Server, at the end: answers still held back go, then every worker gets the final weights. */
+static int server_flush_each(ps_state *s, dt_mode_env *env)
+{
+    for (int w = 0; w < s->n_workers; w++)
+        if (s->pending[w] && ssp_answer(s, env, w, s->clock[w]) != 0) return -1;
+    for (int w = 0; w < s->n_workers; w++) {
+        s->pending[w] = 0;
+        if (ssp_answer(s, env, w, s->clock[w] + 1) != 0) return -1;
+    }
+    return ssp_answers_sent(s, env);
 }
 
 /* Worker, at the end under SSP: the final weights, which every worker receives alike. */
@@ -1203,7 +1209,7 @@ static int settle(ps_state *s, dt_mode_env *env, int final, dt_times *t)
     }
     if (s->net && !s->each) return 0; /* every iteration ended with its weights sent */
     if (server_send_in_turn(s, env, t) != 0) return -1;
-    if (final && s->each && server_flush_each(s, env) != 0) return -1;
+    if (s->each && (final ? server_flush_each(s, env) : ssp_answers_sent(s, env)) != 0) return -1;
     for (int sl = 0; sl < s->slots; sl++)
         for (int w = 0; w < s->n_workers * s->m_count[s->server]; w++) {
             if (s->send_req[sl][w] >= 0 && comm_wait(env->comm, s->send_req[sl][w], NULL, NULL) != 0) return -1;
@@ -1231,51 +1237,68 @@ static int ps_flush(void *state, dt_mode_env *env, float lr, dt_times *t)
     return 0;
 }
 
-/* Checkpoints: what is in flight lands first, so every worker holds the weights of the iterations
- * done (the checkpoint's, from rank 0); a server adds its part of the momentum. The time and bytes
- * of settling go to the next iteration's count. */
-static int ps_list_state(void *state, dt_mode_env *env, dt_state_tensor *out, int max)
+/* A server's part of backend memory base (the arena's layout) to or from host, packed. */
+static int part_copy(const ps_state *s, dt_mode_env *env, float *base, float *host, int to_host)
 {
-    ps_state *s = state;
-    dt_times scratch = {0};
-    if (settle(s, env, 0, &scratch) != 0) return -1;
-    if (env->is_worker || !env->optim->v || max < 1) return 0;
-    if (!s->ck_v && !(s->ck_v = dt_alloc(DT_MAX(s->place->total[s->server], 1) * sizeof(float)))) return -1;
-    float *o = s->ck_v;
     for (int i = 0; i < s->place->n_ranges[s->server]; i++) {
         const dt_range *r = &s->place->ranges[s->server][i];
-        if (env->be->to_host(env->be, o, env->optim->v + r->off, r->n * sizeof(float)) != 0) return -1;
-        o += r->n;
-    }
-    snprintf(out[0].name, sizeof out[0].name, "momentum");
-    out[0].data = s->ck_v;
-    out[0].n = s->place->total[s->server];
-    return 1;
-}
-
-/* After a resume: version it0 is in place on every rank; a server's momentum goes back. */
-static int ps_restored(void *state, dt_mode_env *env, long it0)
-{
-    ps_state *s = state;
-    s->latest = s->posted = it0;
-    if (env->is_worker || !s->ck_v) return 0;
-    const float *in = s->ck_v;
-    for (int i = 0; i < s->place->n_ranges[s->server]; i++) {
-        const dt_range *r = &s->place->ranges[s->server][i];
-        if (env->be->to_device(env->be, env->optim->v + r->off, in, r->n * sizeof(float)) != 0) return -1;
-        in += r->n;
+        if ((to_host ? env->be->to_host(env->be, host, base + r->off, r->n * sizeof(float))
+                     : env->be->to_device(env->be, base + r->off, host, r->n * sizeof(float))) != 0)
+            return -1;
+        host += r->n;
     }
     return 0;
 }
 
-/* Under --ps-apply each a server's clocks, the answers it holds back and the pushes of iterations
- * ahead are in flight between iterations: a checkpoint cannot stop them there and go on. */
-static const char *ps_no_checkpoint(const dt_comm_opts *o)
+/* Checkpoints: what is in flight lands first, so every worker holds the weights of the iterations
+ * done (the checkpoint's, from rank 0); a server adds its part of the momentum. The time and bytes
+ * of settling go to the next iteration's count. Under --ps-apply each every clock is at the
+ * iterations done (the server's last iteration waited for every worker's push), every answer has
+ * gone and been taken; but a worker's weights are those of its last answer, older than the
+ * server's by up to --staleness iterations of the others' pushes: a server adds its part of the
+ * weights too (a resumed worker starts from rank 0's, as valid a version under the bound). */
+static int ps_list_state(void *state, dt_mode_env *env, dt_state_tensor *out, int max)
 {
-    return o->ps_apply && strcmp(o->ps_apply, "each") == 0
-               ? "--ps-apply each: a server's clocks, the answers it holds back and the pushes of iterations ahead "
-                 "are in flight between iterations (--ps-apply sum can be checkpointed, with --staleness too)"
-               : NULL;
+    ps_state *s = state;
+    dt_times scratch = {0};
+    int n = 0;
+    if (settle(s, env, 0, &scratch) != 0) return -1;
+    if (env->is_worker) return 0;
+    size_t part = s->place->total[s->server];
+    if (s->each)
+        for (int w = 0; w < s->n_workers; w++)
+            if (s->pending[w] || s->clock[w] != s->clock[0])
+                return dt_fail("internal: ps --ps-apply each: at a checkpoint worker %d's clock is %ld%s, worker 0's %ld",
+                               w, s->clock[w], s->pending[w] ? " (its answer held back)" : "", s->clock[0]);
+    if (!s->ck && !(s->ck = dt_alloc(2 * DT_MAX(part, 1) * sizeof(float)))) return -1;
+    if (env->optim->v && n < max) {
+        if (part_copy(s, env, env->optim->v, s->ck, 1) != 0) return -1;
+        out[n++] = (dt_state_tensor){"momentum", s->ck, part};
+    }
+    if (s->each && n < max) {
+        if (part_copy(s, env, env->arena.w, s->ck + part, 1) != 0) return -1;
+        out[n++] = (dt_state_tensor){"weights", s->ck + part, part};
+    }
+    return n;
+}
+
+/* After a resume: version it0 is in place on every rank (each: the server's clocks start at it0); a
+ * server's momentum (and under each its weights) go back. */
+static int ps_restored(void *state, dt_mode_env *env, long it0)
+{
+    ps_state *s = state;
+    size_t part;
+    s->latest = s->posted = it0;
+    if (s->each && !env->is_worker) { /* as the first begin would (a flush may come first: nothing left to train) */
+        for (int w = 0; w < s->n_workers; w++) s->clock[w] = it0;
+        s->started = 1;
+    }
+    if (env->is_worker || !s->ck) return 0;
+    part = s->place->total[s->server];
+    if (env->optim->v && part_copy(s, env, env->optim->v, s->ck, 0) != 0) return -1;
+    if (s->each && (part_copy(s, env, env->arena.w, s->ck + part, 0) != 0 || stage_part(s, s->server, &env->wh, 0) != 0))
+        return -1;
+    return 0;
 }
 
 static double ps_predict(void *state, const dt_mode_env *env, const dt_times *m)
@@ -1338,7 +1361,7 @@ static void ps_finalize(void *state, dt_mode_env *env)
         free(s->send);
         free(s->send_req);
         dt_free(s->acc);
-        dt_free(s->ck_v);
+        dt_free(s->ck);
     }
     for (int k = 0; k < s->n_servers; k++) {
         if (s->m_off) free(s->m_off[k]);
@@ -1420,6 +1443,5 @@ const dt_mode_desc mode_ps = {
     .finalize = ps_finalize,
     .state = ps_list_state,
     .restored = ps_restored,
-    .no_checkpoint = ps_no_checkpoint,
     .device_net = ps_device_net,
 };
