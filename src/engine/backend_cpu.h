@@ -37,5 +37,7 @@ void cpu_round_bf16(int n_threads, uint16_t *dst, const float *src, size_t rows,
 int cpu_has_bf16(void);
 /* 1 when oneDNN has AMX here (its bf16 convolutions then want channels-last activations) */
 int cpu_has_amx(void);
+/* oneDNN's AVX-512 kernels run here (else the activations stay NHWC: see backend_cpu_create_with) */
+int cpu_has_avx512(void);
 
 #endif
