@@ -8,8 +8,9 @@
  *   rank:R:NAME           rank R's own running statistics (several workers)
  *   comm:R:BUF            rank R's communication state: residuals and momentum-correction
  *                         buffers of the sparse modes, Pipe-SGD's gradients in flight, a
- *                         parameter server's part of the momentum (ps: the optimizer steps on
- *                         the servers; optim:momentum is then rank 0's, a worker's, unused) ...
+ *                         parameter server's part of the momentum and under SSP of the weights
+ *                         (ps: the optimizer steps on the servers; optim:momentum is then rank
+ *                         0's, a worker's, unused) ...
  * and metadata: net, dataset, training samples, mode, ranks, iteration (iterations done),
  * options (the canonical options, without epochs and iters) and under --precision fp16 the loss
  * scale and its good steps in a row (loss_scale, loss_scale_good). The order of the data, dropout

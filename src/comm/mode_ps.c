@@ -84,6 +84,12 @@
  * only for workers whose pushes have gone; the loop waits only for pushes whose byte has come,
  * which the worker sends next.
  *
+ * Checkpoints (any variant, either transport): between iterations what is in flight lands first
+ * (a worker takes every version it has posted a receive for, a server's sends and answers are
+ * taken), so rank 0 holds the servers' latest weights under BSP; each server adds its part of the
+ * optimizer's momentum, and under --ps-apply each of its weights, newer than a worker's last
+ * answer. Bulk-synchronous, a checkpoint changes nothing: the same weights bit for bit.
+ *
  * Gradients and weights pass through the arena's host views (env->gh, env->wh): a worker pulls
  * its gradient before packing and pushes the weights it unpacked; a server pushes its summed
  * part before its update and pulls its new weights before sending them.
