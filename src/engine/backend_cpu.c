@@ -129,23 +129,16 @@ void cpu_round_bf16(int n_threads, uint16_t *dst, const float *src, size_t rows,
     for (int t = 0; t < nt; t++) round_rows(dst, src, rows * t / nt, rows * (t + 1) / nt, cols, ld);
 }
 
-int cpu_has_bf16(void)
+/* oneDNN's ISA values are bit sets: one includes another's bits */
+static int has_isa(dnnl_cpu_isa_t want)
 {
-    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), want = (unsigned)dnnl_cpu_isa_avx512_core_bf16;
-    return (isa & want) == want;
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    return (isa & (unsigned)want) == (unsigned)want;
 }
 
-int cpu_has_avx512(void)
-{
-    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), want = (unsigned)dnnl_cpu_isa_avx512_core;
-    return (isa & want) == want;
-}
-
-int cpu_has_amx(void)
-{
-    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), want = (unsigned)dnnl_cpu_isa_avx512_core_amx;
-    return (isa & want) == want;
-}
+int cpu_has_bf16(void) { return has_isa(dnnl_cpu_isa_avx512_core_bf16); }
+int cpu_has_avx512(void) { return has_isa(dnnl_cpu_isa_avx512_core); }
+int cpu_has_amx(void) { return has_isa(dnnl_cpu_isa_avx512_core_amx); }
 
 DT_CLONES static int cpu_bias_add(dt_backend *be, float *y, const float *b, int rows, int cols)
 {
