@@ -484,19 +484,25 @@ END_TEST
 
 START_TEST(fast_lrn_matches_reference)
 {
-    const int shapes[][4] = {{2, 7, 3, 3}, {2, 16, 4, 4}, {1, 32, 3, 2}};
+    /* rows, channels, height, width, size, beta in hundredths. 24 x 5 x 7: planes of 35 pixels,
+     * gathered in tiles of 16, 16 and 3 (backend_cpu_lrn.c); beta 0.75 and 0.5 have their own
+     * arithmetic there, others take powf; sizes 1, 3, 5, 7 */
+    const int shapes[][6] = {{2, 7, 3, 3, 5, 75},  {2, 16, 4, 4, 5, 75}, {1, 32, 3, 2, 5, 75},
+                             {2, 24, 5, 7, 5, 75}, {2, 32, 5, 7, 3, 50}, {1, 16, 3, 3, 7, 60},
+                             {1, 5, 2, 3, 1, 75}};
     for (size_t t = 0; t < DT_ARRAY_LEN(shapes); t++) {
-        int rows = shapes[t][0], c = shapes[t][1], h = shapes[t][2], w = shapes[t][3];
+        int rows = shapes[t][0], c = shapes[t][1], h = shapes[t][2], w = shapes[t][3], size = shapes[t][4];
+        double beta = shapes[t][5] / 100.0;
         size_t n = (size_t)rows * c * h * w;
         double *x = rnd(n, 900 + t), *dy = rnd(n, 910 + t), *y = malloc(sizeof(double) * n),
                *dx = malloc(sizeof(double) * n);
         for (size_t i = 0; i < n; i++) x[i] *= 3.0;
-        ref_lrn_fwd(x, y, rows, c, h * w, 5, 0.5, 0.75, 2.0);
-        ref_lrn_bwd(x, dy, dx, rows, c, h * w, 5, 0.5, 0.75, 2.0);
+        ref_lrn_fwd(x, y, rows, c, h * w, size, 0.5, beta, 2.0);
+        ref_lrn_bwd(x, dy, dx, rows, c, h * w, size, 0.5, beta, 2.0);
         dt_layout l[3];
         int nl = layouts(c, l);
         for (int a = 0; a < nl; a++) {
-            dt_lrn_cfg cfg = {c, h, w, 5, 0.5f, 0.75f, 2.0f, l[a]};
+            dt_lrn_cfg cfg = {c, h, w, size, 0.5f, (float)beta, 2.0f, l[a]};
             void *plan = be->lrn_plan(be, &cfg);
             float *fx = dev_act(x, l[a], rows, c, h, w), *fdy = dev_act(dy, l[a], rows, c, h, w);
             float *fy = be->alloc(be, sizeof(float) * n), *fdx = be->alloc(be, sizeof(float) * n);
@@ -505,6 +511,12 @@ START_TEST(fast_lrn_matches_reference)
             ck_assert_msg(be->lrn_bwd(be, plan, rows, fx, fdy, fdx, 0.0f) == 0, "%s", dt_errmsg());
             ck_assert_msg(same_act(fdx, l[a], dx, rows, c, h, w, "dx"), "shape %zu %s: %s", t, lname(l[a]),
                           msg);
+            /* dx_beta 1 adds to what dx holds: twice dx */
+            ck_assert_msg(be->lrn_bwd(be, plan, rows, fx, fdy, fdx, 1.0f) == 0, "%s", dt_errmsg());
+            for (size_t i = 0; i < n; i++) dx[i] *= 2.0;
+            ck_assert_msg(same_act(fdx, l[a], dx, rows, c, h, w, "dx"), "shape %zu %s, dx_beta 1: %s", t,
+                          lname(l[a]), msg);
+            for (size_t i = 0; i < n; i++) dx[i] *= 0.5;
             be->plan_free(be, plan);
             be->free(be, fx), be->free(be, fdy), be->free(be, fy), be->free(be, fdx);
         }

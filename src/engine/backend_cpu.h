@@ -1,6 +1,7 @@
 /* backend_cpu.h — what the files of the CPU backend share (backend_cpu.c: memory, GEMM,
  * elementwise kernels; backend_cpu_dnnl.c: the CNN ops, on oneDNN; backend_cpu_bn.c: batch
- * normalisation, our own). Internal to them. */
+ * normalisation, our own; backend_cpu_lrn.c: LRN where
+ * oneDNN has no fast kernel, our own). Internal to them. */
 #ifndef DT_BACKEND_CPU_H
 #define DT_BACKEND_CPU_H
 
@@ -26,6 +27,11 @@ int cpu_bn_forward(const dt_bn_cfg *cfg, int n_threads, int rows, int train, con
 int cpu_bn_backward(const dt_bn_cfg *cfg, int n_threads, int rows, const float *x, const float *scale,
                     const float *mean, const float *var, const float *dy, float *dx, float dx_beta, float *dscale,
                     float *dshift);
+/* LRN in our own loops, every layout (backend_cpu_lrn.c); arguments as lrn_fwd and lrn_bwd of
+ * backend.h */
+int cpu_lrn_forward(const dt_lrn_cfg *cfg, int n_threads, int rows, const float *x, float *y);
+int cpu_lrn_backward(const dt_lrn_cfg *cfg, int n_threads, int rows, const float *x, const float *dy, float *dx,
+                     float dx_beta);
 void backend_cpu_dnnl_fini(dt_backend *be);
 /* C = alpha * op(A) op(B) + beta * C as backend.h's gemm, with A and B rounded to bf16 and the
  * products summed in fp32 (oneDNN's matmul) */
