@@ -211,6 +211,13 @@ END_TEST
 static dt_backend *be;
 
 static void be_setup(void) { ck_assert_int_eq(backend_cpu_create(&be, 2), 0); }
+/* the CPU backend keeping activations in nChw16c, its choice on CPUs with AVX-512, on every CPU */
+static void be_setup_blocked(void)
+{
+    dt_backend_opts o = {.n_threads = 2, .device = -1, .channels_last = -1};
+    ck_assert_int_eq(backend_cpu_create_with(&be, &o), 0);
+    ck_assert_int_eq(be->layout_for(be, 32, 4, 4), DT_LAYOUT_BLOCK16);
+}
 /* the CPU backend keeping activations channels last, as it does under bf16 on a CPU with AMX */
 static void be_setup_nhwc(void)
 {
@@ -815,7 +822,7 @@ int main(void)
     tcase_add_test(fast, fast_batchnorm_matches_reference);
     tcase_add_test(fast, batchnorm_precise_on_resnet20_layers);
     tcase_add_test(fast, fast_lrn_matches_reference);
-    tcase_add_checked_fixture(net, be_setup, be_teardown);
+    tcase_add_checked_fixture(net, be_setup_blocked, be_teardown);
     tcase_add_test(net, residual_net_matches_reference);
     tcase_add_test(net, concat_equals_one_wide_conv);
     tcase_add_test(net, frozen_layers_pass_gradients_only);

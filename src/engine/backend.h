@@ -286,7 +286,7 @@ typedef struct dt_backend_opts {
     int exact;     /* --gpu-exact: only convolution algorithms whose sums are as exact as the CPU's */
     long workspace_mb; /* --gpu-workspace: the most a convolution algorithm may use (0: the default) */
     int precision;     /* --precision: DT_PRECISION_*: what a backend's GEMMs and convolutions take as inputs */
-    int channels_last; /* CPU: 1 keeps activations NHWC where it would block them (tests); 0 its own choice */
+    int channels_last; /* CPU: 1 keeps activations of 16k channels NHWC, -1 nChw16c (tests); 0 its own choice */
 } dt_backend_opts;
 
 /* --precision: what GEMMs and convolutions multiply in. bf16: inputs rounded to bfloat16 (to

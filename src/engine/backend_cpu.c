@@ -412,7 +412,8 @@ int backend_cpu_create_with(dt_backend **out, const dt_backend_opts *o)
      * its pooling has no kernel for nChw16c (AVX2's take nChw8c or NHWC) and falls back to its
      * reference code: cifar-quick trained at 110 samples/s on an AVX2 EPYC, 590 in NHWC (resnet20
      * +8%, 1 thread) */
-    impl->nhwc = o->channels_last == 1 || (impl->bf16 && cpu_has_amx()) || !cpu_has_avx512();
+    impl->nhwc = o->channels_last == 1 ||
+                 (o->channels_last == 0 && ((impl->bf16 && cpu_has_amx()) || !cpu_has_avx512()));
     be->name = "cpu";
     be->host_memory = 1;
     be->n_threads = n_threads < 1 ? 1 : n_threads;
