@@ -343,9 +343,9 @@ START_TEST(fast_pool_matches_reference)
 {
     dt_rng r;
     rng_seed(&r, 8, 1);
-    const int chans[] = {3, 16, 32};
+    const int chans[] = {3, 16, 20, 32}; /* 3 and 20: NCHW, in our loops (backend_cpu_pool.c) */
     for (int t = 0; t < 24; t++) {
-        ref_pool g = {.max = t % 2, .rows = pick(&r, 1, 3), .c = chans[pick(&r, 0, 2)], .h = pick(&r, 4, 12),
+        ref_pool g = {.max = t % 2, .rows = pick(&r, 1, 3), .c = chans[pick(&r, 0, 3)], .h = pick(&r, 4, 12),
                       .w = pick(&r, 4, 12)};
         g.kh = g.kw = pick(&r, 1, 4);
         g.sh = g.sw = pick(&r, 1, 3);
@@ -355,6 +355,8 @@ START_TEST(fast_pool_matches_reference)
         size_t nx = (size_t)g.rows * g.c * g.h * g.w, ny = (size_t)g.rows * g.c * g.oh * g.ow;
         double *x = rnd(nx, 600 + t), *dy = rnd(ny, 700 + t), *y = malloc(sizeof(double) * ny),
                *dx = malloc(sizeof(double) * nx);
+        if (t % 3 == 0) /* ties, as after a ReLU: a max pool's gradient goes to the first largest value */
+            for (size_t i = 0; i < nx; i++) x[i] = x[i] < 0.0 ? 0.0 : floor(x[i] * 2.0);
         ref_pool_fwd(&g, x, y);
         ref_pool_bwd(&g, x, dy, dx);
         dt_layout l[3];
@@ -374,6 +376,14 @@ START_TEST(fast_pool_matches_reference)
             ck_assert_msg(same_act(fy, l[a], y, g.rows, g.c, g.oh, g.ow, "y"), "%s: %s", what, msg);
             ck_assert_msg(be->pool_bwd(be, plan, g.rows, fdy, fdx, 0.0f) == 0, "%s: %s", what, dt_errmsg());
             ck_assert_msg(same_act(fdx, l[a], dx, g.rows, g.c, g.h, g.w, "dx"), "%s: %s", what, msg);
+            /* dx_beta 1 adds to what dx holds: twice dx */
+            ck_assert_msg(be->pool_bwd(be, plan, g.rows, fdy, fdx, 1.0f) == 0, "%s: %s", what, dt_errmsg());
+            for (size_t i = 0; i < nx; i++) dx[i] *= 2.0;
+            ck_assert_msg(same_act(fdx, l[a], dx, g.rows, g.c, g.h, g.w, "dx"), "%s, dx_beta 1: %s", what, msg);
+            for (size_t i = 0; i < nx; i++) dx[i] *= 0.5;
+            /* evaluation's forward keeps no argmax and leaves training's alone */
+            ck_assert_msg(be->pool_fwd(be, plan, g.rows, 0, fx, fy) == 0, "%s: %s", what, dt_errmsg());
+            ck_assert_msg(same_act(fy, l[a], y, g.rows, g.c, g.oh, g.ow, "y"), "%s, evaluation: %s", what, msg);
             be->plan_free(be, plan);
             be->free(be, fx), be->free(be, fdy), be->free(be, fy), be->free(be, fdx);
         }

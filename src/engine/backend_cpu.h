@@ -1,7 +1,7 @@
 /* backend_cpu.h — what the files of the CPU backend share (backend_cpu.c: memory, GEMM,
  * elementwise kernels; backend_cpu_dnnl.c: the CNN ops, on oneDNN; backend_cpu_bn.c: batch
  * normalisation, our own; backend_cpu_lrn.c: LRN where
- * oneDNN has no fast kernel, our own). Internal to them. */
+ * oneDNN has no fast kernel, and backend_cpu_pool.c: NCHW pooling, our own). Internal to them. */
 #ifndef DT_BACKEND_CPU_H
 #define DT_BACKEND_CPU_H
 
@@ -32,6 +32,12 @@ int cpu_bn_backward(const dt_bn_cfg *cfg, int n_threads, int rows, const float *
 int cpu_lrn_forward(const dt_lrn_cfg *cfg, int n_threads, int rows, const float *x, float *y);
 int cpu_lrn_backward(const dt_lrn_cfg *cfg, int n_threads, int rows, const float *x, const float *dy, float *dx,
                      float dx_beta);
+/* pooling of NCHW activations in our own loops (backend_cpu_pool.c): forward as pool_fwd of
+ * backend.h, argmax (max pooling in training; else NULL) receiving where each maximum came from,
+ * which backward takes */
+int cpu_pool_forward(const dt_pool_cfg *cfg, int n_threads, int rows, const float *x, float *y, int32_t *argmax);
+int cpu_pool_backward(const dt_pool_cfg *cfg, int n_threads, int rows, const int32_t *argmax, const float *dy,
+                      float *dx, float dx_beta);
 void backend_cpu_dnnl_fini(dt_backend *be);
 /* C = alpha * op(A) op(B) + beta * C as backend.h's gemm, with A and B rounded to bf16 and the
  * products summed in fp32 (oneDNN's matmul) */

@@ -4,7 +4,7 @@
  * im2col + OpenBLAS sgemm on the CIFAR nets' layers, so convolution, pooling and LRN use oneDNN;
  * batch norm's plans live here but its kernels are ours (backend_cpu_bn.c: oneDNN's sums are
  * float), and so are LRN's outside nChw16c and wherever oneDNN has only its reference code for it
- * (backend_cpu_lrn.c). Activations whose channels are a multiple of 16 stay in oneDNN's blocked layout
+ * (backend_cpu_lrn.c) and pooling's in NCHW, where oneDNN has no JIT kernel (backend_cpu_pool.c). Activations whose channels are a multiple of 16 stay in oneDNN's blocked layout
  * (nChw16c) from layer to layer, so no layer pays a reorder in and out the way frameworks that
  * keep NCHW do; under --precision bf16 on a CPU with AMX they stay channels-last (NHWC) instead,
  * the layout oneDNN's AMX convolutions take, and so on CPUs without AVX-512, where oneDNN's
@@ -175,6 +175,7 @@ typedef struct pool_entry {
     dnnl_primitive_t fwd_train, fwd_infer, bwd;
     dnnl_memory_t src, dst, ws, d_src, d_dst;
     float *tmp;
+    int32_t *arg; /* NCHW max pooling in our loops: where each max came from (backend_cpu_pool.c) */
 } pool_entry;
 
 typedef struct lrn_entry {
@@ -468,6 +469,10 @@ static int pool_entry_make(dt_backend *be, const dt_pool_cfg *c, int rows, pool_
     dnnl_alg_kind_t alg = c->max ? dnnl_pooling_max : dnnl_pooling_avg_exclude_padding;
     int rc = -1;
     e->rows = rows;
+    if (c->layout == DT_LAYOUT_PLAIN) { /* our loops */
+        if (c->max && !(e->arg = dt_alloc((size_t)rows * c->c * c->oh * c->ow * sizeof *e->arg))) return -1;
+        return 0;
+    }
     md4(&src, rows, c->c, c->h, c->w, c->layout);
     md4(&dst, rows, c->c, c->oh, c->ow, c->layout);
     DN(dnnl_pooling_forward_desc_init(&ft, dnnl_forward_training, alg, &src, &dst, st, k, pl, pr), "pooling");
@@ -521,6 +526,8 @@ static int cpu_pool_fwd(dt_backend *be, void *pv, int rows, int train, const flo
     plan *p = pv;
     if (rows <= 0) return 0;
     GET_ENTRY(pool_entry, pool_entry_make, pool)
+    if (p->cfg.pool.layout == DT_LAYOUT_PLAIN) /* oneDNN's is its generic simple_nchw: backend_cpu_pool.c */
+        return cpu_pool_forward(&p->cfg.pool, be->n_threads, rows, x, y, train ? e->arg : NULL);
     set(e->src, x), set(e->dst, y);
     dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_DST, e->dst}, {DNNL_ARG_WORKSPACE, e->ws}};
     return train ? run(be, e->fwd_train, e->ws ? 3 : 2, a, "pooling") : run(be, e->fwd_infer, 2, a, "pooling");
@@ -532,6 +539,7 @@ static int cpu_pool_bwd(dt_backend *be, void *pv, int rows, const float *dy, flo
     const dt_pool_cfg *c = &p->cfg.pool;
     if (rows <= 0) return 0;
     GET_ENTRY(pool_entry, pool_entry_make, pool)
+    if (c->layout == DT_LAYOUT_PLAIN) return dx ? cpu_pool_backward(c, be->n_threads, rows, e->arg, dy, dx, dx_beta) : 0;
     size_t n = be->act_size(be, c->layout, rows, c->c, c->h, c->w);
     float *out = dx_target(dx, dx_beta, &e->tmp, n);
     if (!out) return -1;
@@ -548,6 +556,7 @@ static void pool_entry_free(pool_entry *e)
     dnnl_memory_t ms[] = {e->src, e->dst, e->ws, e->d_src, e->d_dst};
     destroy_all(ps, DT_ARRAY_LEN(ps), ms, DT_ARRAY_LEN(ms));
     dt_free(e->tmp);
+    dt_free(e->arg);
     free(e);
 }
 
