@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/backend_cpu.h"
 #include "engine/net.h"
 #include "ref.h"
 #include "rng.h"
@@ -532,6 +533,18 @@ START_TEST(fast_lrn_matches_reference)
             ck_assert_msg(be->lrn_bwd(be, plan, rows, fx, fdy, fdx, 1.0f) == 0, "%s", dt_errmsg());
             for (size_t i = 0; i < n; i++) dx[i] *= 2.0;
             ck_assert_msg(same_act(fdx, l[a], dx, rows, c, h, w, "dx"), "shape %zu %s, dx_beta 1: %s", t,
+                          lname(l[a]), msg);
+            for (size_t i = 0; i < n; i++) dx[i] *= 0.5;
+            /* dtrain's own loops, which the backend takes where oneDNN has only its reference code */
+            ck_assert_msg(cpu_lrn_forward(&cfg, 2, rows, fx, fy) == 0, "%s", dt_errmsg());
+            ck_assert_msg(same_act(fy, l[a], y, rows, c, h, w, "y"), "shape %zu %s, our loops: %s", t, lname(l[a]),
+                          msg);
+            ck_assert_msg(cpu_lrn_backward(&cfg, 2, rows, fx, fdy, fdx, 0.0f) == 0, "%s", dt_errmsg());
+            ck_assert_msg(same_act(fdx, l[a], dx, rows, c, h, w, "dx"), "shape %zu %s, our loops: %s", t,
+                          lname(l[a]), msg);
+            ck_assert_msg(cpu_lrn_backward(&cfg, 2, rows, fx, fdy, fdx, 1.0f) == 0, "%s", dt_errmsg());
+            for (size_t i = 0; i < n; i++) dx[i] *= 2.0;
+            ck_assert_msg(same_act(fdx, l[a], dx, rows, c, h, w, "dx"), "shape %zu %s, our loops, dx_beta 1: %s", t,
                           lname(l[a]), msg);
             for (size_t i = 0; i < n; i++) dx[i] *= 0.5;
             be->plan_free(be, plan);

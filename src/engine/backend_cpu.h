@@ -1,7 +1,7 @@
 /* backend_cpu.h — what the files of the CPU backend share (backend_cpu.c: memory, GEMM,
- * elementwise kernels; backend_cpu_dnnl.c: the CNN ops, on oneDNN; backend_cpu_bn.c: batch
- * normalisation, our own; backend_cpu_lrn.c: LRN where
- * oneDNN has no fast kernel, and backend_cpu_pool.c: NCHW pooling, our own). Internal to them. */
+ * elementwise kernels; backend_cpu_dnnl.c: the CNN ops, on oneDNN; our own loops where oneDNN's
+ * do not serve: backend_cpu_bn.c batch normalisation, backend_cpu_lrn.c LRN where oneDNN has no
+ * fast kernel, backend_cpu_pool.c NCHW pooling). Internal to them. */
 #ifndef DT_BACKEND_CPU_H
 #define DT_BACKEND_CPU_H
 
@@ -27,8 +27,8 @@ int cpu_bn_forward(const dt_bn_cfg *cfg, int n_threads, int rows, int train, con
 int cpu_bn_backward(const dt_bn_cfg *cfg, int n_threads, int rows, const float *x, const float *scale,
                     const float *mean, const float *var, const float *dy, float *dx, float dx_beta, float *dscale,
                     float *dshift);
-/* LRN in our own loops, every layout (backend_cpu_lrn.c); arguments as lrn_fwd and lrn_bwd of
- * backend.h */
+/* LRN in our own loops, every layout (backend_cpu_lrn.c; taken where oneDNN has only its
+ * reference code); arguments as lrn_fwd and lrn_bwd of backend.h */
 int cpu_lrn_forward(const dt_lrn_cfg *cfg, int n_threads, int rows, const float *x, float *y);
 int cpu_lrn_backward(const dt_lrn_cfg *cfg, int n_threads, int rows, const float *x, const float *dy, float *dx,
                      float dx_beta);
