@@ -25,7 +25,7 @@
 /* Elementwise loops over large arrays run on oneDNN's OpenMP pool (the backend's threads), each
  * thread on a contiguous range through a kernel compiled for the CPU's vector width. Below
  * PAR_MIN elements the loop stays on the calling thread: waking the pool costs more. */
-#define PAR_MIN 32768
+#define PAR_MIN CPU_PAR_MIN
 
 #define PAR_RANGE(be, n, body)                                                                                         \
     do {                                                                                                               \

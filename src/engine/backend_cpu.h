@@ -9,6 +9,13 @@
 
 #include "backend.h"
 
+/* Loops over fewer than CPU_PAR_MIN values stay on the calling thread: waking the pool costs more */
+#define CPU_PAR_MIN 32768
+static inline int cpu_threads_for(int n_threads, size_t work)
+{
+    return work >= CPU_PAR_MIN && n_threads > 1 ? n_threads : 1;
+}
+
 typedef struct cpu_impl {
     dnnl_engine_t eng;
     dnnl_stream_t stream;

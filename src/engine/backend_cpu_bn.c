@@ -201,7 +201,7 @@ static int chunked_sums(const bn_geom *g, int n_threads, sum_kind kind, const fl
     size_t per = 3 * (size_t)g->c;
     double *part = calloc((size_t)nk * per, sizeof *part);
     if (!part) return dt_fail("out of memory");
-    int nt = (size_t)g->rows * g->c * g->hw >= 32768 ? n_threads : 1;
+    int nt = cpu_threads_for(n_threads, (size_t)g->rows * g->c * g->hw);
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int k = 0; k < nk; k++) {
         double *s1 = part + (size_t)k * per, *s2 = s1 + g->c, *s3 = s2 + g->c;
@@ -226,7 +226,7 @@ static int chunked_sums(const bn_geom *g, int n_threads, sum_kind kind, const fl
 /* row ranges of the elementwise passes, one per thread */
 #define PAR_ROWS(rows, work, n_threads, body)                                                                         \
     do {                                                                                                               \
-        int nt_ = (work) >= 32768 ? (n_threads) : 1;                                                                   \
+        int nt_ = cpu_threads_for((n_threads), (work));                                                                \
         _Pragma("omp parallel for schedule(static) num_threads(nt_)") for (int t_ = 0; t_ < nt_; t_++) {               \
             int r0 = chunk_lo(rows, nt_, t_), r1 = chunk_lo(rows, nt_, t_ + 1);                                        \
             body;                                                                                                      \

@@ -125,7 +125,7 @@ static int lrn_run(const dt_lrn_cfg *g, int n_threads, int rows, const float *x,
     if (rows <= 0) return 0;
     const long per_row = (hw + TILE - 1) / TILE, items = (long)rows * per_row;
     const size_t scratch = scratch_floats(&k) + (direct ? 0 : 3 * (size_t)TILE * C);
-    int nt = (size_t)rows * C * hw >= 32768 && n_threads > 1 ? n_threads : 1;
+    int nt = cpu_threads_for(n_threads, (size_t)rows * C * hw);
     if (nt > items) nt = (int)items;
     float *buf = calloc((size_t)nt * scratch, sizeof *buf);
     if (!buf) return dt_fail("out of memory for LRN's scratch (%zu floats)", (size_t)nt * scratch);

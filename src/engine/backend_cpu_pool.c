@@ -58,6 +58,7 @@ DT_CLONES static void plane_fwd(const dt_pool_cfg *g, const float *restrict x, f
     int jlo = (g->pl + g->sw - 1) / g->sw, jhi = g->w - g->kw + g->pl < 0 ? 0 : (g->w - g->kw + g->pl) / g->sw + 1;
     if (jhi > g->ow) jhi = g->ow;
     if (jlo > jhi) jlo = jhi;
+    int32_t a[jhi > 0 ? jhi : 1]; /* the interior columns' argmax (also when arg is NULL) */
     for (int i = 0; i < g->oh; i++) {
         int h0, h1, w0, w1;
         window(g, i, 0, &h0, &h1, &w0, &w1);
@@ -66,7 +67,6 @@ DT_CLONES static void plane_fwd(const dt_pool_cfg *g, const float *restrict x, f
         if (jlo == jhi) continue;
         float *yr = y + (size_t)i * g->ow;
         int32_t *ar = arg ? arg + (size_t)i * g->ow : NULL;
-        int32_t a[jhi > 0 ? jhi : 1];
         if (h0 >= h1) { /* a row of windows wholly in the padding */
             for (int j = jlo; j < jhi; j++) yr[j] = 0.0f, a[j] = -1;
         } else if (g->max) {
@@ -127,14 +127,12 @@ DT_CLONES static void plane_bwd(const dt_pool_cfg *g, const int32_t *restrict ar
         }
 }
 
-static int threads_for(int n_threads, size_t work) { return work >= 32768 && n_threads > 1 ? n_threads : 1; }
-
 int cpu_pool_forward(const dt_pool_cfg *cfg, int n_threads, int rows, const float *x, float *y, int32_t *argmax)
 {
     if (cfg->layout != DT_LAYOUT_PLAIN) return dt_fail("pooling: our loops take NCHW only");
     long planes = (long)rows * cfg->c;
     size_t in = (size_t)cfg->h * cfg->w, out = (size_t)cfg->oh * cfg->ow;
-    int nt = threads_for(n_threads, (size_t)planes * in);
+    int nt = cpu_threads_for(n_threads, (size_t)planes * in);
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (long p = 0; p < planes; p++)
         plane_fwd(cfg, x + (size_t)p * in, y + (size_t)p * out, argmax ? argmax + (size_t)p * out : NULL);
@@ -148,7 +146,7 @@ int cpu_pool_backward(const dt_pool_cfg *cfg, int n_threads, int rows, const int
     if (cfg->max && !argmax) return dt_fail("max pooling backward without a training forward");
     long planes = (long)rows * cfg->c;
     size_t in = (size_t)cfg->h * cfg->w, out = (size_t)cfg->oh * cfg->ow;
-    int nt = threads_for(n_threads, (size_t)planes * in);
+    int nt = cpu_threads_for(n_threads, (size_t)planes * in);
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (long p = 0; p < planes; p++)
         plane_bwd(cfg, cfg->max ? argmax + (size_t)p * out : NULL, dy + (size_t)p * out, dx + (size_t)p * in,
