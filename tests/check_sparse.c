@@ -274,6 +274,70 @@ START_TEST(topk_sampled)
 }
 END_TEST
 
+/* A diverging run's gradient holds NaN and infinities: every selection still takes exactly k valid
+ * pairs, ranked as the GPU's radix sort ranks them (the bits of |v|: NaN above infinity above the
+ * rest; ties to the lower index). */
+static uint32_t key_of(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return u & 0x7fffffffu;
+}
+
+static const float *key_base;
+static int key_desc(const void *x, const void *y)
+{
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y, ka = key_of(key_base[a]), kb = key_of(key_base[b]);
+    return ka != kb ? (ka > kb ? -1 : 1) : (a > b) - (a < b);
+}
+
+static int by_i(const void *x, const void *y)
+{
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    return (a > b) - (a < b);
+}
+
+START_TEST(topk_nonfinite)
+{
+    const size_t sizes[] = {1000, 300001}, ks[] = {3, 40, 900};
+    dt_topk *t;
+    ck_assert_int_eq(topk_create(&t, 300001, 900), 0);
+    float *a = malloc(sizeof(float) * 300001);
+    uint32_t *ix = malloc(sizeof(uint32_t) * 300001);
+    dt_pair *got = malloc(sizeof(dt_pair) * 1800), *tmp = malloc(sizeof(dt_pair) * 2700);
+    for (size_t si = 0; si < 2; si++)
+        for (size_t ki = 0; ki < 3; ki++)
+            for (int sampled = 0; sampled < 2; sampled++) {
+                size_t n = sizes[si], k = ks[ki];
+                fill(a, n, 40 + si, 0);
+                for (size_t i = 7; i < n; i += n / 9) a[i] = i % 2 ? NAN : -NAN; /* 9 or 10 of them */
+                a[n / 3] = INFINITY, a[n / 2] = -INFINITY;
+                for (size_t j = 0; j < 2 * k; j++) got[j] = (dt_pair){0xffffffffu, 0.0f};
+                if (sampled) ck_assert_int_eq(topk_select_sampled(t, a, n, k, got), 0);
+                else ck_assert_int_eq(topk_select(t, a, n, k, got), 0);
+                for (size_t j = 0; j < k; j++) {
+                    ck_assert_msg(got[j].i < n, "n %zu k %zu%s: pair %zu of %zu not set", n, k,
+                                  sampled ? " sampled" : "", j, k);
+                    if (j) ck_assert(got[j - 1].i < got[j].i);
+                }
+                if (sampled) continue; /* its selection is only close to the k largest by definition */
+                for (size_t i = 0; i < n; i++) ix[i] = (uint32_t)i;
+                key_base = a;
+                qsort(ix, n, sizeof *ix, key_desc);
+                qsort(ix, k, sizeof *ix, by_i);
+                for (size_t j = 0; j < k; j++)
+                    ck_assert_msg(got[j].i == ix[j], "n %zu k %zu: pair %zu is index %u, not %u", n, k, j, got[j].i,
+                                  ix[j]);
+                /* gTop-k's merge of two such lists: min(k, union) pairs, NaN sums first */
+                size_t m = sparse_merge_topk(got, k, got, k, k, tmp, tmp + k);
+                ck_assert_uint_eq(m, k);
+                for (size_t j = 0; j < k; j++) ck_assert(tmp[j].i == ix[j]);
+            }
+    free(a), free(ix), free(got), free(tmp);
+    topk_destroy(t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sparse");
@@ -281,6 +345,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, topk_equals_full_sort);
     tcase_add_test(tc, topk_sampled);
+    tcase_add_test(tc, topk_nonfinite);
     tcase_add_test(tc, merge_equals_brute_force);
     tcase_add_test(tc, costs_measured);
     tcase_add_test(tc, tern_values_and_packing);

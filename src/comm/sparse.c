@@ -16,10 +16,20 @@ struct dt_topk {
     int scans;
 };
 
+/* |v| as an ordered key: its bits, so NaN ranks above infinity above every number, as the GPU's
+ * radix sort ranks it (cuda/elementwise.h, ew_topk_key). Among numbers the order of |v| itself; a
+ * diverging run's NaN still leaves a total order, and every selection takes exactly k. */
+static inline uint32_t mag_key(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return u & 0x7fffffffu;
+}
+
 /* "a before b" when a is larger: |v| descending, index ascending */
 static inline int before(const dt_pair *a, const dt_pair *b)
 {
-    float x = fabsf(a->v), y = fabsf(b->v);
+    uint32_t x = mag_key(a->v), y = mag_key(b->v);
     return x > y || (x == y && a->i < b->i);
 }
 
@@ -59,7 +69,7 @@ void pairs_select(dt_pair *p, size_t n, size_t k)
         for (size_t j = i; j > lo && before(&p[j], &p[j - 1]); j--) swap(&p[j], &p[j - 1]);
 }
 
-/* The k-th largest of x[0..n) (1-based k), reordering x. */
+/* The k-th largest of x[0..n) by mag_key (1-based k), reordering x. */
 static float kth_largest(float *x, size_t n, size_t k)
 {
     size_t lo = 0, hi = n, want = k - 1; /* position of the answer in descending order */
@@ -69,14 +79,17 @@ static float kth_largest(float *x, size_t n, size_t k)
         float a = x[lo + rng_hash(state, 1) % span], b = x[lo + rng_hash(state, 2) % span],
               c = x[lo + rng_hash(state, 3) % span];
         state = rng_hash(state, 4);
-        float pivot = a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+        uint32_t ka = mag_key(a), kb = mag_key(b), kc = mag_key(c);
+        float pivot = ka > kb ? (kb > kc ? b : (ka > kc ? c : a)) : (ka > kc ? a : (kb > kc ? c : b));
+        uint32_t kp = mag_key(pivot);
         size_t lt = lo, i = lo, gt = hi; /* [lo,lt) > pivot, [lt,gt) == pivot, [gt,hi) < pivot */
         while (i < gt) {
-            if (x[i] > pivot) {
+            uint32_t ki = mag_key(x[i]);
+            if (ki > kp) {
                 float t = x[lt];
                 x[lt++] = x[i];
                 x[i++] = t;
-            } else if (x[i] < pivot) {
+            } else if (ki < kp) {
                 float t = x[--gt];
                 x[gt] = x[i];
                 x[i] = t;
@@ -100,12 +113,12 @@ static size_t keep_largest_in_order(const dt_pair *in, size_t n, size_t k, dt_pa
         return n;
     }
     for (size_t i = 0; i < n; i++) mag[i] = fabsf(in[i].v);
-    float thr = kth_largest(mag, n, k);
+    uint32_t thr = mag_key(kth_largest(mag, n, k));
     size_t above = 0;
-    for (size_t i = 0; i < n; i++) above += fabsf(in[i].v) > thr;
+    for (size_t i = 0; i < n; i++) above += mag_key(in[i].v) > thr;
     size_t ties = k - above, o = 0;
     for (size_t i = 0; i < n && o < k; i++) {
-        float m = fabsf(in[i].v);
+        uint32_t m = mag_key(in[i].v);
         if (m > thr || (m == thr && ties > 0)) {
             if (m == thr) ties--;
             out[o++] = in[i];
@@ -149,12 +162,13 @@ void topk_destroy(dt_topk *t)
 
 int topk_last_scans(const dt_topk *t) { return t->scans; }
 
-/* one scan: pairs with |a| >= thr into the candidate buffer; returns the count, or cap+1 if more */
+/* one scan: pairs with |a| >= thr (by mag_key) into the candidate buffer; returns the count, or cap+1 if more */
 static size_t collect(dt_topk *t, const float *a, size_t n, float thr)
 {
     size_t c = 0;
+    uint32_t kt = mag_key(thr);
     for (size_t i = 0; i < n; i++)
-        if (fabsf(a[i]) >= thr) {
+        if (mag_key(a[i]) >= kt) {
             if (c == t->cap) return t->cap + 1;
             t->cand[c].i = (uint32_t)i;
             t->cand[c].v = a[i];
@@ -168,12 +182,12 @@ static int exact_over_all(const float *a, size_t n, size_t k, dt_pair *out)
     float *mag = dt_alloc(sizeof(float) * n);
     if (!mag) return -1;
     for (size_t i = 0; i < n; i++) mag[i] = fabsf(a[i]);
-    float thr = kth_largest(mag, n, k);
+    uint32_t thr = mag_key(kth_largest(mag, n, k));
     size_t above = 0, o = 0;
-    for (size_t i = 0; i < n; i++) above += fabsf(a[i]) > thr;
+    for (size_t i = 0; i < n; i++) above += mag_key(a[i]) > thr;
     size_t ties = k - above;
     for (size_t i = 0; i < n && o < k; i++) {
-        float m = fabsf(a[i]);
+        uint32_t m = mag_key(a[i]);
         if (m > thr || (m == thr && ties > 0)) {
             if (m == thr) ties--;
             out[o++] = (dt_pair){(uint32_t)i, a[i]};
