@@ -302,6 +302,14 @@ static int cu_scale(dt_backend *be, float *x, float a, size_t n)
     return cuda_launched(cuk_scale(S(be), x, a, n), "scale", "%zu elements", n);
 }
 
+static int cu_bn_running(dt_backend *be, float *rmean, float *rvar, const float *mean, const float *var, size_t n,
+                         float m, double unbias)
+{
+    ENTER(be);
+    return cuda_launched(cuk_bn_running(S(be), rmean, rvar, mean, var, n, m, unbias), "batch norm's running statistics",
+                         "%zu channels", n);
+}
+
 static int cu_grad_unscale(dt_backend *be, float *g, size_t n, float a, int32_t *flag)
 {
     ENTER(be);
@@ -734,6 +742,7 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     be->sgd_step = cu_sgd_step;
     be->scale = cu_scale;
     be->grad_unscale = cu_grad_unscale;
+    be->bn_running = cu_bn_running;
     be->add = cu_add;
     be->wire_encode = cu_wire_encode;
     be->wire_decode = cu_wire_decode;

@@ -130,6 +130,8 @@ int cuk_to_lowp(cudaStream_t s, int fp16, const float *x, size_t rows, size_t co
 int cuk_from_lowp(cudaStream_t s, int fp16, float *y, const uint16_t *v, size_t n, float beta);
 /* loss scaling: g *= a; *flag (device) = 1 where a result is not finite */
 int cuk_unscale(cudaStream_t s, float *g, float a, size_t n, int32_t *flag);
+int cuk_bn_running(cudaStream_t s, float *rmean, float *rvar, const float *mean, const float *var, size_t n, float m,
+                   double unbias);
 int cuk_pool_fwd(cudaStream_t s, const dt_pool_cfg *c, int rows, const float *x, float *y, int *argmax);
 int cuk_pool_bwd(cudaStream_t s, const dt_pool_cfg *c, int rows, const float *dy, const int *argmax, float *dx,
                  float beta);

@@ -95,6 +95,12 @@ __global__ void k_from_lowp(int fp16, float *y, const uint16_t *v, size_t n, flo
 }
 
 // loss scaling: g *= a, *flag = 1 where a result is not finite
+__global__ void k_bn_running(float *rmean, float *rvar, const float *mean, const float *var, size_t n, float m,
+                             double unbias)
+{
+    FOR_EACH(i, n) ew_bn_running(rmean, rvar, mean, var, i, m, unbias);
+}
+
 __global__ void k_unscale(float *g, float a, size_t n, int32_t *flag)
 {
     FOR_EACH(i, n) if (ew_unscale(&g[i], a)) *flag = 1;
@@ -232,6 +238,11 @@ int cuk_from_lowp(cudaStream_t s, int fp16, float *y, const uint16_t *v, size_t 
 }
 
 int cuk_unscale(cudaStream_t s, float *g, float a, size_t n, int32_t *flag) { LAUNCH(k_unscale, n, s, g, a, n, flag); }
+int cuk_bn_running(cudaStream_t s, float *rmean, float *rvar, const float *mean, const float *var, size_t n, float m,
+                   double unbias)
+{
+    LAUNCH(k_bn_running, n, s, rmean, rvar, mean, var, n, m, unbias);
+}
 
 int cuk_pool_fwd(cudaStream_t s, const dt_pool_cfg *c, int rows, const float *x, float *y, int *argmax)
 {

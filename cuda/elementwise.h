@@ -53,7 +53,7 @@ DT_HD void ew_sgd(float *w, const float *g, float *v, size_t i, float lr, float 
     if (m == 0.0f || !v) {
         w[i] -= lr * (g[i] + wd * w[i]);
     } else if (!nesterov) {
-        float vi = m * v[i] + g[i] + wd * w[i];
+        float vi = m * v[i] + (g[i] + wd * w[i]);
         v[i] = vi;
         w[i] -= lr * vi;
     } else {
@@ -323,6 +323,15 @@ DT_HD int ew_unscale(float *x, float a)
 {
     *x = EW_MUL(*x, a);
     return (ew_bits(*x) & 0x7f800000u) == 0x7f800000u;
+}
+
+/* batch norm's running statistics of channel i (backend.h's bn_running; the CPU's bits) */
+DT_HD void ew_bn_running(float *rmean, float *rvar, const float *mean, const float *var, size_t i, float m,
+                         double unbias)
+{
+    float k = EW_SUB(1.0f, m);
+    rmean[i] = EW_ADD(EW_MUL(k, rmean[i]), EW_MUL(m, mean[i]));
+    rvar[i] = EW_ADD(EW_MUL(k, rvar[i]), EW_MUL(m, (float)((double)var[i] * unbias)));
 }
 
 /* q8: a block's scale from the largest bits of |x| over it (ew_q8_absbits; NaN above infinity), 0

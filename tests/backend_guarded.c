@@ -268,6 +268,8 @@ OP(sgd_step, (dt_backend * be, float *w, const float *gr, float *v, size_t n, fl
 OPR(scale, (dt_backend * be, float *x, float a, size_t n), (in, x, a, n),
     ((rop){.kind = R_SCALE, .p = {x}, .n = n, .f = {a}}))
 OP(grad_unscale, (dt_backend * be, float *gr, size_t n, float a, int32_t *flag), (in, gr, n, a, flag))
+OP(bn_running, (dt_backend * be, float *rm, float *rv, const float *mean, const float *var, size_t n, float m, double u),
+   (in, rm, rv, mean, var, n, m, u))
 OPR(add, (dt_backend * be, float *y, const float *x, size_t n, float beta), (in, y, x, n, beta),
     ((rop){.kind = R_ADD, .p = {y, x}, .n = n, .f = {beta}}))
 OP(to_plain, (dt_backend * be, dt_layout from, const float *x, float *y, int rows, int c, int h, int w),
@@ -1095,7 +1097,7 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
 #define WRAP(name) be->name = g_##name
     WRAP(to_device), WRAP(to_host), WRAP(copy), WRAP(sync), WRAP(gemm), WRAP(bias_add), WRAP(bias_grad);
     WRAP(relu_fwd), WRAP(relu_bwd), WRAP(dropout_fwd), WRAP(dropout_bwd), WRAP(softmax_xent_fwd);
-    WRAP(softmax_xent_bwd), WRAP(sgd_step), WRAP(scale), WRAP(grad_unscale), WRAP(add), WRAP(to_plain), WRAP(from_plain);
+    WRAP(softmax_xent_bwd), WRAP(sgd_step), WRAP(scale), WRAP(grad_unscale), WRAP(add), WRAP(bn_running), WRAP(to_plain), WRAP(from_plain);
     WRAP(layout_for), WRAP(act_size), WRAP(conv_plan), WRAP(conv_fwd), WRAP(conv_bwd), WRAP(pool_plan);
     WRAP(pool_fwd), WRAP(pool_bwd), WRAP(bn_plan), WRAP(bn_fwd), WRAP(bn_bwd), WRAP(lrn_plan), WRAP(lrn_fwd);
     WRAP(lrn_bwd), WRAP(plan_free), WRAP(shortcut_fwd), WRAP(shortcut_bwd), WRAP(wire_encode), WRAP(wire_decode);

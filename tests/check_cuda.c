@@ -145,6 +145,19 @@ START_TEST(elementwise)
         OK(gpu->add(gpu, dyy, dx_, n, betas[i]));
         expect(dyy, yy, n, 1e-6, "add");
     }
+    /* batch norm's running statistics: the CPU's bits */
+    {
+        size_t c = 517;
+        float *rm = randv(c, 14, -1, 1), *rv = randv(c, 15, 0.1f, 2), *mean = randv(c, 16, -1, 1),
+              *var = randv(c, 17, 0, 3);
+        float *drm = up(rm, c * 4), *drv = up(rv, c * 4), *dmean = up(mean, c * 4), *dvar = up(var, c * 4);
+        OK(cpu->bn_running(cpu, rm, rv, mean, var, c, 0.1f, 4096.0 / 4095.0));
+        OK(gpu->bn_running(gpu, drm, drv, dmean, dvar, c, 0.1f, 4096.0 / 4095.0));
+        expect(drm, rm, c, 0.0, "running mean");
+        expect(drv, rv, c, 0.0, "running variance");
+        gpu->free(gpu, drm), gpu->free(gpu, drv), gpu->free(gpu, dmean), gpu->free(gpu, dvar);
+        free(rm), free(rv), free(mean), free(var);
+    }
     /* SGD: plain, momentum, Nesterov */
     for (int v = 0; v < 3; v++) {
         size_t np = 1037;

@@ -103,6 +103,25 @@ START_TEST(optimizer_and_vectors)
         for (size_t i = 0; i < n; i++) yt[i] = ew_add(yt[i], x[i], betas[b]);
         CLOSE(yt, y, n, 1e-7, "add");
     }
+    /* batch norm's running statistics: bit for bit (the unbiasing in double, nothing fused) */
+    for (int k = 0; k < 3; k++) {
+        float *rm = randv(n, 20 + k, -1, 1), *rv = randv(n, 30 + k, 0.1f, 2), *mean = randv(n, 40 + k, -1, 1),
+              *var = randv(n, 50 + k, 0, 3), *rmt = dup(rm, n), *rvt = dup(rv, n);
+        const float m = k == 0 ? 0.1f : k == 1 ? 0.01f : 1.0f;
+        const double unbias = k == 2 ? 100.0 / 99.0 : 2048.0 / 2047.0; /* m 1: the product itself */
+        float *rm0 = dup(rm, n), *rv0 = dup(rv, n);
+        cpu->bn_running(cpu, rm, rv, mean, var, n, m, unbias);
+        for (size_t i = 0; i < n; i++) ew_bn_running(rmt, rvt, mean, var, i, m, unbias);
+        SAME(rmt, rm, n, "running mean");
+        SAME(rvt, rv, n, "running variance");
+        for (size_t i = 0; i < n; i++) { /* the contract's formula, each step rounded to float */
+            volatile float a = (1.0f - m) * rm0[i], b = m * mean[i], c = (1.0f - m) * rv0[i],
+                           d = m * (float)((double)var[i] * unbias);
+            ck_assert_msg(rm[i] == a + b && rv[i] == c + d, "channel %zu: running statistics (%g, %g), not (%g, %g)", i,
+                          rm[i], rv[i], a + b, c + d);
+        }
+        free(rm), free(rv), free(mean), free(var), free(rmt), free(rvt), free(rm0), free(rv0);
+    }
     /* bias gradient: per column in row order, bit for bit */
     const int rows = 7, cols = 33;
     float *dy = randv((size_t)rows * cols, 10, -1, 1);

@@ -135,6 +135,12 @@ struct dt_backend {
     int (*scale)(dt_backend *be, float *x, float a, size_t n);
     /* y = beta * y + x */
     int (*add)(dt_backend *be, float *y, const float *x, size_t n, float beta);
+    /* Batch norm's running statistics after a training forward (PyTorch's; ABI 13), on n channels:
+     * rmean = (1-m) rmean + m mean, rvar = (1-m) rvar + m (float)(var unbias), var unbias in double,
+     * every other product and sum in float and rounded on its own (no fused multiply-add), so every
+     * backend gives the same bits. On the device: a recorded pass (--gpu-graph) keeps it. */
+    int (*bn_running)(dt_backend *be, float *rmean, float *rvar, const float *mean, const float *var, size_t n,
+                      float momentum, double unbias);
     /* Loss scaling (--precision fp16): g *= a, and *flag (an int32 in the backend's memory) set to 1
      * if any g[i] is then not finite (left as it is otherwise) */
     int (*grad_unscale)(dt_backend *be, float *g, size_t n, float a, int32_t *flag);
@@ -319,7 +325,7 @@ typedef struct dt_backend_desc {
 
 /* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
  * which returns NULL when it was built for another ABI. */
-#define DT_BACKEND_ABI 12
+#define DT_BACKEND_ABI 13
 typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
 
 /* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise

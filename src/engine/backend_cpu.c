@@ -286,7 +286,7 @@ DT_CLONES static void sgd_step(float *restrict w, const float *restrict g, float
     } else if (!nesterov) {
 #pragma omp simd
         for (size_t i = 0; i < n; i++) {
-            float vi = m * v[i] + g[i] + wd * w[i];
+            float vi = m * v[i] + (g[i] + wd * w[i]); /* PyTorch's order: d = g + wd w first */
             v[i] = vi;
             w[i] -= lr * vi;
         }
@@ -322,6 +322,20 @@ static int cpu_add(dt_backend *be, float *y, const float *x, size_t n, float bet
 {
     if (beta == 0.0f && y == x) return 0;
     PAR_RANGE(be, n, add(y + a, x + a, b - a, beta));
+    return 0;
+}
+
+/* a layer's channels: few, so one thread; never fused, as the contract says (cuda/elementwise.h,
+ * ew_bn_running, is the GPU's twin) */
+__attribute__((optimize("fp-contract=off"))) static int cpu_bn_running(dt_backend *be, float *rmean, float *rvar,
+                                                                       const float *mean, const float *var, size_t n,
+                                                                       float m, double unbias)
+{
+    (void)be;
+    for (size_t i = 0; i < n; i++) {
+        rmean[i] = (1.0f - m) * rmean[i] + m * mean[i];
+        rvar[i] = (1.0f - m) * rvar[i] + m * (float)(var[i] * unbias);
+    }
     return 0;
 }
 
@@ -438,6 +452,7 @@ int backend_cpu_create_with(dt_backend **out, const dt_backend_opts *o)
     be->scale = cpu_scale;
     be->grad_unscale = cpu_grad_unscale;
     be->add = cpu_add;
+    be->bn_running = cpu_bn_running;
     omp_set_num_threads(be->n_threads);
     cpu_flush_denormals();
     if (backend_cpu_dnnl_init(be) != 0) {

@@ -64,23 +64,10 @@ static int bn_forward(dt_layer *l, dt_backend *be, dt_pass *p)
         return be->bn_fwd(be, s->plan, p->rows, 0, l->in[0]->y, l->params[0].w, l->params[1].w, rmean, rvar, l->y);
     if (be->bn_fwd(be, s->plan, p->rows, 1, l->in[0]->y, l->params[0].w, l->params[1].w, s->mean, s->var, l->y) != 0)
         return -1;
-    /* running statistics, as PyTorch: the unbiased batch variance */
+    /* running statistics, as PyTorch: the unbiased batch variance; on the backend's memory, so that
+     * a GPU's recorded pass (--gpu-graph) holds them too */
     double n = (double)p->rows * s->cfg.h * s->cfg.w, unbias = n > 1 ? n / (n - 1) : 1.0;
-    float m = (float)s->momentum;
-    float mean_h[4096], var_h[4096], rm[4096], rv[4096];
-    for (int c0 = 0; c0 < s->cfg.c; c0 += 4096) { /* host copies in slices: the backend owns the memory */
-        int nc = s->cfg.c - c0 < 4096 ? s->cfg.c - c0 : 4096;
-        size_t bytes = sizeof(float) * (size_t)nc;
-        if (be->to_host(be, mean_h, s->mean + c0, bytes) != 0 || be->to_host(be, var_h, s->var + c0, bytes) != 0 ||
-            be->to_host(be, rm, rmean + c0, bytes) != 0 || be->to_host(be, rv, rvar + c0, bytes) != 0)
-            return -1;
-        for (int i = 0; i < nc; i++) {
-            rm[i] = (1.0f - m) * rm[i] + m * mean_h[i];
-            rv[i] = (1.0f - m) * rv[i] + m * (float)(var_h[i] * unbias);
-        }
-        if (be->to_device(be, rmean + c0, rm, bytes) != 0 || be->to_device(be, rvar + c0, rv, bytes) != 0) return -1;
-    }
-    return 0;
+    return be->bn_running(be, rmean, rvar, s->mean, s->var, (size_t)s->cfg.c, (float)s->momentum, unbias);
 }
 
 static int bn_backward(dt_layer *l, dt_backend *be, dt_pass *p)
