@@ -859,7 +859,10 @@ static int post_msg(ps_state *s, dt_mode_env *env, long it, int k, int j, int st
 
 /* --ps-wait-free: during backward, the first n_ready gradient values are final. Hands over every
  * message they complete (a server's messages in order: their ends increase). An error waits for
- * end(). */
+ * end(). Over NCCL under --ps-apply each, in (server, message) order only: there a server takes
+ * one worker's pushes at a time and a send blocks until it is received, so a worker that went to
+ * server 1 before its last message to server 0 could wait on server 1 while server 1 waits for
+ * another worker that waits on server 0; the same order on every worker makes no such cycle. */
 static void ps_ready(void *state, dt_mode_env *env, size_t n_ready)
 {
     ps_state *s = state;
@@ -870,7 +873,10 @@ static void ps_ready(void *state, dt_mode_env *env, size_t n_ready)
         for (int j = 0; j < s->m_count[k]; j++) {
             int q = s->m_base[k] + j;
             if (s->early[q]) continue;
-            if (s->m_end[k][j] > n_ready) break;
+            if (s->m_end[k][j] > n_ready) {
+                if (s->net && s->each) return;
+                break;
+            }
             int rc = s->net ? net_post(s, env, s->cur_it, k, j, &enc, NULL)
                             : post_msg(s, env, s->cur_it, k, j, 1, &enc, &comm);
             if (rc != 0) {
