@@ -341,7 +341,11 @@ DT_HD float ew_q8_scale(uint32_t absmax_bits)
 {
     return absmax_bits < 0x7f800000u ? ew_float(absmax_bits) : 0.0f;
 }
-DT_HD float ew_q8_inv(float s) { return s > 0.0f ? 127.0f / s : 0.0f; }
+DT_HD float ew_q8_inv(float s) /* 0 where 127 / s is infinite (s below 3.7e-37): codes 0 */
+{
+    float inv = s > 0.0f ? 127.0f / s : 0.0f;
+    return inv <= 3.40282347e38f ? inv : 0.0f;
+}
 DT_HD int8_t ew_q8(float x, float inv)
 {
     float v = EW_MUL(x, inv);

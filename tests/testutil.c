@@ -104,7 +104,8 @@ float *rand_floats(size_t n, uint64_t seed, uint64_t stream, float lo, float hi)
 float *codec_input(size_t n, uint64_t seed)
 {
     static const float special[] = {0.0f, -0.0f, NAN, INFINITY, -INFINITY, 65504.0f, 65519.0f, 65520.0f, -7e4f,
-                                    6e-8f, 3e-8f, -1e-6f, 6.1e-5f, 1e-40f, -1e-39f, 1e30f, 0.5f, -0.5f};
+                                    6e-8f, 3e-8f, -1e-6f, 6.1e-5f, 1e-40f, -1e-39f, 1e30f, 0.5f, -0.5f,
+                                    2e-37f, -3e-37f}; /* q8: 127 / s infinite */
     float *x = rand_floats(n, seed, 13, -1, 1), *e = rand_floats(n, seed, 14, -30, 10);
     for (size_t i = 0; i < n; i++) x[i] *= powf(2.0f, floorf(e[i]));
     for (size_t i = 0; i < n; i += 5) x[i] = special[(i / 5) % (sizeof special / sizeof *special)];

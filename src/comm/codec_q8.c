@@ -3,6 +3,7 @@
  * s = max|x| (fp32, sent with the block) and q = round(127 x / s) as int8; decoded as q s / 127.
  * Layout per block: 4 bytes of scale, then one byte per value; the last block may be short.
  * About 4x smaller than fp32 (plus 4 bytes per block). */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -69,7 +70,10 @@ static void q8_encode(const dt_codec *c, const float *x, size_t n, void *out)
         float s = absmax(x + at, len);
         if (!isfinite(s)) s = 0.0f; /* a diverged gradient sends zeros rather than garbage */
         memcpy(o, &s, 4);
-        quantise(x + at, len, s > 0.0f ? 127.0f / s : 0.0f, (int8_t *)(o + 4));
+        /* below 127 / FLT_MAX (3.7e-37) 127 / s is infinite, and x * inf no code (x86 and a GPU convert
+         * an infinity to int differently): such a block sends codes 0, on the GPU too (ew_q8_inv) */
+        float inv = s > 0.0f ? 127.0f / s : 0.0f;
+        quantise(x + at, len, inv <= FLT_MAX ? inv : 0.0f, (int8_t *)(o + 4));
         o += 4 + len;
     }
 }
