@@ -345,6 +345,9 @@ static int check_combinations(const dt_opts *o)
         for (const char *const *g = (const char *const[]){"gpu", "tf32", "gpu-exact", "gpu-graph", "gpu-workspace", NULL};
              *g; g++)
             if (cli_given(o, *g)) return dt_fail("--%s is for a GPU, and this run has --device cpu", *g);
+    if (o->tf32 && o->gpu_exact)
+        return dt_fail("--tf32 and --gpu-exact exclude each other (TF32 multiplies with 10-bit mantissas: no longer "
+                       "the CPU's results to 1e-6)");
     if (o->transport && strcmp(o->transport, "nccl") == 0) {
         const dt_mode_desc *m = mode_find(o->mode);
         if (strcmp(o->device, "cpu") == 0)

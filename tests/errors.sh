@@ -96,6 +96,7 @@ expect_error "a damaged JPEG" 1 "train/cat/1.jpg: a damaged JPEG (libjpeg: " \
 expect_error "a checkpoint cadence without a file" 2 "--checkpoint-every needs --checkpoint FILE" "$DTRAIN" $D --checkpoint-every 2ep
 expect_error "a bad checkpoint cadence" 2 "--checkpoint-every: expected N, Nit or Nep" "$DTRAIN" $D --checkpoint c.st --checkpoint-every 5min
 expect_error "resume and load" 2 "--resume and --load exclude each other" "$DTRAIN" $D --resume a.st --load b.st
+expect_error "tf32 and gpu-exact" 2 "--tf32 and --gpu-exact exclude each other" "$DTRAIN" $D --tf32 --gpu-exact
 
 printf 'input shape=1x28x28\ndense out=500 init=normal:1e5\nrelu\ndense out=500 init=normal:1e5\nrelu\ndense out=10 init=normal:1e5\nsoftmax_xent\n' > "$T/huge.net"
 expect_error "a non-finite loss stops the run" 1 "training diverged: the loss is nan in iteration 2" \
