@@ -23,7 +23,12 @@ static int cu_gemm(dt_backend *be, int ta, int tb, int m, int n, int k, float al
     if (cuda_enter(be) != 0) return -1;
     snprintf(what, sizeof what, "GEMM %c%c m=%d n=%d k=%d lda=%d ldb=%d ldc=%d", ta ? 'T' : 'N', tb ? 'T' : 'N', m, n,
              k, lda, ldb, ldc);
-    if (k <= 0) { /* C = beta C, which a GEMM with k = 0 means */
+    if (k <= 0) { /* C = beta C, which a GEMM with k = 0 means; beta 0: zeros, whatever C held (NaN too) */
+        if (beta == 0.0f) {
+            CU(cudaMemset2DAsync(c, (size_t)ldc * sizeof(float), 0, (size_t)n * sizeof(float), (size_t)m, cu->stream),
+               what);
+            return 0;
+        }
         float zero = 0.0f;
         CB(cublasSgeam(cu->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, &beta, c, ldc, &zero, c, ldc, c, ldc), what);
         return 0;

@@ -91,8 +91,11 @@ extern "C" int cuk_wire_encode(cudaStream_t s, int kind, int block, const float 
         size_t b = q8_block(block, n), nb = (n + b - 1) / b, tiles = (b + TILE - 1) / TILE, n_tiles = nb * tiles;
         uint32_t *mx = NULL;
         cudaError_t e = cudaMallocAsync((void **)&mx, nb * sizeof *mx, s);
-        if (e == cudaSuccess) e = cudaMemsetAsync(mx, 0, nb * sizeof *mx, s);
         if (e != cudaSuccess) return (int)e;
+        if ((e = cudaMemsetAsync(mx, 0, nb * sizeof *mx, s)) != cudaSuccess) {
+            cudaFreeAsync(mx, s);
+            return (int)e;
+        }
         k_q8_absmax<<<n_tiles < 65536 ? (unsigned)n_tiles : 65536u, THREADS, 0, s>>>(mx, x, n, b, tiles, n_tiles);
         k_q8_enc<<<blocks_for(n), THREADS, 0, s>>>((uint8_t *)out, x, n, b, mx);
         e = cudaGetLastError();

@@ -36,6 +36,9 @@ typedef struct conv_algos {
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    /* the math type each was measured with: set before each call, or cuDNN may run the algorithm
+     * another way (slower, or needing another workspace) */
+    cudnnMathType_t m_fwd, m_bwd_data, m_bwd_filter;
 } conv_algos;
 
 typedef struct plan {
@@ -164,7 +167,7 @@ static int workspace(dt_backend *be, size_t bytes)
  * and agree with the CPU: cuDNN's FFT and Winograd convolutions are 1e-5 to 1e-4 off (relative),
  * enough to move lenet's loss by 7e-4 in 20 steps against the CPU (measured on an H200), where
  * with the GEMM-like ones lenet's 20 losses are the CPU's to all printed digits. */
-#define PICK(perf, n, limit, allowed, out, bytes)                                                                      \
+#define PICK(perf, n, limit, allowed, out, math, bytes)                                                                \
     do {                                                                                                               \
         int best_ = -1;                                                                                                \
         for (int i_ = 0; i_ < (n); i_++) {                                                                             \
@@ -181,6 +184,8 @@ static int workspace(dt_backend *be, size_t bytes)
             return dt_fail("%s: cuDNN has no%s algorithm within --gpu-workspace %zu MB", what,                         \
                            cu->exact ? " deterministic GEMM-like (--gpu-exact)" : "", (limit) >> 20);                  \
         (out) = (perf)[best_].algo;                                                                                    \
+        /* fp32 without --tf32 stays FMA whatever the result says: no TF32 by way of a math type */                   \
+        (math) = cu->precision || cu->tf32 ? (perf)[best_].mathType : CUDNN_FMA_MATH;                                  \
         (bytes) = (perf)[best_].memory;                                                                                \
     } while (0)
 
@@ -220,13 +225,13 @@ static int find_algos(dt_backend *be, plan *p, int rows, conv_algos *a, const ch
     DN(cudnnFindConvolutionBackwardFilterAlgorithm(cu->dnn, p->x, p->y, p->conv, p->w,
                                                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, wp),
        what);
-    PICK(fp, nf, limit, exact_fwd, a->fwd, bf);
-    PICK(dp, nd, limit, exact_bwd_data, a->bwd_data, bd);
-    PICK(wp, nw, limit, exact_bwd_filter, a->bwd_filter, bw);
-    a->rows = rows;
+    PICK(fp, nf, limit, exact_fwd, a->fwd, a->m_fwd, bf);
+    PICK(dp, nd, limit, exact_bwd_data, a->bwd_data, a->m_bwd_data, bd);
+    PICK(wp, nw, limit, exact_bwd_filter, a->bwd_filter, a->m_bwd_filter, bw);
     size_t need = bf > bd ? bf : bd;
     if (bw > need) need = bw;
     if (workspace(be, need) != 0) return -1;
+    a->rows = rows;
     if (cu->verbose)
         fprintf(stderr, "dtrain: cuda: %s, %d rows: forward algorithm %d (%.1f MB), backward data %d (%.1f MB), "
                         "backward filter %d (%.1f MB)\n",
@@ -253,8 +258,10 @@ static conv_algos *conv_prepare(dt_backend *be, plan *p, int rows)
     }
     for (int i = 0; i < p->n_algos; i++)
         if (p->algos[i].rows == rows) return &p->algos[i];
+    conv_algos found; /* into the cache only when complete: a failure leaves it as it was */
+    if (find_algos(be, p, rows, &found, what) != 0) return NULL;
     conv_algos *a = &p->algos[p->n_algos < MAX_ALGOS ? p->n_algos++ : MAX_ALGOS - 1];
-    if (find_algos(be, p, rows, a, what) != 0) return NULL;
+    *a = found;
     return a;
 }
 
@@ -304,11 +311,13 @@ static int cu_conv_fwd(dt_backend *be, void *pv, int rows, const float *x, const
         if (lowp_layout(be, &p->cfg.conv, rows, &o) != 0 || round_in(be, x, o.x, o.nx, what) != 0 ||
             round_in(be, w, o.w, o.nw, what) != 0)
             return -1;
+        DN(cudnnSetConvolutionMathType(p->conv, a->m_fwd), what);
         DN(cudnnConvolutionForward(cu->dnn, &one, p->x, o.x, p->w, o.w, p->conv, a->fwd, cu->workspace,
                                    cu->workspace_bytes, &zero, p->y, o.y),
            what);
         if (widen_out(be, y, o.y, o.ny, 0.0f, what) != 0) return -1;
     } else {
+        DN(cudnnSetConvolutionMathType(p->conv, a->m_fwd), what);
         DN(cudnnConvolutionForward(cu->dnn, &one, p->x, x, p->w, w, p->conv, a->fwd, cu->workspace,
                                    cu->workspace_bytes, &zero, p->y, y),
            what);
@@ -326,6 +335,7 @@ static int conv_bwd_lowp(dt_backend *be, plan *p, conv_algos *a, int rows, const
     if (lowp_layout(be, &p->cfg.conv, rows, &o) != 0 || round_in(be, dy, o.y, o.ny, what) != 0) return -1;
     if (dx) {
         if (round_in(be, w, o.w, o.nw, what) != 0) return -1;
+        DN(cudnnSetConvolutionMathType(p->conv, a->m_bwd_data), what);
         DN(cudnnConvolutionBackwardData(cu->dnn, &one, p->w, o.w, p->y, o.y, p->conv, a->bwd_data, cu->workspace,
                                         cu->workspace_bytes, &zero, p->x, o.x),
            what);
@@ -333,6 +343,7 @@ static int conv_bwd_lowp(dt_backend *be, plan *p, conv_algos *a, int rows, const
     }
     if (dw) { /* x into x's place (dx's 16 bits are in dx by now), dw's into w's */
         if (round_in(be, x, o.x, o.nx, what) != 0) return -1;
+        DN(cudnnSetConvolutionMathType(p->conv, a->m_bwd_filter), what);
         DN(cudnnConvolutionBackwardFilter(cu->dnn, &one, p->x, o.x, p->y, o.y, p->conv, a->bwd_filter, cu->workspace,
                                           cu->workspace_bytes, &zero, p->w, o.w),
            what);
@@ -358,11 +369,14 @@ static int cu_conv_bwd(dt_backend *be, void *pv, int rows, const float *x, const
             DN(cudnnConvolutionBackwardBias(cu->dnn, &one, p->y32, dy, &zero, p->bias, db), what);
         return 0;
     }
-    if (dx)
+    if (dx) {
+        DN(cudnnSetConvolutionMathType(p->conv, a->m_bwd_data), what);
         DN(cudnnConvolutionBackwardData(cu->dnn, &one, p->w, w, p->y, dy, p->conv, a->bwd_data, cu->workspace,
                                         cu->workspace_bytes, &dx_beta, p->x, dx),
            what);
+    }
     if (dw) {
+        DN(cudnnSetConvolutionMathType(p->conv, a->m_bwd_filter), what);
         DN(cudnnConvolutionBackwardFilter(cu->dnn, &one, p->x, x, p->y, dy, p->conv, a->bwd_filter, cu->workspace,
                                           cu->workspace_bytes, &zero, p->w, dw),
            what);
@@ -404,7 +418,7 @@ static int cu_pool_bwd(dt_backend *be, void *pv, int rows, const float *dy, floa
 {
     plan *p = pv;
     const dt_pool_cfg *c = &p->cfg.pool;
-    if (rows <= 0) return 0;
+    if (rows <= 0 || !dx) return 0; /* no dx wanted: nothing to do (the contract; the CPU's too) */
     if (cuda_enter(be) != 0) return -1;
     if (c->max && (size_t)rows * c->c * c->oh * c->ow > p->argmax_n)
         return dt_fail("max pooling backward of %d rows without a training forward of as many", rows);
@@ -432,7 +446,7 @@ static int cu_lrn_fwd(dt_backend *be, void *pv, int rows, int train, const float
 static int cu_lrn_bwd(dt_backend *be, void *pv, int rows, const float *x, const float *dy, float *dx, float dx_beta)
 {
     plan *p = pv;
-    if (rows <= 0) return 0;
+    if (rows <= 0 || !dx) return 0;
     if (cuda_enter(be) != 0) return -1;
     int rc = cuk_lrn_bwd(cuda_of(be)->stream, &p->cfg.lrn, rows, x, dy, dx, dx_beta);
     return cuda_launched(rc, "LRN backward", "%dx%dx%d, size %d, %d rows", p->cfg.lrn.c, p->cfg.lrn.h, p->cfg.lrn.w,

@@ -173,10 +173,15 @@ int cuda_net_sendrecv(dt_backend *q, void *p, const void *sbuf, size_t sbytes, i
     char what[96];
     if (cuda_enter(q) != 0) return -1;
     snprintf(what, sizeof what, "a ring step: %zu bytes to rank %d, %zu from rank %d", sbytes, dst, rbytes, src);
+    if (net->aborted) return dt_fail("NCCL: %s on a communicator aborted before", what);
     NC(nc.group_start(), what, net);
-    if (sbytes) NC(nc.send(sbuf, sbytes, ncclInt8, dst, net->comm, s), what, net);
-    if (rbytes) NC(nc.recv(rbuf, rbytes, ncclInt8, src, net->comm, s), what, net);
-    NC(nc.group_end(), what, net);
+    /* the group ends whatever failed in it: an open group would take in the thread's later calls */
+    ncclResult_t e = sbytes ? nc.send(sbuf, sbytes, ncclInt8, dst, net->comm, s) : ncclSuccess;
+    if (e == ncclSuccess && rbytes) e = nc.recv(rbuf, rbytes, ncclInt8, src, net->comm, s);
+    ncclResult_t end = nc.group_end();
+    if (e != ncclSuccess) return nc_fail(sbytes && rbytes ? "ncclSend, ncclRecv" : sbytes ? "ncclSend" : "ncclRecv",
+                                         what, e, net);
+    NC(end, what, net);
     return 0;
 }
 
@@ -186,6 +191,7 @@ static int allreduce_of(dt_backend *q, cuda_net *net, void *x, size_t n, ncclDat
     char what[64];
     if (cuda_enter(q) != 0) return -1;
     snprintf(what, sizeof what, "an allreduce of %zu %s", n, of);
+    if (net->aborted) return dt_fail("NCCL: %s on a communicator aborted before", what);
     NC(nc.all_reduce(x, x, n, t, ncclSum, net->comm, cuda_of(q)->stream), what, net);
     return 0;
 }
@@ -206,6 +212,7 @@ int cuda_net_allgather(dt_backend *q, void *p, const void *sbuf, size_t bytes, v
     char what[64];
     if (cuda_enter(q) != 0) return -1;
     snprintf(what, sizeof what, "an allgather of %zu bytes a rank", bytes);
+    if (net->aborted) return dt_fail("NCCL: %s on a communicator aborted before", what);
     NC(nc.all_gather(sbuf, rbuf, bytes, ncclInt8, net->comm, cuda_of(q)->stream), what, net);
     return 0;
 }
@@ -224,6 +231,7 @@ int cuda_net_wait(dt_backend *q, void *p, double timeout)
     double t0 = now();
     long polls = 0;
     if (cuda_enter(q) != 0) return -1;
+    if (net->aborted) return dt_fail("NCCL: a wait on a communicator aborted before");
     for (;;) {
         cudaError_t ce = cudaStreamQuery(s);
         if (ce == cudaSuccess) return 0;

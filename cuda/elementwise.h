@@ -177,7 +177,8 @@ DT_HD float ew_pool_fwd(const float *x, int h, int w, int i, int j, int kh, int 
     if (x0 < 0) x0 = 0;
     if (y1 > h) y1 = h;
     if (x1 > w) x1 = w;
-    float best = -INFINITY, sum = 0.0f;
+    /* the first value seeds the maximum, as on the CPU: a NaN there stays, a later one never wins */
+    float best = y0 < y1 && x0 < x1 ? x[y0 * w + x0] : 0.0f, sum = 0.0f;
     int at = y0 * w + x0;
     for (int y = y0; y < y1; y++)
         for (int xx = x0; xx < x1; xx++) {

@@ -315,6 +315,23 @@ START_TEST(pooling)
         cpu->plan_free(cpu, plan);
         free(x), free(y), free(yt), free(dy), free(arg);
     }
+    /* NaN in a max pool's window: first, it is the maximum; later, it never wins (3x3 windows take the
+     * CPU's general loop, 2x2 with stride 2 its own) */
+    for (int k = 2; k <= 3; k++) {
+        dt_pool_cfg cfg = {.max = 1, .c = 1, .h = 3, .w = 6, .oh = 1, .ow = 2, .kh = k, .kw = k, .sh = k, .sw = k,
+                           .layout = DT_LAYOUT_PLAIN};
+        float x[18] = {NAN, 1, 2, 3, 4, -1, 0, 5, NAN, 1, 0, 0, 7, 7, 7, 7, 7, 7}, y[2], yt[2];
+        int arg[2];
+        void *plan = cpu->pool_plan(cpu, &cfg);
+        ck_assert_ptr_nonnull(plan);
+        cpu->pool_fwd(cpu, plan, 1, 1, x, y);
+        for (int j = 0; j < 2; j++) yt[j] = ew_pool_fwd(x, 3, 6, 0, j, k, k, k, k, 0, 0, 1, &arg[j]);
+        ck_assert_msg(isnan(y[0]) && isnan(yt[0]), "%dx%d: a window that starts with NaN: %g on the CPU, %g here", k, k,
+                      y[0], yt[0]);
+        ck_assert_msg(y[1] == yt[1] && y[1] == (k == 2 ? 3.0f : 7.0f), "%dx%d: a later NaN: %g on the CPU, %g here", k, k,
+                      y[1], yt[1]);
+        cpu->plan_free(cpu, plan);
+    }
 }
 END_TEST
 
