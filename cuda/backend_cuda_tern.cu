@@ -27,16 +27,25 @@ __global__ void k_tern_lanes(float *ls, float *lq, unsigned int *mx, const float
     }
 }
 
+// each block's 16 lanes pairwise, a thread a block, into the block's first lane
+__global__ void k_tern_block_sums(float *ls, float *lq, size_t blocks)
+{
+    FOR_EACH(b, blocks)
+    {
+        float v[16];
+        for (int j = 0; j < 16; j++) v[j] = ls[b * 16 + j];
+        ls[b * 16] = ew_tern_lanes_sum(v);
+        for (int j = 0; j < 16; j++) v[j] = lq[b * 16 + j];
+        lq[b * 16] = ew_tern_lanes_sum(v);
+    }
+}
+
+// the blocks' sums added in double in block order, as the CPU adds them (one thread: the order is
+// the result; a load a block, where the lanes' pairwise sums took 32 in this thread)
 __global__ void k_tern_blocks(double *out, const float *ls, const float *lq, size_t blocks)
 {
     double sum = 0.0, sq = 0.0;
-    float v[16];
-    for (size_t b = 0; b < blocks; b++) {
-        for (int j = 0; j < 16; j++) v[j] = ls[b * 16 + j];
-        sum += ew_tern_lanes_sum(v);
-        for (int j = 0; j < 16; j++) v[j] = lq[b * 16 + j];
-        sq += ew_tern_lanes_sum(v);
-    }
+    for (size_t b = 0; b < blocks; b++) sum += ls[b * 16], sq += lq[b * 16];
     out[0] = sum, out[1] = sq;
 }
 
@@ -74,6 +83,7 @@ int cuk_tern_stats(cudaStream_t s, const float *x, size_t n, float *lanes, doubl
     size_t blocks = (n + TERN_BLOCK - 1) / TERN_BLOCK, l = blocks * 16;
     if (n == 0) return cudaMemsetAsync(out, 0, 2 * sizeof *out, s);
     k_tern_lanes<<<blocks_for(l), THREADS, 0, s>>>(lanes, lanes + l, mx, x, n, blocks);
+    k_tern_block_sums<<<blocks_for(blocks), THREADS, 0, s>>>(lanes, lanes + l, blocks);
     k_tern_blocks<<<1, 1, 0, s>>>(out, lanes, lanes + l, blocks);
     return cudaGetLastError();
 }
