@@ -141,8 +141,10 @@ static int init_on_device(csc_state *s, dt_mode_env *env)
         !(s->d_slot = be->alloc(be, sizeof(int32_t) * nc)) || !(s->d_norms = be->alloc(be, sizeof(float) * nc)) ||
         !(s->d_flag = be->alloc(be, sizeof(int32_t))))
         return -1;
-    if (nccl && devnet_open(env->comm, be, &s->net) != 0) return -1;
-    if (ring_create_on(&s->ring, env->comm, env->codec, n, be, NULL, s->net) != 0) return -1;
+    /* with --fusion-bytes every bucket goes over bg: no ring (and communicator) of the main thread */
+    if (!s->fusion && ((nccl && devnet_open(env->comm, be, &s->net) != 0) ||
+                       ring_create_on(&s->ring, env->comm, env->codec, n, be, NULL, s->net) != 0))
+        return -1;
     if (s->fusion && (backend_queue(be, &s->q) != 0 || (nccl && devnet_open(s->cc, be, &s->bg_net) != 0) ||
                       ring_create_on(&s->bg, s->cc, env->codec, n, be, s->q, s->bg_net) != 0))
         return -1;
@@ -196,8 +198,8 @@ static int csc_init(void **state, dt_mode_env *env)
         env->overlapped = 1;
     }
     if (s->on_dev ? init_on_device(s, env) != 0
-                  : ring_create(&s->ring, env->comm, env->codec, n) != 0 ||
-                        (s->fusion && ring_create(&s->bg, s->cc, env->codec, n) != 0))
+                  : s->fusion ? ring_create(&s->bg, s->cc, env->codec, n) != 0
+                              : ring_create(&s->ring, env->comm, env->codec, n) != 0)
         return -1;
     if (layout(s, n) != 0) return -1;
     int at = snprintf(env->note, sizeof env->note,

@@ -99,8 +99,9 @@ static int dsync_init(void **state, dt_mode_env *env)
             return -1;
         env->overlapped = 1;
     }
+    if (s->on_dev) ring_note_on(env->be, &env->codec, env->transport, env->note, sizeof env->note);
+    if (s->fusion) return 0; /* every bucket goes over bg: no ring (and communicator) of the main thread */
     if (s->on_dev) {
-        ring_note_on(env->be, &env->codec, env->transport, env->note, sizeof env->note);
         if (nccl && devnet_open(env->comm, env->be, &s->net) != 0) return -1;
         return ring_create_on(&s->ring, env->comm, env->codec, env->arena.n, env->be, NULL, s->net);
     }
