@@ -31,8 +31,9 @@ typedef enum { PLAN_CONV, PLAN_POOL, PLAN_BN, PLAN_LRN } plan_kind;
 
 #define MAX_ALGOS 8
 
+enum { ALGO_FWD = 1, ALGO_BWD = 2 };
 typedef struct conv_algos {
-    int rows;
+    int rows, dirs; /* the batch size, and which directions' algorithms are measured for it */
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
@@ -54,6 +55,7 @@ typedef struct plan {
     cudnnTensorDescriptor_t y32; /* y in fp32 (= y's type but under bf16/fp16): the bias's add and gradient */
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
+    cudnnMathType_t math; /* the math cuDNN measures algorithms under (each runs under its own) */
     int desc_rows;
     conv_algos algos[MAX_ALGOS];
     int n_algos;
@@ -132,7 +134,7 @@ static void *cu_conv_plan(dt_backend *be, const dt_conv_cfg *c)
         (s = cudnnSetConvolution2dDescriptor(p->conv, c->pt, c->pl, c->sh, c->sw, 1, 1, CUDNN_CROSS_CORRELATION,
                                              CUDNN_DATA_FLOAT)) ||
         (s = cudnnSetConvolutionGroupCount(p->conv, g)) ||
-        (s = cudnnSetConvolutionMathType(p->conv, math))) {
+        (s = cudnnSetConvolutionMathType(p->conv, p->math = math))) {
         cuda_fail("cuDNN", "describing the layer", what, cudnnGetErrorString(s));
         goto fail;
     }
@@ -206,41 +208,48 @@ static int exact_bwd_filter(cudnnConvolutionBwdFilterAlgo_t a)
            a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
 }
 
-/* Measures cuDNN's algorithms for one batch size and keeps the choice (and grows the workspace). */
-static int find_algos(dt_backend *be, plan *p, int rows, conv_algos *a, const char *what)
+/* Measures cuDNN's algorithms of one direction (forward, or backward's two) for one batch size and
+ * keeps the choice (and grows the workspace). A direction is measured on its first use: a batch size
+ * that only evaluates (the test set's last batch) measures no backward, nor grows the workspace for it. */
+static int find_algos(dt_backend *be, plan *p, int rows, int bwd, conv_algos *a, const char *what)
 {
     cuda_impl *cu = cuda_of(be);
     cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int nf = 0, nd = 0, nw = 0;
-    size_t bf, bd, bw, limit = cu->workspace_limit;
+    size_t bf = 0, bd = 0, bw = 0, limit = cu->workspace_limit;
     CU(cudaStreamSynchronize(cu->stream), what);
-    DN(cudnnFindConvolutionForwardAlgorithm(cu->dnn, p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf,
-                                            fp),
-       what);
-    DN(cudnnFindConvolutionBackwardDataAlgorithm(cu->dnn, p->w, p->y, p->conv, p->x,
-                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dp),
-       what);
-    DN(cudnnFindConvolutionBackwardFilterAlgorithm(cu->dnn, p->x, p->y, p->conv, p->w,
-                                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, wp),
-       what);
-    PICK(fp, nf, limit, exact_fwd, a->fwd, a->m_fwd, bf);
-    PICK(dp, nd, limit, exact_bwd_data, a->bwd_data, a->m_bwd_data, bd);
-    PICK(wp, nw, limit, exact_bwd_filter, a->bwd_filter, a->m_bwd_filter, bw);
-    size_t need = bf > bd ? bf : bd;
-    if (bw > need) need = bw;
-    if (workspace(be, need) != 0) return -1;
-    a->rows = rows;
-    if (cu->verbose)
-        fprintf(stderr, "dtrain: cuda: %s, %d rows: forward algorithm %d (%.1f MB), backward data %d (%.1f MB), "
-                        "backward filter %d (%.1f MB)\n",
-                what, rows, (int)a->fwd, bf / 1e6, (int)a->bwd_data, bd / 1e6, (int)a->bwd_filter, bw / 1e6);
+    DN(cudnnSetConvolutionMathType(p->conv, p->math), what); /* the last call left its algorithm's */
+    if (!bwd) {
+        DN(cudnnFindConvolutionForwardAlgorithm(cu->dnn, p->x, p->w, p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                &nf, fp),
+           what);
+        PICK(fp, nf, limit, exact_fwd, a->fwd, a->m_fwd, bf);
+    } else {
+        DN(cudnnFindConvolutionBackwardDataAlgorithm(cu->dnn, p->w, p->y, p->conv, p->x,
+                                                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dp),
+           what);
+        DN(cudnnFindConvolutionBackwardFilterAlgorithm(cu->dnn, p->x, p->y, p->conv, p->w,
+                                                       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, wp),
+           what);
+        PICK(dp, nd, limit, exact_bwd_data, a->bwd_data, a->m_bwd_data, bd);
+        PICK(wp, nw, limit, exact_bwd_filter, a->bwd_filter, a->m_bwd_filter, bw);
+    }
+    if (workspace(be, bf > bd ? (bf > bw ? bf : bw) : (bd > bw ? bd : bw)) != 0) return -1;
+    if (cu->verbose && !bwd)
+        fprintf(stderr, "dtrain: cuda: %s, %d rows: forward algorithm %d (%.1f MB)\n", what, rows, (int)a->fwd,
+                bf / 1e6);
+    else if (cu->verbose)
+        fprintf(stderr,
+                "dtrain: cuda: %s, %d rows: backward data algorithm %d (%.1f MB), backward filter %d (%.1f MB)\n",
+                what, rows, (int)a->bwd_data, bd / 1e6, (int)a->bwd_filter, bw / 1e6);
     return 0;
 }
 
-/* The descriptors for rows and the algorithms for them (found on first use of this batch size). */
-static conv_algos *conv_prepare(dt_backend *be, plan *p, int rows)
+/* The descriptors for rows and the algorithms of a direction for them (found on its first use at this
+ * batch size). */
+static conv_algos *conv_prepare(dt_backend *be, plan *p, int rows, int bwd)
 {
     const dt_conv_cfg *c = &p->cfg.conv;
     char what[300];
@@ -256,11 +265,15 @@ static conv_algos *conv_prepare(dt_backend *be, plan *p, int rows)
         }
         p->desc_rows = rows;
     }
-    for (int i = 0; i < p->n_algos; i++)
-        if (p->algos[i].rows == rows) return &p->algos[i];
-    conv_algos found; /* into the cache only when complete: a failure leaves it as it was */
-    if (find_algos(be, p, rows, &found, what) != 0) return NULL;
-    conv_algos *a = &p->algos[p->n_algos < MAX_ALGOS ? p->n_algos++ : MAX_ALGOS - 1];
+    conv_algos *a = NULL;
+    int dir = bwd ? ALGO_BWD : ALGO_FWD;
+    for (int i = 0; i < p->n_algos && !a; i++)
+        if (p->algos[i].rows == rows) a = &p->algos[i];
+    if (a && (a->dirs & dir)) return a;
+    conv_algos found = a ? *a : (conv_algos){.rows = rows}; /* into the cache only when complete */
+    if (find_algos(be, p, rows, bwd, &found, what) != 0) return NULL;
+    found.dirs |= dir;
+    if (!a) a = &p->algos[p->n_algos < MAX_ALGOS ? p->n_algos++ : MAX_ALGOS - 1];
     *a = found;
     return a;
 }
@@ -303,7 +316,7 @@ static int cu_conv_fwd(dt_backend *be, void *pv, int rows, const float *x, const
     char what[300];
     if (rows <= 0) return 0;
     if (cuda_enter(be) != 0) return -1;
-    conv_algos *a = conv_prepare(be, p, rows);
+    conv_algos *a = conv_prepare(be, p, rows, 0);
     if (!a) return -1;
     conv_shape(&p->cfg.conv, what, sizeof what);
     if (cu->precision) {
@@ -360,7 +373,7 @@ static int cu_conv_bwd(dt_backend *be, void *pv, int rows, const float *x, const
     char what[300];
     if (rows <= 0) return 0;
     if (cuda_enter(be) != 0) return -1;
-    conv_algos *a = conv_prepare(be, p, rows);
+    conv_algos *a = conv_prepare(be, p, rows, 1);
     if (!a) return -1;
     conv_shape(&p->cfg.conv, what, sizeof what);
     if (cu->precision) {
