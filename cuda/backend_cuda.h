@@ -55,7 +55,10 @@ int cuda_fail_at(const char *lib, const char *call, const char *what, const char
 #define CU(call, what)                                                                                                 \
     do {                                                                                                               \
         cudaError_t e_ = (call);                                                                                       \
-        if (e_ != cudaSuccess) return cuda_fail("CUDA", #call, what, cudaGetErrorString(e_));                         \
+        if (e_ != cudaSuccess) { /* cleared: the next kernel's launch check would report it as its own */           \
+            cudaGetLastError();                                                                                        \
+            return cuda_fail("CUDA", #call, what, cudaGetErrorString(e_));                                             \
+        }                                                                                                              \
     } while (0)
 #define CB(call, what)                                                                                                 \
     do {                                                                                                               \
