@@ -82,9 +82,14 @@ static void *cu_alloc(dt_backend *be, size_t bytes)
         dt_fail("CUDA: clearing %zu bytes of GPU memory: %s", bytes, cudaGetErrorString(cudaGetLastError()));
         return NULL;
     }
-    c->allocated += bytes;
-    if (c->allocated > c->peak) c->peak = c->allocated;
+    cuda_count(c, (long long)bytes);
     return p + HDR;
+}
+
+void cuda_count(cuda_impl *c, long long bytes)
+{
+    c->allocated = (size_t)((long long)c->allocated + bytes);
+    if (c->allocated > c->peak) c->peak = c->allocated;
 }
 
 static void cu_free(dt_backend *be, void *p)
@@ -93,7 +98,7 @@ static void cu_free(dt_backend *be, void *p)
     size_t bytes = 0;
     if (!p || cuda_enter(be) != 0) return;
     char *base = (char *)p - HDR;
-    if (cudaMemcpy(&bytes, base, sizeof bytes, cudaMemcpyDeviceToHost) == cudaSuccess) c->allocated -= bytes;
+    if (cudaMemcpy(&bytes, base, sizeof bytes, cudaMemcpyDeviceToHost) == cudaSuccess) cuda_count(c, -(long long)bytes);
     cudaFree(base);
 }
 
@@ -170,9 +175,11 @@ int cuda_scratch(dt_backend *be, size_t bytes)
     c->moved++;
     cudaFree(c->scratch);
     cudaFreeHost(c->host_scratch);
+    cuda_count(c, -(long long)c->scratch_bytes);
     c->scratch = c->host_scratch = NULL;
     c->scratch_bytes = 0;
     CU(cudaMalloc(&c->scratch, bytes), "scratch");
+    cuda_count(c, (long long)bytes);
     CU(cudaMallocHost(&c->host_scratch, bytes), "pinned scratch");
     c->scratch_bytes = bytes;
     return 0;
@@ -185,6 +192,7 @@ int cuda_lowp(dt_backend *be, size_t bytes)
     CU(cudaStreamSynchronize(c->stream), "16-bit operands");
     c->moved++;
     cudaFree(c->lowp);
+    cuda_count(c, -(long long)c->lowp_bytes);
     c->lowp = NULL, c->lowp_bytes = 0;
     bytes += bytes / 4; /* room for a larger batch or layer without another synchronization */
     cudaError_t e = cudaMalloc(&c->lowp, bytes);
@@ -197,6 +205,7 @@ int cuda_lowp(dt_backend *be, size_t bytes)
                        c->dev, CUDA_LOWP_NAME(c), (double)bytes / 1e6, (double)fr / 1e6, (double)tot / 1e6);
     }
     c->lowp_bytes = bytes;
+    cuda_count(c, (long long)bytes);
     return 0;
 }
 
@@ -863,7 +872,7 @@ static void cuda_list_devices(FILE *f)
 static size_t cuda_peak(const dt_backend *be)
 {
     const cuda_impl *c = cuda_of((dt_backend *)be);
-    return c->peak + c->workspace_bytes + c->lowp_bytes;
+    return c->peak; /* all of dtrain's device memory but the stream-ordered pool's passing scratch */
 }
 
 static const dt_backend_desc cuda_desc = {

@@ -36,7 +36,7 @@ typedef struct cuda_impl {
     void *scratch;            /* device scratch of the softmax (per-row loss and correct count) */
     size_t scratch_bytes;
     void *host_scratch;       /* its pinned host twin */
-    size_t allocated, peak;   /* bytes of alloc() live now, and the most at once */
+    size_t allocated, peak;   /* bytes of device memory live now (alloc()'s and the scratch), and the most at once */
     int verbose;              /* log the convolution algorithms chosen (DTRAIN_CUDA_VERBOSE) */
     /* graphs (--gpu-graph): a recording names the buffers above; each time one of them moves,
      * moved counts it and recordings made before are stale */
@@ -51,6 +51,9 @@ static inline cuda_impl *cuda_of(dt_backend *be) { return (cuda_impl *)be->impl;
  * shapes, FUNCTION is the call's name (the text of call up to its parenthesis). */
 int cuda_fail_at(const char *lib, const char *call, const char *what, const char *err, const char *file, int line);
 #define cuda_fail(lib, call, what, err) cuda_fail_at(lib, call, what, err, __FILE__, __LINE__)
+
+/* counts bytes of device memory allocated (> 0) or freed (< 0) into the live and peak bytes */
+void cuda_count(cuda_impl *c, long long bytes);
 
 #define CU(call, what)                                                                                                 \
     do {                                                                                                               \

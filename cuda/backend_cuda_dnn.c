@@ -93,6 +93,8 @@ static void cu_plan_free(dt_backend *be, void *pv)
     if (p->conv) cudnnDestroyConvolutionDescriptor(p->conv);
     cudaFree(p->argmax);
     cudaFree(p->tmp);
+    cuda_count(cuda_of(be), -(long long)(p->argmax_n * sizeof(int)));
+    if (p->tmp) cuda_count(cuda_of(be), -(long long)(sizeof(double) * CUDA_BN_TMP(p->cfg.bn.c)));
     free(p);
 }
 
@@ -152,6 +154,7 @@ static int workspace(dt_backend *be, size_t bytes)
     CU(cudaStreamSynchronize(c->stream), "convolution workspace");
     c->moved++;
     cudaFree(c->workspace);
+    cuda_count(c, -(long long)c->workspace_bytes);
     c->workspace = NULL, c->workspace_bytes = 0;
     cudaError_t e = cudaMalloc(&c->workspace, bytes);
     if (e != cudaSuccess) {
@@ -160,6 +163,7 @@ static int workspace(dt_backend *be, size_t bytes)
                        (double)bytes / 1e6, c->workspace_limit >> 20);
     }
     c->workspace_bytes = bytes;
+    cuda_count(c, (long long)bytes);
     return 0;
 }
 
@@ -418,9 +422,11 @@ static int cu_pool_fwd(dt_backend *be, void *pv, int rows, int train, const floa
         CU(cudaStreamSynchronize(cuda_of(be)->stream), "max pooling");
         cuda_of(be)->moved++;
         cudaFree(p->argmax);
+        cuda_count(cuda_of(be), -(long long)(p->argmax_n * sizeof(int)));
         p->argmax = NULL, p->argmax_n = 0;
         CU(cudaMalloc((void **)&p->argmax, n * sizeof(int)), "max pooling: its argmax");
         p->argmax_n = n;
+        cuda_count(cuda_of(be), (long long)(n * sizeof(int)));
     }
     int rc = cuk_pool_fwd(cuda_of(be)->stream, c, rows, x, y, keep ? p->argmax : NULL);
     return cuda_launched(rc, "pooling", "%s %dx%dx%d, window %dx%d, %d rows", c->max ? "max" : "average", c->c, c->h, c->w, c->kh,
@@ -473,10 +479,12 @@ static void *cu_bn_plan(dt_backend *be, const dt_bn_cfg *cfg)
     cudaError_t e = cuda_enter(be) == 0 ? cudaMalloc((void **)&p->tmp, sizeof(double) * CUDA_BN_TMP(cfg->c))
                                         : cudaErrorInvalidDevice;
     if (e != cudaSuccess) {
+        cudaGetLastError();
         dt_fail("CUDA: batch norm of %d channels: %s", cfg->c, cudaGetErrorString(e));
         cu_plan_free(be, p);
         return NULL;
     }
+    cuda_count(cuda_of(be), (long long)(sizeof(double) * CUDA_BN_TMP(cfg->c)));
     return p;
 }
 
