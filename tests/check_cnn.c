@@ -624,13 +624,18 @@ static int count_sync(dt_backend *b)
     crossings++;
     return inner->sync(inner);
 }
+static dt_backend counting_of(dt_backend *b)
+{
+    dt_backend c = *b;
+    inner = b, c.to_host = count_to_host, c.to_device = count_to_device, c.sync = count_sync;
+    return c;
+}
 
 START_TEST(residual_net_matches_reference)
 {
     enum { R = 3, C = 3, H = 6, F = 16, O = 32, HS = 3, HP = 2, NC = 5 };
     dt_net *net;
-    dt_backend counting = *be;
-    inner = be, counting.to_host = count_to_host, counting.to_device = count_to_device, counting.sync = count_sync;
+    dt_backend counting = counting_of(be);
     ck_assert_msg(net_parse(RES_NET, "res.net", "res", &net) == 0, "%s", dt_errmsg());
     ck_assert_int_eq(net_alloc(net, &counting, R), 0);
     /* gradient buffers are shared (the test below shows the sharing computes the right thing):
@@ -736,8 +741,7 @@ START_TEST(concat_equals_one_wide_conv)
     dt_net *n1, *n2;
     ck_assert_msg(net_parse(cat, "cat.net", "cat", &n1) == 0, "%s", dt_errmsg());
     ck_assert_msg(net_parse(wide, "wide.net", "wide", &n2) == 0, "%s", dt_errmsg());
-    dt_backend counting = *be; /* concat's training pass crosses no more than the residual net's */
-    inner = be, counting.to_host = count_to_host, counting.to_device = count_to_device, counting.sync = count_sync;
+    dt_backend counting = counting_of(be); /* concat's training pass crosses no more than the residual net's */
     ck_assert_int_eq(net_alloc(n1, &counting, R), 0);
     ck_assert_int_eq(net_alloc(n2, be, R), 0);
     ck_assert_int_eq(net_n_classes(n1), NC);
