@@ -24,12 +24,11 @@
 
 /* Elementwise loops over large arrays run on oneDNN's OpenMP pool (the backend's threads), each
  * thread on a contiguous range through a kernel compiled for the CPU's vector width. Below
- * PAR_MIN elements the loop stays on the calling thread: waking the pool costs more. */
-#define PAR_MIN CPU_PAR_MIN
+ * CPU_PAR_MIN elements the loop stays on the calling thread (cpu_threads_for). */
 
 #define PAR_RANGE(be, n, body)                                                                                         \
     do {                                                                                                               \
-        int nt_ = (n) >= PAR_MIN ? (be)->n_threads : 1;                                                                \
+        int nt_ = cpu_threads_for((be)->n_threads, (n));                                                               \
         if (nt_ <= 1) {                                                                                                \
             size_t a = 0, b = (n);                                                                                     \
             body;                                                                                                      \
@@ -120,7 +119,7 @@ DT_CLONES static void round_rows(uint16_t *restrict dst, const float *restrict s
 
 void cpu_round_bf16(int n_threads, uint16_t *dst, const float *src, size_t rows, size_t cols, size_t ld)
 {
-    int nt = rows * cols >= PAR_MIN && rows > 1 ? n_threads : 1;
+    int nt = rows > 1 ? cpu_threads_for(n_threads, rows * cols) : 1;
     if (nt <= 1) {
         round_rows(dst, src, 0, rows, cols, ld);
         return;
@@ -373,8 +372,8 @@ DT_CLONES static int unscale(float *x, float s, size_t n)
 static int cpu_grad_unscale(dt_backend *be, float *g, size_t n, float a, int32_t *flag)
 {
     int bad = 0;
-    if (n >= PAR_MIN && be->n_threads > 1) {
-        int nt = be->n_threads;
+    int nt = cpu_threads_for(be->n_threads, n);
+    if (nt > 1) {
 #pragma omp parallel for schedule(static) num_threads(nt) reduction(| : bad)
         for (int t = 0; t < nt; t++) {
             size_t a0 = n * (size_t)t / (size_t)nt, a1 = n * (size_t)(t + 1) / (size_t)nt;
