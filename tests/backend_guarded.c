@@ -30,6 +30,9 @@
  * so that the train loop's fallback runs in tests too. DTRAIN_GUARDED_GRAPH_MOVED=N: the N-th launch
  * of the process finds the buffers moved (as a GPU's scratch that grew): the pass is recorded anew.
  *
+ * DTRAIN_GUARDED_STOP_IN_CREATE=R: rank R stops itself (SIGSTOP) as it joins a communicator of the
+ * device transport's stand-in (net_create), where NCCL's ncclCommInitRank would leave the others blocked.
+ *
  * Built twice: into the test library (the Check suites call backend_guarded_desc directly) and
  * as the module dtrain-cpu-guarded.so that `dtrain --device cpu-guarded` loads from
  * $DTRAIN_MODULE_PATH (the tests set it to the build's tests/ directory). Never installed.
@@ -761,6 +764,8 @@ static int g_net_create(dt_backend *be, const void *id, int nranks, int rank, vo
 {
     (void)be;
     int size, me;
+    const char *stop = getenv("DTRAIN_GUARDED_STOP_IN_CREATE");
+    if (stop && atoi(stop) == rank) raise(SIGSTOP); /* a rank wedged while the others join (faults.sh) */
     gnet *net = calloc(1, sizeof *net);
     unsigned char first[DT_NET_ID_BYTES];
     if (!net) return dt_fail("out of memory");

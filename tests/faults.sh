@@ -3,7 +3,8 @@
 #  - kill -9 of one rank: the job ends within 30 s, non-zero, and mpirun names the rank
 #  - SIGSTOP of one rank: another rank gives up after --comm-timeout, calls the roll and names the
 #    stopped rank, the operation and the iteration; the job ends within twice the timeout plus 10 s;
-#    over --transport nccl (on the guarded backend's stand-in) the device's transfers give up too
+#    over --transport nccl (on the guarded backend's stand-in) the device's transfers give up too, and
+#    so do the ranks making the device communicator while one of them is stopped
 #  - SIGTERM to one rank with --checkpoint (a worker; ps's server): every rank stops after the same iteration, the
 #    checkpoint is written, the exit status is 143, no temporary file is left; resuming gives the
 #    weights of the run that was never stopped, bit for bit
@@ -88,6 +89,18 @@ if [ -f "$top_builddir/tests/dtrain-cpu-guarded.so" ]; then
         note "SIGSTOP of rank 1 over nccl, $m: ended in $dt s: $(grep -o 'rank [0-9] of 3: .* did not finish' \
             "$T/nstop.out" | head -n 1)"
     done
+    # a rank wedged while the ranks make the device communicator (NCCL's ncclCommInitRank blocks the
+    # others until it joins): they give up after --comm-timeout too and name it
+    t0=$(date +%s)
+    mpi -np 3 env DTRAIN_GUARDED_STOP_IN_CREATE=1 "$DTRAIN" $LONG --device cpu-guarded --transport nccl --mode dsync \
+        --comm-timeout 3 --log "$T/ncreate.jsonl" > "$T/ncreate.out" 2>&1
+    rc=$? dt=$(( $(date +%s) - t0 ))
+    pkill -9 -f -- "dtrain .*ncreate.jsonl"
+    [ $rc -ne 0 ] || fail "SIGSTOP in the device communicator's creation: the job exited 0"
+    [ $dt -le 30 ] || fail "SIGSTOP in the device communicator's creation: the job took $dt s to end (comm timeout 3 s)"
+    grep -q "waited [0-9]* s for the other ranks in the device communicator's creation .* gave up (--comm-timeout 3): rank 1 does not answer" \
+        "$T/ncreate.out" || { cat "$T/ncreate.out"; fail "SIGSTOP in the device communicator's creation: no message naming rank 1"; }
+    note "SIGSTOP of rank 1 in the device communicator's creation: ended in $dt s"
     unset DTRAIN_MODULE_PATH DTRAIN_GUARDED_DEVICES
 fi
 

@@ -71,6 +71,19 @@ int devnet_choose(dt_comm *c, dt_backend *be, const char *want, const char *mode
     return 0;
 }
 
+typedef struct {
+    dt_backend *be;
+    const unsigned char *id;
+    int nranks, rank;
+    void **net;
+} create_args;
+
+static int create(void *p)
+{
+    create_args *a = p;
+    return a->be->net_create(a->be, a->id, a->nranks, a->rank, a->net);
+}
+
 int devnet_open(dt_comm *c, dt_backend *be, void **net)
 {
     unsigned char id[DT_NET_ID_BYTES] = {0};
@@ -78,7 +91,9 @@ int devnet_open(dt_comm *c, dt_backend *be, void **net)
     /* every rank learns whether rank 0 has an id before waiting for it */
     if (comm_agree(c, rc != 0) >= 0) return rc != 0 ? -1 : dt_fail("rank 0 could not make a communicator's id");
     if (comm_bcast(c, id, sizeof id, 0) != 0) return -1;
-    rc = be->net_create(be, id, comm_size(c), comm_rank(c), net);
+    /* blocks until every rank joins (ncclCommInitRank): a rank stopped meanwhile ends the job */
+    create_args a = {be, id, comm_size(c), comm_rank(c), net};
+    rc = comm_bounded(c, "the device communicator's creation", create, &a);
     int bad = comm_agree(c, rc != 0);
     if (bad < 0) return 0;
     if (rc == 0) {

@@ -54,6 +54,10 @@ void comm_set_timeout(dt_comm *c, double seconds);
 double comm_timeout(const dt_comm *c);
 void comm_set_iteration(dt_comm *c, long it);
 void comm_set_label(dt_comm *c, const char *label);
+/* Runs fn(arg), a blocking call into another library that every rank makes together (NCCL's
+ * communicator creation), within the timeout: past it, another thread calls the roll, says on
+ * stderr which ranks do not answer and ends the job (comm_abort, exit 1). Returns fn's result. */
+int comm_bounded(dt_comm *c, const char *op, int (*fn)(void *), void *arg);
 /* 1 once a wait gave up: the ranks may be anywhere, so the job can only be aborted. */
 int comm_broken(const dt_comm *c);
 /* Whether several threads may call the transport at once (needed by modes with a comm thread). */

@@ -13,6 +13,7 @@
  * stopped) answers; a stopped rank does not. */
 #include <limits.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,9 +186,29 @@ static int roll_call(dt_comm *c, double grace, char *out, size_t n)
     return silent;
 }
 
-/* Waits for all n requests, or with `any` for one of them (its index there); on the deadline, calls
- * the roll and returns an error naming the operation, the peer (-1: a collective of all ranks, or
- * several peers), where the job was and the ranks that do not answer. */
+/* A wait of `waited` seconds for `who` in `op` that gives up: marks the job broken, calls the roll
+ * and returns an error naming the operation, where the job was and the ranks that do not answer. */
+static int give_up(dt_comm *c, double waited, const char *who, const char *op)
+{
+    char when[64] = "", silent[200];
+    if (c->ctx->iteration >= 0) snprintf(when, sizeof when, ", iteration %ld", c->ctx->iteration + 1);
+    c->ctx->broken = 1;
+    /* a rank that computes answers once it waits too: give it up to the timeout, at most 10 s */
+    double grace = c->ctx->timeout < 10.0 ? c->ctx->timeout : 10.0;
+    int k = c->size > 1 ? roll_call(c, grace < 1.0 ? 1.0 : grace, silent, sizeof silent) : 0;
+    const char *why = k > 0    ? silent
+                      : k == 0 ? "every rank answers a ping, so the ranks wait for each other in different operations"
+                               : "is a rank stopped, wedged or gone";
+    return dt_fail("waited %.0f s for %s in %s (%s%s) and gave up (--comm-timeout %g): %s%s", waited, who, op,
+                   c->ctx->label, when, c->ctx->timeout, why,
+                   k > 0   ? (k == 1 ? " does not answer (stopped, wedged or gone?)"
+                                     : " do not answer (stopped, wedged or gone?)")
+                   : k < 0 ? "?"
+                           : "");
+}
+
+/* Waits for all n requests, or with `any` for one of them (its index there); on the deadline,
+ * gives up (give_up) naming the peer (-1: a collective of all ranks, or several peers). */
 static int wait_reqs(dt_comm *c, int n, MPI_Request *r, MPI_Status *st, int *any, const char *op, int peer)
 {
     int done = 0, rc = any ? MPI_Testany(n, r, any, &done, st) : MPI_Testall(n, r, &done, st);
@@ -198,22 +219,10 @@ static int wait_reqs(dt_comm *c, int n, MPI_Request *r, MPI_Status *st, int *any
             if (t0 == 0.0) t0 = now;
             if (c->size > 1) answer_pings(c->ctx);
             if (c->ctx->timeout > 0 && now - t0 > c->ctx->timeout) {
-                char who[48], when[64] = "", silent[200];
+                char who[48];
                 if (peer >= 0) snprintf(who, sizeof who, "rank %d", peer);
                 else snprintf(who, sizeof who, "the other ranks");
-                if (c->ctx->iteration >= 0) snprintf(when, sizeof when, ", iteration %ld", c->ctx->iteration + 1);
-                c->ctx->broken = 1;
-                /* a rank that computes answers once it waits too: give it up to the timeout, at most 10 s */
-                double grace = c->ctx->timeout < 10.0 ? c->ctx->timeout : 10.0;
-                int k = roll_call(c, grace < 1.0 ? 1.0 : grace, silent, sizeof silent);
-                const char *why = k > 0 ? silent : k == 0 ? "every rank answers a ping, so the ranks wait for "
-                                                            "each other in different operations"
-                                                          : "is a rank stopped, wedged or gone";
-                return dt_fail("waited %.0f s for %s in %s (%s%s) and gave up (--comm-timeout %g): %s%s", now - t0, who,
-                               op, c->ctx->label, when, c->ctx->timeout, why,
-                               k > 0 ? (k == 1 ? " does not answer (stopped, wedged or gone?)"
-                                               : " do not answer (stopped, wedged or gone?)")
-                                     : k < 0 ? "?" : "");
+                return give_up(c, now - t0, who, op);
             }
             int sleep = c->sleepy && (!c->sleep_while || __atomic_load_n(c->sleep_while, __ATOMIC_RELAXED));
             if (sleep && now - t0 > WAIT_SPIN_S) {
@@ -225,6 +234,70 @@ static int wait_reqs(dt_comm *c, int n, MPI_Request *r, MPI_Status *st, int *any
         rc = any ? MPI_Testany(n, r, any, &done, st) : MPI_Testall(n, r, &done, st);
     }
     return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, op);
+}
+
+/* comm_bounded's watch: answers pings while the call runs; past the deadline, gives up and ends
+ * the job from this thread (the calling one is inside the other library, out of reach) */
+typedef struct {
+    dt_comm *c;
+    const char *op;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+} bound;
+
+static void *bound_watch(void *arg)
+{
+    bound *b = arg;
+    dt_comm *c = b->c;
+    double t0 = dt_now();
+    pthread_mutex_lock(&b->mu);
+    while (!b->done) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L; /* a ping waits at most this long for its answer */
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+        if (b->done) break;
+        pthread_mutex_unlock(&b->mu);
+        double now = dt_now();
+        if (now - t0 > c->ctx->timeout) {
+            if (c->thread_multiple) give_up(c, now - t0, "the other ranks", b->op);
+            else
+                dt_fail("waited %.0f s for the other ranks in %s (%s) and gave up (--comm-timeout %g): is a rank "
+                        "stopped, wedged or gone?",
+                        now - t0, b->op, c->ctx->label, c->ctx->timeout);
+            fprintf(stderr, "dtrain: [rank %d] %s\n", c->rank, dt_errmsg());
+            comm_abort(c, 1);
+        }
+        if (c->thread_multiple && c->size > 1) answer_pings(c->ctx);
+        pthread_mutex_lock(&b->mu);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+int comm_bounded(dt_comm *c, const char *op, int (*fn)(void *), void *arg)
+{
+    if (c->ctx->timeout <= 0) return fn(arg);
+    bound b = {.c = c, .op = op};
+    pthread_t t;
+    pthread_mutex_init(&b.mu, NULL);
+    pthread_cond_init(&b.cv, NULL);
+    if (pthread_create(&t, NULL, bound_watch, &b) != 0) {
+        pthread_mutex_destroy(&b.mu);
+        pthread_cond_destroy(&b.cv);
+        return dt_fail("%s: cannot start a thread to bound it by --comm-timeout", op);
+    }
+    int rc = fn(arg);
+    pthread_mutex_lock(&b.mu);
+    b.done = 1;
+    pthread_cond_signal(&b.cv);
+    pthread_mutex_unlock(&b.mu);
+    pthread_join(t, NULL);
+    pthread_mutex_destroy(&b.mu);
+    pthread_cond_destroy(&b.cv);
+    return rc;
 }
 
 static int wait_all(dt_comm *c, int n, MPI_Request *r, MPI_Status *st, const char *op, int peer)
