@@ -7,9 +7,9 @@
  * whichever host thread issued them; copies to the host wait for the stream, so a host view
  * (hostbuf) is current when to_host returns.
  *
- * Which GPU: --gpu N, or the rank's local rank (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK, Slurm's
- * SLURM_LOCALID) modulo the GPUs visible, so ranks on one host spread over its GPUs and several
- * ranks may share one (each with its own context and stream).
+ * Which GPU: --gpu N, or the rank's local rank (its index among the ranks of its host, from MPI,
+ * whichever launched it: mpirun, srun, mpiexec) modulo the GPUs visible, so ranks on one host
+ * spread over its GPUs and several ranks may share one (each with its own context and stream).
  *
  * The module links cuBLAS and cuDNN dynamically and the CUDA runtime statically; dtrain loads it
  * only for --device cuda or auto, so a dtrain built with CUDA runs on machines without it.
@@ -641,7 +641,7 @@ static void cu_destroy(dt_backend *be)
 }
 
 /* the GPU this rank takes: --gpu, else its local rank modulo the GPUs */
-static int choose_gpu(int asked, int count, int *dev)
+static int choose_gpu(int asked, int local_rank, int count, int *dev)
 {
     if (asked >= 0) {
         if (asked >= count) {
@@ -651,9 +651,7 @@ static int choose_gpu(int asked, int count, int *dev)
         *dev = asked;
         return 0;
     }
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    if (!lr) lr = getenv("SLURM_LOCALID");
-    *dev = lr ? atoi(lr) % count : 0;
+    *dev = (local_rank > 0 ? local_rank : 0) % count;
     return 0;
 }
 
@@ -682,7 +680,7 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     char why[256];
     int count = n_gpus(why, sizeof why), dev = 0;
     if (count == 0) return dt_fail("%s", why);
-    if (choose_gpu(o->device, count, &dev) != 0) return -1;
+    if (choose_gpu(o->device, o->local_rank, count, &dev) != 0) return -1;
     dt_backend *be = calloc(1, sizeof *be);
     cuda_impl *c = calloc(1, sizeof *c);
     if (!be || !c) {

@@ -124,7 +124,7 @@ static int open_net(dt_run *r)
 {
     const dt_opts *o = r->opts;
     r->threads = choose_threads(r);
-    dt_backend_opts bo = {.n_threads = r->threads, .device = -1};
+    dt_backend_opts bo = {.n_threads = r->threads, .device = -1, .local_rank = comm_local_rank(r->comm)};
     bo.precision = strcmp(o->precision, "bf16") == 0   ? DT_PRECISION_BF16
                    : strcmp(o->precision, "fp16") == 0 ? DT_PRECISION_FP16
                                                        : DT_PRECISION_FP32;

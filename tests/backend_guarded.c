@@ -1078,9 +1078,9 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
     be->graph_launch = g_graph_launch, be->graph_free = g_graph_free;
     if (getenv("DTRAIN_GUARDED_GRAPH_MOVED")) g->moved_at = atol(getenv("DTRAIN_GUARDED_GRAPH_MOVED"));
     {
-        const char *nd = getenv("DTRAIN_GUARDED_DEVICES"), *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+        const char *nd = getenv("DTRAIN_GUARDED_DEVICES");
         int count = nd && atoi(nd) > 0 ? atoi(nd) : 1;
-        g->device = (o->device >= 0 ? o->device : lr ? atoi(lr) : 0) % count;
+        g->device = (o->device >= 0 ? o->device : o->local_rank > 0 ? o->local_rank : 0) % count;
         const char *inf = getenv("DTRAIN_GUARDED_INF_AT"), *colon = inf ? strchr(inf, ':') : NULL;
         const char *rank = getenv("OMPI_COMM_WORLD_RANK");
         if (inf && (!colon || atoi(colon + 1) == (rank ? atoi(rank) : 0))) {

@@ -174,6 +174,11 @@ nccl() { # CPU-ARGS -- GUARDED-ARGS (with --transport nccl)
 nccl --mode dsync --compress q8 -- --mode dsync --compress q8
 grep -q "dsync: the ring runs on cpu-guarded memory: encoded segments go from device to device (NCCL)" "$T/log" ||
     { cat "$T/log"; fail "dsync over nccl does not say that its segments go device to device"; }
+# a rank's device is its local rank as MPI counts the ranks of its host, without Open MPI's variable
+# (as under launchers that do not set it): two devices, so nccl
+mpi -np 2 env -u OMPI_COMM_WORLD_LOCAL_RANK "$DTRAIN" "${common[@]}" --iters 1 --device cpu-guarded --transport nccl \
+    > "$T/log" 2>&1 && grep -q "^transport nccl" "$T/log" ||
+    { cat "$T/log"; fail "without OMPI_COMM_WORLD_LOCAL_RANK the ranks do not take a device each"; }
 nccl --mode dsync --fusion-bytes 20000 --compress q8 -- --mode dsync --fusion-bytes 20000 --compress q8
 nccl --mode dsync --allreduce mpi -- --mode dsync
 grep -q "dsync: the gradients are summed on cpu-guarded memory by the device's allreduce (NCCL)" "$T/log" ||

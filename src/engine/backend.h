@@ -288,6 +288,7 @@ struct dt_backend {
 typedef struct dt_backend_opts {
     int n_threads; /* host threads for its kernels (the CPU backend's compute threads) */
     int device;    /* which device of its kind (a GPU index, --gpu); -1: the backend's default */
+    int local_rank; /* this rank's index among the ranks of its host (MPI's shared-memory split) */
     int tf32;      /* --tf32: a GPU may use TensorFloat-32 in GEMMs and convolutions */
     int exact;     /* --gpu-exact: only convolution algorithms whose sums are as exact as the CPU's */
     long workspace_mb; /* --gpu-workspace: the most a convolution algorithm may use (0: the default) */
