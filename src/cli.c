@@ -1,6 +1,7 @@
 /* The option table and everything derived from it. */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -545,6 +546,11 @@ int cli_parse(int argc, char **argv, dt_opts *o)
             return dt_fail("--%s: missing value (expected %s)", arg,
                            optopt >= 256 ? all[optopt - 256].d->metavar : "a value");
         }
+        /* "--save --nesterov": the value left out, so getopt took the next option for it */
+        if (optarg && optarg == argv[optind - 1] && optarg[0] == '-' && optarg[1] == '-' && isalpha(optarg[2]))
+            return dt_fail("--%s: missing value (expected %s; the next argument, %s, is an option; a value that "
+                           "starts with -- goes after =: --%s=%s)",
+                           all[c - 256].d->name, all[c - 256].d->metavar, optarg, all[c - 256].d->name, optarg);
         if (n_given == (int)DT_ARRAY_LEN(given)) return dt_fail("too many options");
         given[n_given].idx = c - 256;
         given[n_given].val = optarg;

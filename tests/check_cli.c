@@ -48,6 +48,7 @@ static const struct {
     {{"--bogus"}, "unknown option '--bogus' (see dtrain --help)"},
     {{"-x"}, "unknown option '-x'"},
     {{"--lr"}, "--lr: missing value (expected X)"},
+    {{"--save", "--nesterov"}, "--save: missing value (expected FILE; the next argument, --nesterov, is an option"},
     {{"--lr", "fast"}, "--lr: expected a number in [0, 100], found 'fast'"},
     {{"--lr", "-1"}, "--lr: expected a number in [0, 100], found -1"},
     {{"--epochs", "2.5"}, "--epochs: expected an integer in [0, 1000000], found '2.5'"},
