@@ -609,6 +609,9 @@ static int record_run(dt_run *r)
     log_summary_field(l, "transport", r->env.transport == DT_TRANSPORT_NCCL ? "nccl" : "mpi", 0);
     log_summary_field(l, "libraries", libs, 0);
     log_summary_field(l, "hosts", hosts, 0);
+    char ranks[16]; /* in the start record too: a rerun of a run that died takes its rank count */
+    snprintf(ranks, sizeof ranks, "%d", comm_size(r->comm));
+    log_summary_field(l, "ranks", ranks, 1);
     if (r->opts->data_dir) /* absolute: a rerun may start elsewhere */
         log_summary_field(l, "data_dir", realpath(r->opts->data_dir, dir) ? dir : r->opts->data_dir, 0);
     log_summary_field(l, "options", r->options, 0);

@@ -424,7 +424,7 @@ static void summary_fields(dt_run *r)
     const struct {
         const char *key;
         double v;
-    } nums[] = {{"ranks", comm_size(r->comm)},      {"workers", env->n_workers},
+    } nums[] = {{"workers", env->n_workers},
                 {"threads", r->threads},            {"batch", (double)r->opts->batch},
                 {"params", (double)r->net->n_params}, {"model_alpha", env->model.alpha},
                 {"model_beta", env->model.beta},    {"model_beta_stream", env->model.beta_stream},

@@ -16,7 +16,7 @@ mpi -np 2 "$DTRAIN" --config run.conf --dataset mnist --data-dir data --lr 0.05 
     --log "$T/r1.jsonl" --save "$T/w1.st" > "$T/r1.out" 2>&1 || { cat "$T/r1.out"; fail "the first run failed"; }
 start=$(grep '"type":"start"' "$T/r1.jsonl")
 [ -n "$start" ] || fail "no start record in the log"
-for key in version git backend libraries hosts data_dir options given; do
+for key in version git backend libraries hosts ranks data_dir options given; do
     echo "$start" | grep -q "\"$key\":" || fail "the start record lacks $key"
     grep '"type":"summary"' "$T/r1.jsonl" | grep -q "\"$key\":" || fail "the summary record lacks $key"
 done
@@ -38,9 +38,12 @@ grep -q '"type":"summary".*"options":"[^"]*epochs = 1\\n' "$T/r3.jsonl" || fail 
 "$STDIFF" "$T/w3.st" "$T/w1.st" 0 0 > /dev/null && fail "one epoch trained the weights of two"
 note "--rerun of a log cut after its start record, with --epochs 1 over the record's 2"
 
-mpi -np 3 "$DTRAIN" --rerun "$T/r1.jsonl" --progress none > "$T/bad.out" 2>&1
-rc=$?
-[ $rc -eq 2 ] && grep -q "this run is meant for 2 ranks, but it has 3" "$T/bad.out" || { cat "$T/bad.out"; fail "--rerun on 3 ranks: exit $rc"; }
+for log in r1 cut; do # the rank count is in the start record too
+    mpi -np 3 "$DTRAIN" --rerun "$T/$log.jsonl" --progress none > "$T/bad.out" 2>&1
+    rc=$?
+    [ $rc -eq 2 ] && grep -q "this run is meant for 2 ranks, but it has 3" "$T/bad.out" ||
+        { cat "$T/bad.out"; fail "--rerun $log.jsonl on 3 ranks: exit $rc"; }
+done
 echo '{"type":"iter","epoch":1}' > "$T/none.jsonl"
 "$DTRAIN" --rerun "$T/none.jsonl" > "$T/bad.out" 2>&1
 rc=$?
