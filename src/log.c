@@ -129,9 +129,9 @@ static void json_times(FILE *f, const dt_record *r)
     fprintf(f, ",\"t_iter\":%.6g,\"overlapped\":%s", r->t.iter / n, r->overlapped ? "true" : "false");
     if (r->t_model > 0) fprintf(f, ",\"t_model\":%.6g", r->t_model);
     fprintf(f, ",\"cpu_iter\":%.6g", r->t.cpu / n);
-    if (r->overlapped || r->t.cpu_comm > 0) fprintf(f, ",\"cpu_comm\":%.6g", r->t.cpu_comm / n);
+    fprintf(f, ",\"cpu_comm\":%.6g", r->t.cpu_comm / n);
     if (r->t.density > 0) fprintf(f, ",\"density\":%.6g", r->t.density / n);
-    if (r->t.skipped > 0) fprintf(f, ",\"skipped_steps\":%.0f", r->t.skipped); /* a count, not per iteration */
+    if (r->may_skip || r->t.skipped > 0) fprintf(f, ",\"skipped_steps\":%.0f", r->t.skipped); /* a count, not per iteration */
     if (r->loss_scale > 0) fprintf(f, ",\"loss_scale\":%.9g", r->loss_scale);
     fprintf(f, ",\"bytes_sent\":%.0f,\"bytes_recv\":%.0f", r->t.bytes_sent / n, r->t.bytes_recv / n);
     if (r->t.early > 0) fprintf(f, ",\"bytes_early\":%.0f", r->t.early / n);

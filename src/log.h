@@ -34,6 +34,7 @@ typedef struct dt_record {
     int overlapped;   /* encode/comm/decode ran on a communication thread beside the compute */
     double t_model;   /* the timing model's prediction of seconds per iteration (0: none) */
     double loss_scale; /* --precision fp16: the loss scale after the last iteration (0: none) */
+    int may_skip;      /* the run skips steps that overflow (fp16, csc's dynamic loss scale): skipped_steps */
 } dt_record;
 
 /* `enabled` is 1 on rank 0. json_path may be NULL. `launched`: started by mpirun (known before

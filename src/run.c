@@ -554,10 +554,14 @@ static void banner(dt_run *r)
     if (r->classes_note[0]) log_text(r->log, "%s\n", r->classes_note);
     log_text(r->log, "%d rank%s x %d thread%s, %s\n", p, p == 1 ? "" : "s", r->threads, r->threads == 1 ? "" : "s",
              mode);
-    log_text(r->log, "global batch %ld (%d per worker), %ld iterations/epoch, %ld epoch%s, lr %g (%s), momentum %g%s, "
-                     "wd %g\n",
-             o->batch, r->local_batch, env->iters_per_epoch, o->epochs, o->epochs == 1 ? "" : "s", o->lr,
-             o->lr_schedule, o->momentum, o->nesterov ? " (Nesterov)" : "", o->wd);
+    char length[96]; /* --iters cuts the epochs short */
+    if (env->total_iters < o->epochs * env->iters_per_epoch)
+        snprintf(length, sizeof length, "%ld iteration%s (--iters; %ld epoch%s asked)", env->total_iters,
+                 env->total_iters == 1 ? "" : "s", o->epochs, o->epochs == 1 ? "" : "s");
+    else snprintf(length, sizeof length, "%ld epoch%s", o->epochs, o->epochs == 1 ? "" : "s");
+    log_text(r->log, "global batch %ld (%d per worker), %ld iterations/epoch, %s, lr %g (%s), momentum %g%s, wd %g\n",
+             o->batch, r->local_batch, env->iters_per_epoch, length, o->lr, o->lr_schedule, o->momentum,
+             o->nesterov ? " (Nesterov)" : "", o->wd);
     log_text(r->log, "augmentation: %s; %ld batch%s prefetched%s%s%s\n", aug, o->prefetch, o->prefetch == 1 ? "" : "es",
              UPLOADS(r->be) ? ", copied to " : "", UPLOADS(r->be) ? r->be->name : "",
              UPLOADS(r->be) ? " memory a batch ahead on a queue of their own" : "");

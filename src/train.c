@@ -62,7 +62,7 @@ static void fill(dt_run *r, dt_record *rec, const char *type, int epoch, long it
     rec->epochs = (int)((r->env.total_iters + ipe - 1) / ipe);
     rec->iter = it;
     rec->iter_in_epoch = it - (long)(epoch - 1) * ipe;
-    rec->iters_per_epoch = ipe;
+    rec->iters_per_epoch = DT_MIN(ipe, r->env.total_iters - (long)(epoch - 1) * ipe); /* --iters: this epoch's */
     rec->time = dt_now() - r->t_start;
     rec->overlapped = r->env.overlapped;
     rec->loss = s->rows > 0 ? s->loss / s->rows : 0.0;
@@ -76,6 +76,7 @@ static void fill(dt_run *r, dt_record *rec, const char *type, int epoch, long it
     rec->t = s->t;
     rec->t_model = predict(r, s);
     rec->loss_scale = r->scaler.on ? r->scaler.scale : 0.0;
+    rec->may_skip = r->scaler.on || (r->env.opts.loss_scale && !strcmp(r->env.opts.loss_scale, "dynamic"));
 }
 
 /* Loss and accuracy on this worker's share of the test set, averaged over ranks into test[0..1]. */
