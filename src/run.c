@@ -267,6 +267,10 @@ static int setup_mode(dt_run *r, int p, size_t n_train)
     env->iters_per_epoch = (long)((n_train + (size_t)o->batch - 1) / (size_t)o->batch);
     env->total_iters = o->epochs * env->iters_per_epoch;
     if (o->iters > 0 && o->iters < env->total_iters) env->total_iters = o->iters;
+    if (r->net->n_params == 0 && env->total_iters > 0) /* the sparse modes would select from nothing */
+        return dt_fail("--net %s: no layer has parameters to train (all are frozen), so there is nothing to train "
+                       "(--epochs 0 evaluates it)",
+                       o->net);
     r->local_batch = (int)((o->batch + env->n_workers - 1) / env->n_workers);
     return 0;
 }
