@@ -123,8 +123,8 @@ int main(int argc, char **argv)
     cpu_flush_denormals();
 
     parse_rc = cli_parse(argc, argv, &opts);
-    if (parse_rc == 0 && opts.action != DT_ACT_TRAIN) {
-        if (launched_rank <= 0) info(opts.action);
+    if (parse_rc == 0 && opts.action != DT_ACT_TRAIN && launched_rank < 0) { /* a launcher's: below */
+        info(opts.action);
         cli_free(&opts);
         return 0;
     }
@@ -144,6 +144,18 @@ int main(int argc, char **argv)
         comm_finalize(comm);
         return 1;
     }
+    /* what every rank does: a rank that only prints (--version), checks (--dry-run) or packs would
+     * leave the others waiting */
+    if (parse_rc == 0) {
+        static const char *const acts[] = {"train", "--help", "--version", "--list-modes", "--list-nets",
+                                           "--list-datasets", "--list-layers", "--list-devices"};
+        char what[128];
+        snprintf(what, sizeof what, "%s\n", opts.action != DT_ACT_TRAIN ? acts[opts.action]
+                                            : opts.dry_run             ? "--dry-run"
+                                            : opts.pack_only           ? "--pack-only"
+                                                                       : "train");
+        parse_rc = comm_check_same(comm, what, "action");
+    }
     /* a bad option on any rank stops every rank; the lowest such rank says why */
     rc = comm_agree(comm, parse_rc != 0);
     if (rc >= 0) {
@@ -151,6 +163,12 @@ int main(int argc, char **argv)
         cli_free(&opts);
         comm_finalize(comm);
         return 2;
+    }
+    if (opts.action != DT_ACT_TRAIN) {
+        if (rank == 0) info(opts.action);
+        cli_free(&opts);
+        comm_finalize(comm);
+        return 0;
     }
 
     memset(&run, 0, sizeof run);

@@ -12,7 +12,8 @@
 #    without --checkpoint: one line, exit status 130
 #  - a full disk under --log (/dev/full): reported, exit 1
 #  - ranks whose options differ only in what they do together (--log-every, --save given on one
-#    rank) or whose data differ with the same sizes: refused at start-up, naming the option
+#    rank), whose data differ with the same sizes, or of which one only checks (--dry-run) or prints
+#    (--version): refused at start-up, naming the option
 #  - a non-finite loss: stopped in that iteration, naming the layers
 . "$(dirname "$0")/lib.sh"
 need_mpirun
@@ -177,6 +178,11 @@ expect_refused "--save on one rank" "rank 0: 'save = (not given)', this rank: 's
     -np 1 "$DTRAIN" $D --iters 5 : -np 1 "$DTRAIN" $D --iters 5 --save "$T/one.st"
 expect_refused "--comm-timeout differs" "rank 0: 'comm-timeout = 300', this rank: 'comm-timeout = 10'" \
     -np 1 "$DTRAIN" $D --iters 5 : -np 1 "$DTRAIN" $D --iters 5 --comm-timeout 10
+# a rank that only checks or prints, beside one that trains (each left the other waiting)
+expect_refused "--dry-run on one rank" "the action differs from rank 0's (rank 0: '--dry-run', this rank: 'train')" \
+    -np 1 "$DTRAIN" $D --iters 5 --dry-run : -np 1 "$DTRAIN" $D --iters 5
+expect_refused "--version on one rank" "the action differs from rank 0's (rank 0: 'train', this rank: '--version')" \
+    -np 1 "$DTRAIN" $D --iters 5 : -np 1 "$DTRAIN" --version
 mkdir -p "$T/data2" && make_idx "$T/data2" 2000 200 8
 expect_refused "same sizes, other data" "this rank: 'data fingerprint = " \
     -np 1 "$DTRAIN" $D --iters 5 : -np 1 "$DTRAIN" --dataset mnist --data-dir "$T/data2" --progress none --threads 1 --iters 5
