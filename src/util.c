@@ -16,10 +16,12 @@ static _Thread_local char errbuf[1024];
 
 int dt_fail(const char *fmt, ...)
 {
+    char msg[sizeof errbuf]; /* an argument may be dt_errmsg() itself: the message it had */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(errbuf, msg, sizeof errbuf);
     return -1;
 }
 

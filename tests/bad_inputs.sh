@@ -95,4 +95,14 @@ cp "$T/good.ckpt" "$T/bad.ckpt" && truncate -s $((size - 1000)) "$T/bad.ckpt"
 check "checkpoint truncated" 1 "--resume: $T/bad.ckpt" "$DTRAIN" $D --iters 4 --resume "$T/bad.ckpt"
 check "a directory as the checkpoint" 1 "--resume: $T: " "$DTRAIN" $D --iters 4 --resume "$T"
 check "a device as the checkpoint" 1 "--resume: /dev/zero: " "$DTRAIN" $D --iters 4 --resume /dev/zero
+# weights with an infinity (the message names the file and the tensor)
+"$DTRAIN" $D --save "$T/good.st" > "$T/out" 2>&1 || { cat "$T/out"; fail "could not save weights"; }
+$PYTHON - "$T/good.st" "$T/inf.st" <<'EOF2' || fail "could not write the weights with an infinity"
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+b[8 + n + 4:8 + n + 8] = struct.pack("<f", float("inf"))  # the second value of the first tensor
+open(sys.argv[2], "wb").write(b)
+EOF2
+check "weights with an infinity" 1 "--load: $T/inf.st: tensor '" "$DTRAIN" $D --load "$T/inf.st"
 echo "PASS: $n malformed inputs, each refused with its message and exit status, none a crash or a hang"
