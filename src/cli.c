@@ -4,10 +4,12 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "comm/comm.h"
 #include "data/data.h"
@@ -335,8 +337,49 @@ static int set_defaults(dt_opts *o)
 }
 
 /* What the options mean together: the comm mode judges its flags, the rest is here. */
+/* whether paths a and b name one regular file: the same existing file, or the same name in the same
+ * directory (not devices: --log /dev/null --save /dev/null is fine) */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    int ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    if (ea && eb) return S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    if (strcmp(a, b) == 0) return 1;
+    const char *na = strrchr(a, '/'), *nb = strrchr(b, '/');
+    if (strcmp(na ? na + 1 : a, nb ? nb + 1 : b) != 0) return 0;
+    char da[PATH_MAX], db[PATH_MAX], ra[PATH_MAX], rb[PATH_MAX];
+    snprintf(da, sizeof da, "%.*s", na ? (int)(na - a) + 1 : 1, na ? a : ".");
+    snprintf(db, sizeof db, "%.*s", nb ? (int)(nb - b) + 1 : 1, nb ? b : ".");
+    return realpath(da, ra) && realpath(db, rb) && strcmp(ra, rb) == 0;
+}
+
+/* Files the run writes must not be one another's, nor a file it reads before writing over it. */
+static int check_paths(const dt_opts *o)
+{
+    static const struct {
+        const char *out, *other, *why;
+    } pairs[] = {
+        {"log", "save", "the weights would replace the log"},
+        {"log", "checkpoint", "the checkpoints would replace the log"},
+        {"log", "load", "the log would replace the weights before they are read"},
+        {"log", "resume", "the log would replace the checkpoint before it is read"},
+        {"log", "config", "the log would replace the configuration"},
+        {"save", "checkpoint", "the weights and the checkpoints would replace one another"},
+        {"save", "resume", "the final weights would replace the checkpoint, which --resume may need again"},
+    };
+    for (size_t i = 0; i < DT_ARRAY_LEN(pairs); i++) {
+        const entry *a = find_opt(pairs[i].out), *b = find_opt(pairs[i].other);
+        const char *pa = *(char *const *)cfield(o, a), *pb = *(char *const *)cfield(o, b);
+        if (pa && pb && *pa && *pb && same_file(pa, pb))
+            return dt_fail("--%s %s and --%s %s are one file: %s (give another name)", pairs[i].out, pa, pairs[i].other,
+                           pb, pairs[i].why);
+    }
+    return 0;
+}
+
 static int check_combinations(const dt_opts *o)
 {
+    if (check_paths(o) != 0) return -1;
     if (!mode_find(o->mode) && strcmp(o->mode, "auto") != 0) return check_mode(o->mode, "--mode");
     if (mode_check_opts(mode_find(o->mode), &o->comm, given_cb, o) != 0) return -1; /* NULL: auto */
     if (o->resume && strcmp(o->mode, "auto") == 0)

@@ -42,12 +42,14 @@ START_TEST(defaults_and_values)
 END_TEST
 
 static const struct {
-    const char *args[4];
+    const char *args[6]; /* NULL-terminated */
     const char *expect;
 } bad[] = {
     {{"--bogus"}, "unknown option '--bogus' (see dtrain --help)"},
     {{"-x"}, "unknown option '-x'"},
     {{"--lr"}, "--lr: missing value (expected X)"},
+    {{"--log", "out", "--save", "out"}, "--log out and --save out are one file: the weights would replace the log"},
+    {{"--save", "/tmp/w.st", "--checkpoint", "/tmp/./w.st"}, "--save /tmp/w.st and --checkpoint /tmp/./w.st are one file"},
     {{"--save", "--nesterov"}, "--save: missing value (expected FILE; the next argument, --nesterov, is an option"},
     {{"--lr", "fast"}, "--lr: expected a number in [0, 100], found 'fast'"},
     {{"--lr", "-1"}, "--lr: expected a number in [0, 100], found -1"},
