@@ -266,15 +266,16 @@ int ckpt_save(dt_ckpt_state *r, long done, const char *path)
             }
             for (int i = 0; i < mine.n; i++, k++) t[k] = (st_tensor){mine.name[i], 1, {(int64_t)mine.len[i]}, mine.data[i], NULL};
             for (int i = 0; i < g.n; i++, k++) t[k] = (st_tensor){g.name[i], 1, {(int64_t)g.len[i]}, g.data[i], NULL};
-            char it[32], ranks[16], samples[32], scale[32], good[32], *opts = options_text(r);
+            char it[32], ranks[16], samples[32], fp[20], scale[32], good[32], *opts = options_text(r);
             snprintf(it, sizeof it, "%ld", done);
             snprintf(ranks, sizeof ranks, "%d", p);
             snprintf(samples, sizeof samples, "%zu", r->train_samples);
+            snprintf(fp, sizeof fp, "%016llx", (unsigned long long)r->data_fingerprint);
             snprintf(scale, sizeof scale, "%.17g", r->loss_scale ? *r->loss_scale : 0.0);
             snprintf(good, sizeof good, "%ld", r->scale_good ? *r->scale_good : 0);
-            const char *mk[] = {"net", "dataset", "train_samples", "mode", "ranks", "iteration", "options",
-                                "loss_scale", "loss_scale_good"};
-            const char *mv[] = {net->name, r->dataset, samples, r->mode->name, ranks, it, opts ? opts : "", scale, good};
+            const char *mk[] = {"net",     "dataset", "train_samples", "data_fingerprint", "mode", "ranks", "iteration",
+                                "options", "loss_scale", "loss_scale_good"};
+            const char *mv[] = {net->name, r->dataset, samples, fp, r->mode->name, ranks, it, opts ? opts : "", scale, good};
             int n_meta = (int)DT_ARRAY_LEN(mk) - (r->loss_scale ? 0 : 2);
             rc = opts ? ckpt_write(path, t, k, mk, mv, n_meta) : dt_fail("out of memory");
             free(opts);
@@ -355,6 +356,13 @@ static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float
     if (strcmp(samples, m_samples) != 0)
         return dt_fail("%s: made on %s training samples of %s, this run has %s (expected the same data)", path,
                        m_samples, m_ds, samples);
+    const char *m_fp = st_meta(f, "data_fingerprint"); /* none: a checkpoint from before it was kept */
+    char fp[20];
+    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)r->data_fingerprint);
+    if (m_fp && strcmp(m_fp, fp) != 0)
+        return dt_fail("%s: made on other data of the same size (%s's fingerprint %s, this run's %s; expected the same "
+                       "samples and labels)",
+                       path, m_ds, m_fp, fp);
     if (dt_parse_long(m_it, 0, 1L << 50, "iteration", it0) != 0 || dt_parse_long(m_ranks, 1, 1 << 24, "ranks", ranks) != 0)
         return dt_fail_prefix("%s: checkpoint metadata", path);
     /* fp16's loss scale: none in a checkpoint written in another precision (the run's own stays) */

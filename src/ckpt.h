@@ -27,6 +27,7 @@ typedef struct dt_ckpt_state {
     dt_mode_env *env;
     const char *dataset; /* what the run trains on: a resume must see the same */
     size_t train_samples;
+    uint64_t data_fingerprint; /* of its samples and labels (dt_dataset's) */
     const char *options; /* the canonical options (cli_canonical); epochs and iters are left out */
     int failed_rank;     /* out: after a failure, the lowest rank that failed (it holds the message) */
     char precision_was[16]; /* out (rank 0, after a restore): the precision the checkpoint was

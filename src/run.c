@@ -774,7 +774,7 @@ int run_setup(dt_run *r)
     comm_set_label(r->comm, r->comm_label);
     if (run_agree(r, rc) != 0 || run_agree(r, setup_graphs(r)) != 0) return -1;
     r->ckpt = (dt_ckpt_state){r->comm, r->be, r->net, r->optim->v, r->mode, r->mode_state, &r->env,
-                              r->dataset, r->ds->train.n, r->options, -1, "",
+                              r->dataset, r->ds->train.n, r->ds->fingerprint, r->options, -1, "",
                               r->scaler.on ? &r->scaler.scale : NULL, r->scaler.on ? &r->scaler.good : NULL};
     if (r->opts->resume && ckpt_restore(&r->ckpt, r->opts->resume, &r->it0) != 0) {
         r->failed_rank = r->ckpt.failed_rank;

@@ -10,7 +10,8 @@
 #    also with checkpoints mid-run; with staleness (sum and each) resumed at the end, the weights the
 #    run ended with, and further, it learns; Pipe-SGD resumed at the end lands its gradients
 #  - kill -9 between two checkpoints (--checkpoint-every), resume: the same final weights
-#  - a checkpoint of another net, other options, a damaged file, a weight file: clear errors
+#  - a checkpoint of another net, other options, other data of the same size, a damaged file, a weight
+#    file: clear errors
 . "$(dirname "$0")/lib.sh"
 need_mpirun
 $PYTHON "$top_srcdir/tests/mkimages.py" cifar10 "$T/c10" 1000 200 || fail "could not generate CIFAR files"
@@ -124,6 +125,9 @@ expect "another net" "a checkpoint of net small-cifar, not resnet20" \
     "$DTRAIN" --net resnet20 --dataset cifar10 --data-dir "$T/c10" --batch 50 --resume "$T/dsync4.st"
 expect "other options" "made with other options: the checkpoint has 'lr = 0.05', this run 'lr = 0.1'" \
     "$DTRAIN" $C --lr 0.1 --resume "$T/dsync4.st"
+$PYTHON "$top_srcdir/tests/mkimages.py" cifar10 "$T/c10b" 1000 200 32 12 || fail "could not generate CIFAR files"
+expect "other data of the same size" "made on other data of the same size (cifar10's fingerprint" \
+    "$DTRAIN" ${C/$T\/c10/$T/c10b} --resume "$T/dsync4.st"
 expect "a weight file" "a weight file, not a checkpoint (expected --load for weight files)" \
     "$DTRAIN" $C --resume "$T/straight.st"
 cp "$T/dsync4.st" "$T/bad.st" && printf '\x55' | dd of="$T/bad.st" bs=1 seek=$(( $(stat -c %s "$T/bad.st") - 10 )) conv=notrunc 2>/dev/null
