@@ -456,7 +456,8 @@ static int save_weights(dt_run *r)
         if (rc == 0) rc = weights_check_finite(net, host, host + net->n_params, "the trained weights (not written)");
         if (rc == 0) /* PyTorch counts the training batches each batch-norm layer saw: those loaded and ours */
             rc = weights_save(net, host, host + net->n_params, r->opts->save, r->dataset,
-                              r->bn_batches + r->env.total_iters);
+                              r->bn_batches > INT64_MAX - r->env.total_iters ? INT64_MAX /* saturated */
+                                                                             : r->bn_batches + r->env.total_iters);
         if (rc != 0) dt_fail_prefix("--save");
         dt_free(host);
         if (rc == 0) log_text(r->log, "weights saved to %s\n", r->opts->save);

@@ -24,6 +24,27 @@ rc=$?
 [ $rc -eq 1 ] && grep -q "does not hold the tensors of net resnet18: 1 missing (layer1.0.conv1.weight), 1 not in the net (head.weight)" "$T/out" ||
     { cat "$T/out"; fail "a file with a missing and an extra tensor: exit $rc"; }
 note "resnet18: dtrain's file is torchvision's state_dict; F16/BF16/I64 read; missing and extra names listed"
+# the counters saturate: a file at 2^63-1 trains and saves 2^63-1, which loads again (it wrapped negative)
+N="--net $top_srcdir/tests/nets/small-cifar.net --dataset synthetic --synthetic-samples 20 --batch 2 --progress none"
+"$DTRAIN" $N --epochs 0 --save "$T/n.st" > "$T/out" 2>&1 || { cat "$T/out"; fail "saving small-cifar failed"; }
+counters() { # FILE [SET]: prints the counters, or sets them all to SET
+    $PYTHON - "$@" <<'EOF2'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+for k, e in sorted(h.items()):
+    if k.endswith(".num_batches_tracked"):
+        at = 8 + n + e["data_offsets"][0]
+        if len(sys.argv) > 2: b[at:at + 8] = struct.pack("<q", int(sys.argv[2]))
+        else: print(struct.unpack("<q", b[at:at + 8])[0])
+if len(sys.argv) > 2: open(sys.argv[1], "wb").write(b)
+EOF2
+}
+counters "$T/n.st" 9223372036854775807 || fail "could not set the counters"
+"$DTRAIN" $N --iters 1 --load "$T/n.st" --save "$T/n2.st" > "$T/out" 2>&1 || { cat "$T/out"; fail "training from counters at 2^63-1 failed"; }
+[ "$(counters "$T/n2.st" | sort -u)" = 9223372036854775807 ] || fail "the counters did not saturate: $(counters "$T/n2.st")"
+"$DTRAIN" $N --epochs 0 --load "$T/n2.st" > "$T/out" 2>&1 || { cat "$T/out"; fail "the saturated counters do not load"; }
 
 if [ "${DT_SANITIZED:-no}" = yes ]; then # the round trip's dtrain paths (weights, JPEG) ran above
     echo "PASS: state dicts with NumPy (sanitized build: the PyTorch round trip is left to the plain build)"
