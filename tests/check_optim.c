@@ -81,6 +81,15 @@ START_TEST(schedules)
     ck_assert_double_eq_tol(lr_at(&s, 299, ipe), 0.1, 1e-12);
     ck_assert_double_eq_tol(lr_at(&s, 300, ipe), 0.05, 1e-12);
     ck_assert_double_eq_tol(lr_at(&s, 650, ipe), 0.025, 1e-12);
+    /* a spec longer than any fixed buffer keeps its gamma */
+    ck_assert_int_eq(lr_schedule_parse("step:1.00000000000000000000,2.00000000000000000000,3.00000000000000000000,"
+                                       "4.00000000000000000000,5.00000000000000000000,6.00000000000000000000,"
+                                       "7.00000000000000000000,8.00000000000000000000,9.00000000000000000000,"
+                                       "10.0000000000000000000,11.0000000000000000000,12.0000000000000000000:0.5",
+                                       1.0, 0, 20, &s),
+                     0);
+    ck_assert_int_eq(s.n_milestones, 12);
+    ck_assert_double_eq_tol(lr_at(&s, 100, ipe), 0.5, 1e-12);
     ck_assert_int_eq(lr_schedule_parse("step:2", 1.0, 0, 10, &s), 0); /* gamma defaults to 0.1 */
     ck_assert_double_eq_tol(lr_at(&s, 200, ipe), 0.1, 1e-12);
     ck_assert_int_eq(lr_schedule_parse("poly:2", 0.1, 0, 10, &s), 0);
@@ -105,6 +114,9 @@ START_TEST(schedule_errors)
         {"linear", "unknown schedule 'linear' (expected constant, step:E1,E2,...[:GAMMA], poly:POWER or cosine)"},
         {"step:", "expected step:E1,E2,...[:GAMMA]"},
         {"step:5,3", "step epochs must increase, found 3 after 5"},
+        {"step:1,,2", "(an empty epoch)"},
+        {"step:1,", "(an empty epoch)"},
+        {"step::0.5", "(an empty epoch)"},
         {"step:3:2", "step:EPOCHS:GAMMA (GAMMA): expected a number in [0, 1], found 2"},
         {"poly:x", "poly:POWER: expected a number"},
     };

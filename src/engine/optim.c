@@ -51,26 +51,28 @@ int lr_schedule_parse(const char *spec, double base, double warmup_epochs, doubl
         s->kind = LR_POLY;
         if (dt_parse_double(spec + 5, 0.0, 100.0, "poly:POWER", &s->power) != 0) return -1;
     } else if (strncmp(spec, "step:", 5) == 0) {
-        char buf[256], *save = NULL, *tok, *gamma;
+        char *buf = dt_strdup(spec + 5), *tok, *next, *gamma;
+        int rc = 0;
+        if (!buf) return -1;
         s->kind = LR_STEP;
-        snprintf(buf, sizeof buf, "%s", spec + 5);
-        gamma = strchr(buf, ':');
-        if (gamma) {
+        if ((gamma = strchr(buf, ':'))) {
             *gamma++ = 0;
-            if (dt_parse_double(gamma, 0.0, 1.0, "step:EPOCHS:GAMMA (GAMMA)", &s->gamma) != 0) return -1;
+            rc = dt_parse_double(gamma, 0.0, 1.0, "step:EPOCHS:GAMMA (GAMMA)", &s->gamma);
         }
-        for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        for (tok = buf; rc == 0 && tok; tok = next) { /* every item an epoch: "30,,60" is a mistake */
             double e;
+            if ((next = strchr(tok, ','))) *next++ = 0;
             if (s->n_milestones == (int)DT_ARRAY_LEN(s->milestones))
-                return dt_fail("more than %zu step milestones", DT_ARRAY_LEN(s->milestones));
-            if (dt_parse_double(tok, 0.0, 1e6, "step:EPOCHS (an epoch)", &e) != 0) return -1;
-            if (s->n_milestones && e <= s->milestones[s->n_milestones - 1])
-                return dt_fail("step epochs must increase, found %g after %g", e,
-                               s->milestones[s->n_milestones - 1]);
-            s->milestones[s->n_milestones++] = e;
+                rc = dt_fail("more than %zu step milestones", DT_ARRAY_LEN(s->milestones));
+            else if (!*tok)
+                rc = dt_fail("expected step:E1,E2,...[:GAMMA] (e.g. step:30,60:0.1), found '%s' (an empty epoch)", spec);
+            else if ((rc = dt_parse_double(tok, 0.0, 1e6, "step:EPOCHS (an epoch)", &e)) == 0 && s->n_milestones &&
+                     e <= s->milestones[s->n_milestones - 1])
+                rc = dt_fail("step epochs must increase, found %g after %g", e, s->milestones[s->n_milestones - 1]);
+            if (rc == 0) s->milestones[s->n_milestones++] = e;
         }
-        if (s->n_milestones == 0)
-            return dt_fail("expected step:E1,E2,...[:GAMMA] (e.g. step:30,60:0.1), found '%s'", spec);
+        free(buf);
+        if (rc != 0) return -1;
     } else {
         return dt_fail("unknown schedule '%s' (expected constant, step:E1,E2,...[:GAMMA], poly:POWER "
                        "or cosine)",
