@@ -512,7 +512,7 @@ static int rerun_before(dt_opts *o, const char *path, json **rec)
     char *text = dt_strdup(given->str);
     if (!text) return -1;
     snprintf(origin, sizeof origin, "--rerun %s (the options it records)", path);
-    int rc = config_parse(text, strlen(text), origin, apply_config, o);
+    int rc = config_parse(text, strlen(text), origin, 0, apply_config, o); /* values as recorded, '#' too */
     free(text);
     return rc;
 }
@@ -546,7 +546,12 @@ static int rerun_after(dt_opts *o, const char *path, const json *rec, const int 
         free(o->data_dir);
         if (!(o->data_dir = dt_strdup(dir->str))) return -1;
     }
-    if (ranks && ranks->type == JSON_NUM && !cmdline[find_opt("ranks") - all]) o->ranks = (long)ranks->num;
+    if (ranks && ranks->type == JSON_NUM && !cmdline[find_opt("ranks") - all]) {
+        if (!(ranks->num >= 1 && ranks->num <= (1 << 20) && ranks->num == floor(ranks->num)))
+            return dt_fail("--rerun %s: the record's ranks is %g (expected a rank count, 1 to %d: is the log damaged?)",
+                           path, ranks->num, 1 << 20);
+        o->ranks = (long)ranks->num;
+    }
     return 0;
 }
 

@@ -21,7 +21,15 @@ typedef struct seen {
     int line;
 } seen;
 
-int config_parse(char *text, size_t n, const char *path, config_apply_fn apply, void *arg)
+/* a comment's '#': at the start of the line or after a blank, so a value may hold one (a path) */
+static char *comment_of(char *line)
+{
+    for (char *h = strchr(line, '#'); h; h = strchr(h + 1, '#'))
+        if (h == line || isspace((unsigned char)h[-1])) return h;
+    return NULL;
+}
+
+int config_parse(char *text, size_t n, const char *path, int comments, config_apply_fn apply, void *arg)
 {
     char *line, *save = NULL, *nul = memchr(text, 0, n);
     int lineno = 0, rc = 0, n_seen = 0;
@@ -33,7 +41,7 @@ int config_parse(char *text, size_t n, const char *path, config_apply_fn apply, 
         save = nl ? nl + 1 : NULL;
         if (nl) *nl = 0;
         lineno++;
-        if ((hash = strchr(line, '#'))) *hash = 0;
+        if (comments && (hash = comment_of(line))) *hash = 0;
         key = trim(line);
         if (!*key) continue;
         if (!(eq = strchr(key, '='))) {
@@ -66,7 +74,7 @@ int config_load(const char *path, config_apply_fn apply, void *arg)
     char *text;
     size_t n;
     if (dt_read_file(path, &text, &n) != 0) return dt_fail_prefix("--config");
-    int rc = config_parse(text, n, path, apply, arg);
+    int rc = config_parse(text, n, path, 1, apply, arg);
     free(text);
     return rc;
 }

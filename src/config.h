@@ -13,7 +13,8 @@ typedef int (*config_apply_fn)(void *arg, const char *key, const char *value, co
 /* Reads PATH and applies its settings in file order. 0, or -1 with a message. A key set twice and
  * a NUL byte are errors. */
 int config_load(const char *path, config_apply_fn apply, void *arg);
-/* The same on text[0..n) in memory (NUL-terminated at n; modified); path names it in messages. */
-int config_parse(char *text, size_t n, const char *path, config_apply_fn apply, void *arg);
+/* The same on text[0..n) in memory (NUL-terminated at n; modified); path names it in messages.
+ * comments 0: no '#' starts a comment (a run record's options, values as they were). */
+int config_parse(char *text, size_t n, const char *path, int comments, config_apply_fn apply, void *arg);
 
 #endif

@@ -84,12 +84,13 @@ START_TEST(config_file_then_command_line)
     dt_opts o;
     tmpdir_create();
     const char *p = write_text("a.conf", "# experiment\n"
-                                         "net = mlp\n\n"
+                                         "net = runs/a#2/x.net #  a '#' in a value is kept\n\n"
                                          "lr = 0.3   # comment\n"
                                          "nesterov = true\n"
                                          "epochs=7\n");
     const char *args[] = {"--config", p, "--lr", "0.1", NULL};
     ck_assert_msg(parse(&o, args) == 0, "%s", dt_errmsg());
+    ck_assert_str_eq(o.net, "runs/a#2/x.net");
     ck_assert_double_eq(o.lr, 0.1); /* the command line wins */
     ck_assert_int_eq(o.epochs, 7);
     ck_assert_int_eq(o.nesterov, 1);

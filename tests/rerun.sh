@@ -5,7 +5,7 @@
 #  - mpirun -np 2 dtrain --rerun LOG, from another directory, trains the same weights bit for bit
 #    as the run that wrote LOG (a config file, flags and a relative --data-dir)
 #  - a log cut after its start record (a run that died) reruns too; flags given with --rerun
-#    override the record's
+#    override the record's; a net path with '#' in it reruns as given
 #  - another rank count, a file without a record, --rerun with --config: exit 2
 . "$(dirname "$0")/lib.sh"
 need_mpirun
@@ -38,12 +38,23 @@ grep -q '"type":"summary".*"options":"[^"]*epochs = 1\\n' "$T/r3.jsonl" || fail 
 "$STDIFF" "$T/w3.st" "$T/w1.st" 0 0 > /dev/null && fail "one epoch trained the weights of two"
 note "--rerun of a log cut after its start record, with --epochs 1 over the record's 2"
 
+# a value with a '#' (a net file's path) reruns as given: the record is not read as a config file
+mkdir -p "$T/h #1" && printf 'input shape=1x28x28\ndense out=10\nsoftmax_xent\n' > "$T/h #1/lin.net"
+H=(--net "$T/h #1/lin.net" --dataset mnist --data-dir "$T/data" --iters 3 --progress none)
+"$DTRAIN" "${H[@]}" --log "$T/h.jsonl" --save "$T/h1.st" > "$T/h.out" 2>&1 || { cat "$T/h.out"; fail "the run of a net under 'h #1' failed"; }
+"$DTRAIN" --rerun "$T/h.jsonl" --progress none --save "$T/h2.st" > "$T/h.out" 2>&1 ||
+    { cat "$T/h.out"; fail "--rerun of a run whose net path holds '#' failed"; }
+"$STDIFF" "$T/h2.st" "$T/h1.st" 0 0 || fail "--rerun of a run whose net path holds '#' trained other weights"
 for log in r1 cut; do # the rank count is in the start record too
     mpi -np 3 "$DTRAIN" --rerun "$T/$log.jsonl" --progress none > "$T/bad.out" 2>&1
     rc=$?
     [ $rc -eq 2 ] && grep -q "this run is meant for 2 ranks, but it has 3" "$T/bad.out" ||
         { cat "$T/bad.out"; fail "--rerun $log.jsonl on 3 ranks: exit $rc"; }
 done
+sed 's/"ranks":2/"ranks":-3/' "$T/r1.jsonl" > "$T/neg.jsonl"
+"$DTRAIN" --rerun "$T/neg.jsonl" > "$T/bad.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "the record's ranks is -3 (expected a rank count" "$T/bad.out" || { cat "$T/bad.out"; fail "--rerun of a record with ranks -3: exit $rc"; }
 echo '{"type":"iter","epoch":1}' > "$T/none.jsonl"
 "$DTRAIN" --rerun "$T/none.jsonl" > "$T/bad.out" 2>&1
 rc=$?
