@@ -64,6 +64,19 @@ done < "$B/EXPECTED"
 [ "$(find "$B" -type f ! -name EXPECTED | wc -l)" -eq $n ] || fail "$n cases in EXPECTED, but the corpus has $(find "$B" -type f ! -name EXPECTED | wc -l) files"
 note "$n corpus files"
 
+# image trees with what is not an image where images or class folders belong: named, never skipped
+tree_with() { # WHAT MESSAGE COMMAND-THAT-SPOILS-$dir
+    local what=$1 want=$2 dir=$T/case
+    rm -rf "$dir" && cp -r "$T/tree" "$dir" && class=$(ls "$dir/train" | head -n 1)
+    eval "$3" || fail "$what: could not make the tree"
+    check "image tree: $what" 1 "$want" "$DTRAIN" --net "$top_srcdir/tests/nets/tiny-images.net" --dataset imagenet \
+        --image-size 36 --batch 10 --data-dir "$dir" --progress none --iters 2
+}
+tree_with "a dangling link" "/x.png: cannot read (No such file or directory)" 'ln -s /nonexistent "$dir/train/$class/x.png"'
+tree_with "a folder in a class folder" "x: not a file (expected only" 'mkdir "$dir/train/$class/x"'
+tree_with "a file beside the class folders" "train/notes.txt: not a folder (expected only class folders" \
+    'echo hi > "$dir/train/notes.txt"'
+
 # packs: made by dtrain from the PNG tree, then damaged
 P="--net $top_srcdir/tests/nets/tiny-images.net --dataset imagenet --image-size 36 --batch 10 --progress none --iters 2"
 "$DTRAIN" $P --data-dir "$T/tree" > "$T/out" 2>&1 || { cat "$T/out"; fail "packing the PNG tree failed"; }

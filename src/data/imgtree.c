@@ -34,8 +34,22 @@ static int list(const char *dir, int dirs, char ***out, int *n_out)
         struct stat st;
         if (e->d_name[0] == '.') continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (stat(path, &st) != 0) continue;
-        if (dirs ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) continue;
+        /* nothing is left out unsaid: a dangling link, an unreadable entry, a stray file or folder */
+        if (stat(path, &st) != 0) {
+            dt_fail("%s: cannot read (%s)", path, strerror(errno));
+            goto bad;
+        }
+        if (dirs && !S_ISDIR(st.st_mode)) {
+            dt_fail("%s: not a folder (expected only class folders in %s; hidden files, named .*, are left out)", path,
+                    dir);
+            goto bad;
+        }
+        if (!dirs && !S_ISREG(st.st_mode)) {
+            dt_fail("%s: not a file (expected only .JPEG, .jpeg, .jpg or .png images in class folders; hidden files, named "
+                    ".*, are left out)",
+                    path);
+            goto bad;
+        }
         if (n == cap) {
             cap = cap ? 2 * cap : 256;
             char **g = realloc(v, sizeof *g * (size_t)cap);
@@ -51,10 +65,12 @@ static int list(const char *dir, int dirs, char ***out, int *n_out)
     *n_out = n;
     return 0;
 oom:
+    dt_fail("out of memory listing %s", dir);
+bad:
     closedir(d);
     for (int i = 0; i < n; i++) free(v[i]);
     free(v);
-    return dt_fail("out of memory listing %s", dir);
+    return -1;
 }
 
 static void free_list(char **v, int n)
@@ -114,12 +130,12 @@ int imgtree_scan(const char *root, const char *split, char **classes, int n_clas
         if (list(cdir, 0, &files, &nf) != 0) goto fail;
         if (nf == 0) {
             free_list(files, nf);
-            dt_fail("%s: no images in this class folder (expected at least one .JPEG, .jpg or .png)", cdir);
+            dt_fail("%s: no images in this class folder (expected at least one .JPEG, .jpeg, .jpg or .png)", cdir);
             goto fail;
         }
         for (int i = 0; i < nf; i++) {
             if (!ends_with(files[i], ".png") && !ends_with(files[i], ".jpg") && !ends_with(files[i], ".jpeg")) {
-                dt_fail("%s/%s: not an image file by its name (expected only .JPEG, .jpg or .png images in class "
+                dt_fail("%s/%s: not an image file by its name (expected only .JPEG, .jpeg, .jpg or .png images in class "
                         "folders)",
                         cdir, files[i]);
                 free_list(files, nf);
