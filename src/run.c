@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cpu.h"
+#include "data/sampler.h"
 #include "gitversion.h"
 #include "util.h"
 
@@ -336,7 +337,7 @@ static int dry_check(dt_run *r, char *data, size_t data_n)
     } else {
         return -1;
     }
-    if (check_targets(r) != 0 || setup_mode(r, p, n_train) != 0) return -1;
+    if (check_targets(r) != 0 || setup_mode(r, p, n_train) != 0 || sampler_fits(n_train) != 0) return -1;
     if (r->auto_mode && o->comm.model_compute > 0 && (o->comm.model_alpha < 0 || o->comm.model_beta < 0)) {
         r->usage_error = 1; /* nothing to measure the link with in a dry run */
         return dt_fail("--dry-run with --model-compute predicts for a given link: give --model-alpha and --model-beta too");
@@ -379,6 +380,7 @@ int run_dry(dt_run *r)
     if (run_agree(r, dry_check(r, data, sizeof data)) != 0) return -1;
     if (comm_rank(r->comm) != 0) return 0;
     net_check_memory(r->net, r->be, r->local_batch, &bytes);
+    double shuffle = 4.0 * (double)env->iters_per_epoch * (double)o->batch; /* the sampler's indices, host memory */
     shape_format(&r->net->input->out, shape, sizeof shape);
     int predict = r->auto_mode && o->comm.model_alpha >= 0 && o->comm.model_beta >= 0 && o->comm.model_compute > 0;
     char ranking[DT_AUTO_MAX * 48 + 64] = "";
@@ -389,8 +391,10 @@ int run_dry(dt_run *r)
         mode_describe(r->mode, env, mode, sizeof mode);
     printf("dry run%s%s: everything a run checks before training passed\n", o->config ? " of " : "",
            o->config ? o->config : "");
-    printf("  net %s: %zu parameters, %s input, %d classes; %.3g GB per rank on %s at %d samples per rank\n",
-           r->net->name, r->net->n_params, shape, net_n_classes(r->net), bytes / 1e9, r->be->name, r->local_batch);
+    printf("  net %s: %zu parameters, %s input, %d classes; %.3g GB per rank on %s at %d samples per rank, and %.3g GB "
+           "of host memory per rank for the shuffle\n",
+           r->net->name, r->net->n_params, shape, net_n_classes(r->net), bytes / 1e9, r->be->name, r->local_batch,
+           shuffle / 1e9);
     printf("  data %s\n", data);
     printf("  %d rank%s (%d computing), %s; global batch %ld, %ld iterations per epoch, %ld in all\n", env->n_ranks,
            env->n_ranks == 1 ? "" : "s", env->n_workers, mode, o->batch, env->iters_per_epoch, env->total_iters);

@@ -139,6 +139,21 @@ static const char *file_kind(mode_t m)
            : S_ISFIFO(m) ? "a pipe" : S_ISSOCK(m) ? "a socket" : "not a regular file";
 }
 
+int dt_host_memory(size_t *avail, size_t *total)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb;
+    int found = 0;
+    if (!f) return dt_fail("cannot read /proc/meminfo");
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) *avail = (size_t)kb * 1024, found |= 1;
+        if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) *total = (size_t)kb * 1024, found |= 2;
+    }
+    fclose(f);
+    return found == 3 ? 0 : dt_fail("/proc/meminfo has no MemAvailable and MemTotal");
+}
+
 int dt_read_file(const char *path, char **data, size_t *n_bytes)
 {
     FILE *f = fopen(path, "rb");

@@ -56,6 +56,8 @@ int dt_parse_double(const char *s, double lo, double hi, const char *what, doubl
 
 /* Reads a whole file into a NUL-terminated buffer (caller frees with free()). */
 int dt_read_file(const char *path, char **data, size_t *n_bytes);
+/* The host's memory: MemAvailable (what the kernel can give without swapping) and MemTotal. */
+int dt_host_memory(size_t *avail, size_t *total);
 /* A file dtrain is to write (and replace atomically): absent or a regular file (not a link, a
  * directory or a device), in a directory that exists and can be written. */
 int dt_check_target(const char *path);

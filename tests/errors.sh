@@ -128,4 +128,13 @@ head -n 1 "$T/v" | grep -q "^dtrain [0-9][0-9.]* (git [0-9a-f]\{7,\}\(-dirty\)\{
     { cat "$T/v"; fail "--version: the first line lacks the version and the git commit"; }
 grep -q "^features: Open MPI .*; images: libjpeg-turbo [0-9.]*, libpng [0-9.]*; " "$T/v" || { cat "$T/v"; fail "--version: no features line"; }
 
+# a shuffle whose indices do not fit the host (2^32-1 samples: 17.2 GB a rank), refused by --dry-run too
+avail_kb=$(sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo)
+if [ -n "$avail_kb" ] && [ "$avail_kb" -lt 33000000 ]; then
+    for dry in --dry-run --iters=1; do
+        expect_error "2^32-1 synthetic samples ($dry)" 1 "the shuffle of 4294967295 training samples needs 17.2 GB of indices" \
+            "$DTRAIN" --net mlp --dataset synthetic --synthetic-samples 4294967295 --batch 7 --progress none $dry
+    done
+fi
+
 echo "PASS: $n_checks error cases give a clear message and the exit status of their kind (2 usage, 1 otherwise)"

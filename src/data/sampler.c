@@ -9,13 +9,24 @@
 #include "../util.h"
 #include "sampler.h"
 
+int sampler_fits(size_t n)
+{
+    size_t avail, total, need = sizeof(uint32_t) * n;
+    if (n > UINT32_MAX) return dt_fail("dataset of %zu samples is larger than 2^32", n);
+    if (dt_host_memory(&avail, &total) == 0 && need > avail / 2)
+        return dt_fail("the shuffle of %zu training samples needs %.3g GB of indices on each rank, and %.3g GB of "
+                       "this host's %.3g GB are free (expected fewer samples)",
+                       n, (double)need / 1e9, (double)avail / 1e9, (double)total / 1e9);
+    return 0;
+}
+
 int sampler_create(dt_sampler **out, size_t n, int batch, int rank, int size, uint64_t seed, int shuffle)
 {
     dt_sampler *s = calloc(1, sizeof *s);
     if (!s) return dt_fail("out of memory");
-    if (n > UINT32_MAX) {
+    if (sampler_fits(n) != 0) {
         free(s);
-        return dt_fail("dataset of %zu samples is larger than 2^32", n);
+        return -1;
     }
     s->perm = malloc(sizeof *s->perm * (n ? n : 1));
     if (!s->perm) {

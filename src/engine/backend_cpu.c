@@ -65,21 +65,10 @@ static int cpu_sync(dt_backend *be)
     return 0;
 }
 
-/* MemAvailable and MemTotal of /proc/meminfo: what the kernel can give without swapping */
 static int cpu_memory(dt_backend *be, size_t *free_bytes, size_t *total_bytes)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    unsigned long long kb;
-    int found = 0;
     (void)be;
-    if (!f) return dt_fail("cannot read /proc/meminfo");
-    while (fgets(line, sizeof line, f)) {
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) *free_bytes = (size_t)kb * 1024, found |= 1;
-        if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) *total_bytes = (size_t)kb * 1024, found |= 2;
-    }
-    fclose(f);
-    return found == 3 ? 0 : dt_fail("/proc/meminfo has no MemAvailable and MemTotal");
+    return dt_host_memory(free_bytes, total_bytes);
 }
 
 static int cpu_gemm(dt_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
