@@ -84,6 +84,7 @@ bad "baseline off the axes" "'mode=ps' is not a value of axis mode" "base = $top
 bad "missing base" "base config" "base = nowhere.conf" "axis mode = dsync"
 bad "a label value without a where line" "axis consistency is not a dtrain option, so it is a label whose values where lines turn into settings; ssp has none" \
     "base = $top_srcdir/configs/mlp-fashion-dsync.conf" "axis consistency = bsp ssp" "where consistency=bsp: staleness = 0"
+bad "not UTF-8" "bad.sweep: not UTF-8 text (byte 0;" "$(printf '\xff\xfe')base = x"
 
 # a label axis: not written as an option, its where lines are
 printf '%s\n' "base = $top_srcdir/configs/mlp-fashion-dsync.conf" "set mode = ps" "ranks = 3" "axis consistency = bsp ssp" \
