@@ -135,7 +135,8 @@ static int open_net(dt_run *r)
     const char *device = o->device;
     if (check_ranks(r) != 0) return -1;
     if (strcmp(device, "auto") == 0) device = backend_auto(r->auto_why, sizeof r->auto_why);
-    if (backend_create(device, &bo, &r->be) != 0) return dt_fail_prefix("--device");
+    if (backend_create(device, &bo, &r->be) != 0) /* a message that names its option (--precision) keeps it */
+        return strncmp(dt_errmsg(), "--", 2) == 0 ? -1 : dt_fail_prefix("--device");
     if (bo.precision == DT_PRECISION_FP16) { /* dynamic loss scaling (train.c) */
         r->scaler = (dt_loss_scaler){.on = 1, .scale = o->fp16_scale, .window = o->fp16_scale_window};
         if (!r->be->grad_unscale)

@@ -27,7 +27,7 @@ rc=$?
 if ! "$DTRAIN" --list-devices 2>&1 | grep -q "BF16\|AMX"; then
     "$DTRAIN" --precision bf16 --iters 1 --progress none > "$T/e.out" 2>&1
     rc=$?
-    [ $rc = 1 ] && grep -q "neither AVX512_BF16 nor AMX" "$T/e.out" || { cat "$T/e.out"; fail "bf16 on this CPU: exit $rc"; }
+    [ $rc = 1 ] && grep -q "\] --precision bf16: this CPU .* neither AVX512_BF16 nor AMX" "$T/e.out" || { cat "$T/e.out"; fail "bf16 on this CPU: exit $rc"; }
     echo "SKIP: this CPU has no bf16 instructions (the refusal was checked)"
     exit $SKIP
 fi
