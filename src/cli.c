@@ -161,7 +161,7 @@ static const dt_optdef table[] = {
 #if DT_NCCL_BUILT
     {"Communication", "transport", OPT_CHOICE, "mpi|nccl|auto", OFF(transport), 0, 0, "mpi|nccl|auto", "auto", 0, 0,
      "how gradients on a GPU travel: mpi (staged through the host), nccl (GPU to GPU; a GPU per rank; dsync, "
-     "ps, pipesgd, topk, gtopk, terngrad), auto (nccl where it can, else mpi, saying why)", NULL},
+     "ps, pipesgd, topk, gtopk, csc, terngrad), auto (nccl where it can, else mpi, saying why)", NULL},
 #endif
     {"Communication", "comm-timeout", OPT_DOUBLE, "S", OFF(comm_timeout), 0, 1e7, NULL, "300", OPT_LOCAL | OPT_AGREE,
      0, "end the job when a rank waits more than S seconds for another (0: wait forever)", NULL},
