@@ -783,6 +783,7 @@ int run_setup(dt_run *r)
                               r->scaler.on ? &r->scaler.scale : NULL, r->scaler.on ? &r->scaler.good : NULL};
     if (r->opts->resume && ckpt_restore(&r->ckpt, r->opts->resume, &r->it0) != 0) {
         r->failed_rank = r->ckpt.failed_rank;
+        r->usage_error = access(r->opts->resume, F_OK) != 0; /* no such file: the command line is wrong */
         dt_fail_prefix("--resume");
         return -1;
     }

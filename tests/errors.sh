@@ -70,6 +70,10 @@ mkdir -p "$T/trunc" && cp "$T/data"/* "$T/trunc/" && gunzip "$T/trunc/train-imag
 expect_error "truncated IDX" 1 "train-images-idx3-ubyte: truncated (header says 156800 data bytes, found 99984)" \
     "$DTRAIN" --dataset mnist --data-dir "$T/trunc" --progress none
 expect_error "missing --load" 2 "--load: $T/none.st: cannot open" "$DTRAIN" $D --load "$T/none.st"
+expect_error "missing --resume" 2 "--resume: $T/none.ckpt: cannot open" "$DTRAIN" $D --resume "$T/none.ckpt"
+mkdir -p "$T/emptydir"
+expect_error "a data dir without the data" 2 "$T/emptydir: no train-images-idx3-ubyte[.gz] (expected the four IDX files" \
+    "$DTRAIN" --dataset mnist --data-dir "$T/emptydir" --progress none
 head -c 50 /dev/urandom > "$T/junk.st"
 expect_error "malformed --load" 1 "--load: $T/junk.st:" "$DTRAIN" $D --load "$T/junk.st"
 printf 'input shape=1x28x28\ndense name=fc1 out=7\nrelu\ndense name=fc2 out=500\nrelu\ndense name=fc3 out=10\nsoftmax_xent\n' > "$T/narrow.net"

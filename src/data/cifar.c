@@ -12,8 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../util.h"
+#include "data.h"
 #include "formats.h"
 
 #define PIXELS 3072
@@ -103,6 +105,12 @@ bad:
     return -1;
 }
 
+/* a failed read of the first file, which is not there: the dataset is not here at all */
+static int absent(int first, const char *path)
+{
+    return first && access(path, F_OK) != 0 ? DT_DATA_NOT_FOUND : -1;
+}
+
 int cifar_open(dt_dataset *ds, const char *dir, int hundred)
 {
     char d[1024], p[1200];
@@ -113,7 +121,7 @@ int cifar_open(dt_dataset *ds, const char *dir, int hundred)
         locate(dir, "cifar-10-batches-bin", "data_batch_1.bin", d, sizeof d);
         for (int b = 1; b <= 5; b++) {
             snprintf(p, sizeof p, "%s/data_batch_%d.bin", d, b);
-            if (read_file(p, 1, 10, &ds->train, &cap_train) != 0) return -1;
+            if (read_file(p, 1, 10, &ds->train, &cap_train) != 0) return absent(b == 1, p);
         }
         snprintf(p, sizeof p, "%s/test_batch.bin", d);
         return read_file(p, 1, 10, &ds->test, &cap_test);
@@ -121,7 +129,7 @@ int cifar_open(dt_dataset *ds, const char *dir, int hundred)
     ds->n_classes = 100;
     locate(dir, "cifar-100-binary", "train.bin", d, sizeof d);
     snprintf(p, sizeof p, "%s/train.bin", d);
-    if (read_file(p, 2, 100, &ds->train, &cap_train) != 0) return -1;
+    if (read_file(p, 2, 100, &ds->train, &cap_train) != 0) return absent(1, p);
     snprintf(p, sizeof p, "%s/test.bin", d);
     return read_file(p, 2, 100, &ds->test, &cap_test);
 }

@@ -64,7 +64,7 @@ typedef struct dt_data_opts {
 } dt_data_opts;
 
 /* Opens dataset NAME from DIR (NULL: its default locations). Fails with DT_DATA_NOT_FOUND (and
- * the message) when no location holds it, with -1 on any other error. */
+ * the message) when no location holds it (DIR lacks its files), with -1 on any other error. */
 #define DT_DATA_NOT_FOUND (-2)
 int dataset_open(const char *name, const char *dir, dt_dataset **out);
 int dataset_open_opts(const char *name, const char *dir, const dt_data_opts *o, dt_dataset **out);

@@ -161,8 +161,10 @@ static int load_idx_split(dt_dataset *ds, const char *dir, const char *prefix, d
     uint8_t *labels = NULL;
     snprintf(ibase, sizeof ibase, "%s-images-idx3-ubyte", prefix);
     snprintf(lbase, sizeof lbase, "%s-labels-idx1-ubyte", prefix);
-    if (find_file(dir, ibase, ipath, sizeof ipath) != 0)
-        return dt_fail("%s: no %s[.gz] (expected the four IDX files of %s in this directory)", dir, ibase, ds->name);
+    if (find_file(dir, ibase, ipath, sizeof ipath) != 0) {
+        dt_fail("%s: no %s[.gz] (expected the four IDX files of %s in this directory)", dir, ibase, ds->name);
+        return strcmp(prefix, "train") == 0 ? DT_DATA_NOT_FOUND : -1; /* none of them: not here (a partial set: -1) */
+    }
     if (find_file(dir, lbase, lpath, sizeof lpath) != 0)
         return dt_fail("%s: no %s[.gz] (expected the four IDX files of %s in this directory)", dir, lbase, ds->name);
     if (idx_load(ipath, 3, idims, &s->own) != 0) return -1;
@@ -202,7 +204,8 @@ static int load_idx_split(dt_dataset *ds, const char *dir, const char *prefix, d
 static int open_idx(dt_dataset *ds, const char *dir)
 {
     ds->n_classes = 10;
-    if (load_idx_split(ds, dir, "train", &ds->train) != 0) return -1;
+    int rc = load_idx_split(ds, dir, "train", &ds->train);
+    if (rc != 0) return rc;
     return load_idx_split(ds, dir, "t10k", &ds->test);
 }
 
@@ -265,7 +268,7 @@ int dataset_open_opts(const char *name, const char *dir, const dt_data_opts *o, 
     else rc = open_idx(ds, chosen);
     if (rc != 0) {
         dataset_close(ds);
-        return -1;
+        return rc == DT_DATA_NOT_FOUND ? rc : -1;
     }
     if (ds->train.n == 0 || ds->test.n == 0) {
         dt_fail("%s: the %s split of %s is empty (expected samples in both)", chosen, ds->train.n ? "test" : "training",

@@ -454,10 +454,12 @@ static int open_split(dt_dataset *ds, const char *root, const char *dir, const c
     if (have_tree && imgtree_fingerprint(root, split, &fp) != 0) return -1;
     int rc = pack_open(path, o->channels, o->image_size, have_tree, fp, s, pi, why, sizeof why);
     if (rc <= 0) return rc;
-    if (!have_tree)
-        return dt_fail("%s: %s, and no %s/<class>/ images to make it from (expected train/ and val/ class folders of JPEG or PNG "
-                       "images)",
-                       root, why, tree);
+    if (!have_tree) {
+        dt_fail("%s: %s, and no %s/<class>/ images to make it from (expected train/ and val/ class folders of JPEG or PNG "
+                "images)",
+                root, why, tree);
+        return strcmp(split, "train") == 0 && access(path, F_OK) != 0 ? DT_DATA_NOT_FOUND : -1; /* nothing of it here */
+    }
     if (o->scan_only) return scan_split(root, split, classes, n_classes, s, pi);
     if (!o->may_pack) return dt_fail("%s (another process was to pack it)", why);
     if (pack_write(root, split, classes, n_classes, fp, path, o) != 0) return -1;
@@ -487,7 +489,11 @@ int imagenet_open(dt_dataset *ds, const char *root, const dt_data_opts *o)
     } else {
         snprintf(dir, sizeof dir, "%s", root); /* packs only */
     }
-    if (open_split(ds, root, dir, "train", classes, n_classes, o, &ds->train, &tr) != 0) goto out;
+    if ((rc = open_split(ds, root, dir, "train", classes, n_classes, o, &ds->train, &tr)) != 0) {
+        rc = rc == DT_DATA_NOT_FOUND ? rc : -1;
+        goto out;
+    }
+    rc = -1;
     if (open_split(ds, root, dir, "val", classes, n_classes, o, &ds->test, &va) != 0) goto out;
     if (tr.n_classes != va.n_classes) {
         dt_fail("%s: the train pack has %d classes, the val pack %d (expected the same)", dir, tr.n_classes, va.n_classes);
