@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "cpu.h"
 #include "data/sampler.h"
 #include "gitversion.h"
@@ -134,7 +135,19 @@ static int open_net(dt_run *r)
 #endif
     const char *device = o->device;
     if (check_ranks(r) != 0) return -1;
-    if (strcmp(device, "auto") == 0) device = backend_auto(r->auto_why, sizeof r->auto_why);
+    if (strcmp(device, "auto") == 0) {
+        device = backend_auto(r->auto_why, sizeof r->auto_why);
+        if (strcmp(device, "cpu") == 0 && o->transport && strcmp(o->transport, "nccl") == 0)
+            return dt_fail("--transport nccl moves gradients between GPUs, and --device auto took the cpu (%s)",
+                           r->auto_why);
+        if (strcmp(device, "cpu") == 0) /* the GPU options given do nothing: said in the banner */
+            for (const char *const *g = (const char *const[]){"gpu", "tf32", "gpu-exact", "gpu-graph", "gpu-workspace", NULL};
+                 *g; g++)
+                if (cli_given(o, *g)) {
+                    size_t len = strlen(r->gpu_unused);
+                    snprintf(r->gpu_unused + len, sizeof r->gpu_unused - len, "%s--%s", len ? ", " : "", *g);
+                }
+    }
     if (backend_create(device, &bo, &r->be) != 0) /* a message that names its option (--precision) keeps it */
         return strncmp(dt_errmsg(), "--", 2) == 0 ? -1 : dt_fail_prefix("--device");
     if (bo.precision == DT_PRECISION_FP16) { /* dynamic loss scaling (train.c) */
@@ -587,6 +600,7 @@ static void banner(dt_run *r)
                  r->scaler.scale, r->scaler.window);
     log_text(r->log, "backend %s%s%s%s%s: %s; %s\n", r->be->name, r->auto_why[0] ? " (auto; " : "", r->auto_why,
              r->auto_why[0] ? ")" : "", lowp, backend_describe(r->be), comm_library());
+    if (r->gpu_unused[0]) log_text(r->log, "%s: no effect: --device auto took the cpu\n", r->gpu_unused);
     if (!r->be->host_memory) log_text(r->log, "transport %s\n", r->transport);
     if (r->graphs)
         log_text(r->log, "gpu graph: forward and backward recorded once per shape and launched as one (from the "

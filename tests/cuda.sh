@@ -2,7 +2,8 @@
 # The CUDA backend end to end.
 # Everywhere (no GPU needed):
 #  - dtrain itself links no CUDA library (the module does), so it runs where there is none;
-#  - --device auto runs on the CPU and says in one line why not on a GPU;
+#  - --device auto runs on the CPU and says in one line why not on a GPU (and that GPU options given
+#    do nothing; --transport nccl: refused, saying why);
 #  - where there is no usable GPU, --device cuda is one line naming what is missing, exit 1.
 # On a GPU (else exit 77 after the above, saying why):
 #  - training equivalence (the batches copied a batch ahead on a stream of their own): 20 steps of mlp, lenet (Fashion-MNIST) and resnet20 (synthetic
@@ -45,6 +46,14 @@ if ! grep -q '^cuda  *yes' "$T/devices"; then
         grep -q "backend cuda: " "$T/out" || { cat "$T/out"; fail "the message does not name the backend"; }
         "$DTRAIN" --device auto --iters 1 --progress none > "$T/out" 2>&1 || { cat "$T/out"; fail "--device auto failed"; }
         grep -q "backend cpu (auto; cuda: " "$T/out" || { cat "$T/out"; fail "--device auto does not say why not cuda"; }
+        # GPU options where auto took the cpu: said to do nothing; --transport nccl: refused
+        "$DTRAIN" --iters 1 --progress none --tf32 --gpu 3 > "$T/out" 2>&1 || { cat "$T/out"; fail "auto with --tf32 failed"; }
+        grep -q "^--gpu, --tf32: no effect: --device auto took the cpu" "$T/out" ||
+            { cat "$T/out"; fail "auto on the cpu does not say that --gpu and --tf32 do nothing"; }
+        "$DTRAIN" --iters 1 --progress none --transport nccl > "$T/out" 2>&1
+        rc=$?
+        [ $rc = 1 ] && grep -q -- "--transport nccl moves gradients between GPUs, and --device auto took the cpu (cuda: " \
+            "$T/out" || { cat "$T/out"; fail "--transport nccl where auto took the cpu: exit $rc"; }
     fi
     echo "SKIP: no GPU here: $why (the CPU-side checks passed)"
     exit $SKIP
