@@ -314,6 +314,46 @@ static int setup_local(dt_run *r)
     return 0;
 }
 
+/* --load into host arenas host (n_params floats) and state (n_state): the file holds the net's
+ * tensors, finite unless --allow-nonfinite; a missing file is a usage error. */
+static int read_load(dt_run *r, float *host, float *state)
+{
+    int rc = weights_read(r->net, r->opts->load, host, state, &r->bn_batches);
+    if (rc == 0 && !r->opts->allow_nonfinite && weights_check_finite(r->net, host, state, r->opts->load) != 0)
+        rc = dt_fail("%s: refused (expected finite weights; --allow-nonfinite loads them anyway)", dt_errmsg());
+    if (rc != 0) {
+        dt_fail_prefix("--load");
+        r->usage_error = access(r->opts->load, F_OK) != 0; /* no such file */
+    }
+    return rc;
+}
+
+/* --dry-run --resume: the checkpoint opens (format, version, checksum), is of this net, and is not
+ * past this run's end; what else must match (options, data, ranks) is checked when the run restores */
+static int dry_resume(dt_run *r)
+{
+    const char *path = r->opts->resume;
+    st_file *f;
+    long it = 0;
+    if (ckpt_open(path, &f) != 0) {
+        r->usage_error = access(path, F_OK) != 0; /* no such file */
+        return dt_fail_prefix("--resume");
+    }
+    const char *m_net = st_meta(f, "net"), *m_it = st_meta(f, "iteration");
+    int rc = 0;
+    if (!m_net || strcmp(m_net, r->net->name) != 0)
+        rc = dt_fail("--resume %s: a checkpoint of net %s, not %s (expected the net it was made with)", path,
+                     m_net ? m_net : "(none)", r->net->name);
+    else if (!m_it || dt_parse_long(m_it, 0, 1L << 50, "iteration", &it) != 0)
+        rc = dt_fail_prefix("--resume %s: checkpoint metadata", path);
+    else if (it > r->env.total_iters)
+        rc = dt_fail("--resume %s: the checkpoint is at iteration %ld, past this run's last (%ld): expected --epochs "
+                     "or --iters that reach beyond it",
+                     path, it, r->env.total_iters);
+    st_close(f);
+    return rc;
+}
+
 /* --dry-run on this rank: what run_setup checks before it trains, without training, packing or
  * allocating the net; data that is not here is described by what the run would look for. */
 static int dry_check(dt_run *r, char *data, size_t data_n)
@@ -357,6 +397,13 @@ static int dry_check(dt_run *r, char *data, size_t data_n)
         return dt_fail("--dry-run with --model-compute predicts for a given link: give --model-alpha and --model-beta too");
     }
     if (lr_schedule_parse(o->lr_schedule, o->lr, o->lr_warmup_epochs, (double)o->epochs, &r->lr) != 0) return -1;
+    if (o->load) { /* the file read as the run reads it */
+        float *host = dt_alloc((r->net->n_params + r->net->n_state + 1) * sizeof(float));
+        int bad = host ? read_load(r, host, host + r->net->n_params) : -1;
+        dt_free(host);
+        if (bad) return -1;
+    }
+    if (o->resume && dry_resume(r) != 0) return -1;
     return net_check_memory(r->net, r->be, r->local_batch, NULL);
 }
 
@@ -488,13 +535,7 @@ static int setup_weights(dt_run *r)
     if (!host) return run_agree(r, -1);
     if (comm_rank(r->comm) == 0) {
         if (r->opts->load) {
-            rc = weights_read(net, r->opts->load, host, state, &r->bn_batches);
-            if (rc == 0 && !r->opts->allow_nonfinite && weights_check_finite(net, host, state, r->opts->load) != 0)
-                rc = dt_fail("%s: refused (expected finite weights; --allow-nonfinite loads them anyway)", dt_errmsg());
-            if (rc != 0) {
-                dt_fail_prefix("--load");
-                r->usage_error = access(r->opts->load, F_OK) != 0; /* no such file */
-            }
+            rc = read_load(r, host, state);
         } else {
             rc = net_init_params(net, (uint64_t)r->opts->seed);
             if (rc == 0 && (r->be->to_host(r->be, host, net->w, n * sizeof(float)) != 0 ||

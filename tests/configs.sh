@@ -3,7 +3,8 @@
 #  - each configs/*.conf passes `dtrain --config F --dry-run` (net, options, the rank count the file
 #    states against its mode, the data or what the run would look for) and reports the file's ranks
 #  - a dry run trains nothing and writes nothing (--save, --log, no pack of a PNG tree: it is scanned)
-#  - a rank count the mode cannot use, a dataset the net does not fit and a net too large for memory
+#  - a rank count the mode cannot use, a dataset the net does not fit, a net too large for memory,
+#    and a --load or --resume file that is missing, damaged, of another net or past the run's end
 #    fail the dry run with their messages
 #  - under mpirun, --ranks N with another rank count stops the job with exit 2
 . "$(dirname "$0")/lib.sh"
@@ -52,6 +53,19 @@ mkdir -p "$T/empty"
     --net mlp --dataset cifar100 --dry-run) || exit 1
 expect "memory" 1 "needs at least" --net resnet50 --dataset synthetic --batch 1000000 --dry-run
 expect "batch per rank" 2 "--batch 8 is smaller than the number of ranks 16" --net mlp --dataset synthetic --batch 8 --ranks 16 --dry-run
+# --load and --resume are read as the run reads them
+S=(--net mlp --dataset synthetic --synthetic-samples 200 --batch 20 --progress none)
+"$DTRAIN" "${S[@]}" --iters 4 --save "$T/w.st" --checkpoint "$T/c.ckpt" > "$T/out" 2>&1 || { cat "$T/out"; fail "the run for --load failed"; }
+expect "missing --load" 2 "--load: $T/none.st: cannot open" "${S[@]}" --load "$T/none.st" --dry-run
+head -c 100 "$T/w.st" > "$T/cut.st"
+expect "damaged --load" 1 "--load: $T/cut.st: " "${S[@]}" --load "$T/cut.st" --dry-run
+expect "--load of another net" 1 "(expected [10, 500] for net lenet)" --net lenet --dataset synthetic --load "$T/w.st" --dry-run
+expect "missing --resume" 2 "--resume: $T/none.ckpt: cannot open" "${S[@]}" --resume "$T/none.ckpt" --dry-run
+expect "--resume past the end" 1 "the checkpoint is at iteration 4, past this run's last (2)" "${S[@]}" --iters 2 \
+    --resume "$T/c.ckpt" --dry-run
+expect "--resume of a weight file" 1 "a weight file, not a checkpoint" "${S[@]}" --resume "$T/w.st" --dry-run
+"$DTRAIN" "${S[@]}" --load "$T/w.st" --dry-run > "$T/out" 2>&1 || { cat "$T/out"; fail "--dry-run --load of good weights failed"; }
+"$DTRAIN" "${S[@]}" --iters 8 --resume "$T/c.ckpt" --dry-run > "$T/out" 2>&1 || { cat "$T/out"; fail "--dry-run --resume failed"; }
 
 # --ranks under mpirun: the job's rank count must match
 rc=0
