@@ -112,4 +112,10 @@ grep -q "| mode=pipesgd ranks=2 | speedup | 1.5 .* | 0.75 | not reproduced (not 
 grep -q "| mode=dsync ranks=2 | test_acc | 0.85 .* | 0.86[0-9]* | reproduced in kind (+0.01" "$T/REPRO.md" || { cat "$T/REPRO.md"; fail "the reproduction page's accuracy verdict"; }
 grep -qF "| mode=dsync ranks=2 | 2 | ok | 0.8652 | 25044 | 0.98x | +14% |" "$T/REPRO.md" || { cat "$T/REPRO.md"; fail "the reproduction page: no row of every point"; }
 grep -qF "Timing model: within 15% on 3 of 4 points; the farthest, mode=pipesgd ranks=2, -37%." "$T/REPRO.md" || { cat "$T/REPRO.md"; fail "the reproduction page: no line on the timing model"; }
+# the same results marked --quick: no verdicts, and the full sweep's notes left out
+cp -r "$top_srcdir/tests/fixtures/report" "$T/quick" && chmod -R u+w "$T/quick"
+sed -i 's/"quick_run": false/"quick_run": true/' "$T/quick/sweep.json"
+$REPORT --reproduction "$T/QUICK.md" "$T/quick" > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report of a --quick run failed"; }
+grep -q "^A \`--quick\` run: .*nothing here is compared with the published numbers" "$T/QUICK.md" &&
+    ! grep -q "| metric | published |" "$T/QUICK.md" || { cat "$T/QUICK.md"; fail "the report of a --quick run judges it"; }
 echo PASS
