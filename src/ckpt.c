@@ -275,7 +275,8 @@ int ckpt_save(dt_ckpt_state *r, long done, const char *path)
             snprintf(good, sizeof good, "%ld", r->scale_good ? *r->scale_good : 0);
             const char *mk[] = {"net",     "dataset", "train_samples", "data_fingerprint", "mode", "ranks", "iteration",
                                 "options", "loss_scale", "loss_scale_good"};
-            const char *mv[] = {net->name, r->dataset, samples, fp, r->mode->name, ranks, it, opts ? opts : "", scale, good};
+            const char *mv[] = {net->name, r->dataset, samples, fp,  r->mode->name,
+                                ranks,     it,         opts ? opts : "", scale, good};
             int n_meta = (int)DT_ARRAY_LEN(mk) - (r->loss_scale ? 0 : 2);
             rc = opts ? ckpt_write(path, t, k, mk, mv, n_meta) : dt_fail("out of memory");
             free(opts);

@@ -131,7 +131,8 @@ static void json_times(FILE *f, const dt_record *r)
     fprintf(f, ",\"cpu_iter\":%.6g", r->t.cpu / n);
     fprintf(f, ",\"cpu_comm\":%.6g", r->t.cpu_comm / n);
     if (r->t.density > 0) fprintf(f, ",\"density\":%.6g", r->t.density / n);
-    if (r->may_skip || r->t.skipped > 0) fprintf(f, ",\"skipped_steps\":%.0f", r->t.skipped); /* a count, not per iteration */
+    if (r->may_skip || r->t.skipped > 0) /* a count, not per iteration */
+        fprintf(f, ",\"skipped_steps\":%.0f", r->t.skipped);
     if (r->loss_scale > 0) fprintf(f, ",\"loss_scale\":%.9g", r->loss_scale);
     fprintf(f, ",\"bytes_sent\":%.0f,\"bytes_recv\":%.0f", r->t.bytes_sent / n, r->t.bytes_recv / n);
     if (r->t.early > 0) fprintf(f, ",\"bytes_early\":%.0f", r->t.early / n);

@@ -141,8 +141,7 @@ static int open_net(dt_run *r)
             return dt_fail("--transport nccl moves gradients between GPUs, and --device auto took the cpu (%s)",
                            r->auto_why);
         if (strcmp(device, "cpu") == 0) /* the GPU options given do nothing: said in the banner */
-            for (const char *const *g = (const char *const[]){"gpu", "tf32", "gpu-exact", "gpu-graph", "gpu-workspace", NULL};
-                 *g; g++)
+            for (const char *const *g = cli_gpu_options; *g; g++)
                 if (cli_given(o, *g)) {
                     size_t len = strlen(r->gpu_unused);
                     snprintf(r->gpu_unused + len, sizeof r->gpu_unused - len, "%s--%s", len ? ", " : "", *g);

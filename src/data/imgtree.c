@@ -45,8 +45,8 @@ static int list(const char *dir, int dirs, char ***out, int *n_out)
             goto bad;
         }
         if (!dirs && !S_ISREG(st.st_mode)) {
-            dt_fail("%s: not a file (expected only .JPEG, .jpeg, .jpg or .png images in class folders; hidden files, named "
-                    ".*, are left out)",
+            dt_fail("%s: not a file (expected only .JPEG, .jpeg, .jpg or .png images in class folders; hidden files, "
+                    "named .*, are left out)",
                     path);
             goto bad;
         }

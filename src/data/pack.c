@@ -455,8 +455,8 @@ static int open_split(dt_dataset *ds, const char *root, const char *dir, const c
     int rc = pack_open(path, o->channels, o->image_size, have_tree, fp, s, pi, why, sizeof why);
     if (rc <= 0) return rc;
     if (!have_tree) {
-        dt_fail("%s: %s, and no %s/<class>/ images to make it from (expected train/ and val/ class folders of JPEG or PNG "
-                "images)",
+        dt_fail("%s: %s, and no %s/<class>/ images to make it from (expected train/ and val/ class folders of JPEG or "
+                "PNG images)",
                 root, why, tree);
         return strcmp(split, "train") == 0 && access(path, F_OK) != 0 ? DT_DATA_NOT_FOUND : -1; /* nothing of it here */
     }
