@@ -366,6 +366,7 @@ static int check_paths(const dt_opts *o)
         {"log", "load", "the log would replace the weights before they are read"},
         {"log", "resume", "the log would replace the checkpoint before it is read"},
         {"log", "config", "the log would replace the configuration"},
+        {"log", "rerun", "the new log would replace the one --rerun reads"},
         {"save", "checkpoint", "the weights and the checkpoints would replace one another"},
         {"save", "resume", "the final weights would replace the checkpoint, which --resume may need again"},
     };

@@ -55,6 +55,10 @@ sed 's/"ranks":2/"ranks":-3/' "$T/r1.jsonl" > "$T/neg.jsonl"
 "$DTRAIN" --rerun "$T/neg.jsonl" > "$T/bad.out" 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q "the record's ranks is -3 (expected a rank count" "$T/bad.out" || { cat "$T/bad.out"; fail "--rerun of a record with ranks -3: exit $rc"; }
+"$DTRAIN" --rerun "$T/r1.jsonl" --log "$T/r1.jsonl" > "$T/bad.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "are one file: the new log would replace the one --rerun reads" "$T/bad.out" &&
+    grep -q '"type":"summary"' "$T/r1.jsonl" || { cat "$T/bad.out"; fail "--rerun LOG --log LOG: exit $rc, or the log lost"; }
 echo '{"type":"iter","epoch":1}' > "$T/none.jsonl"
 "$DTRAIN" --rerun "$T/none.jsonl" > "$T/bad.out" 2>&1
 rc=$?
