@@ -309,7 +309,8 @@ int cli_apply(dt_opts *o, const char *name, const char *value, const char *origi
     return 0;
 }
 
-const char *const cli_gpu_options[] = {"gpu", "tf32", "gpu-exact", "gpu-graph", "gpu-workspace", NULL};
+/* the options only a GPU backend reads (a build without CUDA has none of them) */
+static const char *const gpu_options[] = {"gpu", "tf32", "gpu-exact", "gpu-graph", "gpu-workspace", NULL};
 
 int cli_given(const dt_opts *o, const char *name)
 {
@@ -389,7 +390,7 @@ static int check_combinations(const dt_opts *o)
         return dt_fail("--resume with --mode auto: give the mode and codec the run chose (its log's summary has them as "
                        "mode and compress)");
     if (strcmp(o->device, "cpu") == 0)
-        for (const char *const *g = cli_gpu_options; *g; g++)
+        for (const char *const *g = gpu_options; *g; g++)
             if (cli_given(o, *g)) return dt_fail("--%s is for a GPU, and this run has --device cpu", *g);
     if (o->tf32 && o->gpu_exact)
         return dt_fail("--tf32 and --gpu-exact exclude each other (TF32 multiplies with 10-bit mantissas: no longer "
@@ -424,6 +425,12 @@ static int finish(dt_opts *o)
 {
     if (every_parse(o->checkpoint_every, &o->ckpt_every, &o->ckpt_in_epochs) != 0)
         return dt_fail_prefix("--checkpoint-every");
+    o->gpu_given[0] = 0;
+    for (const char *const *g = gpu_options; *g; g++)
+        if (cli_given(o, *g)) {
+            size_t len = strlen(o->gpu_given);
+            snprintf(o->gpu_given + len, sizeof o->gpu_given - len, "%s--%s", len ? ", " : "", *g);
+        }
     return check_combinations(o);
 }
 

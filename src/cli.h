@@ -21,8 +21,6 @@ void cli_free(dt_opts *o);
 void cli_help(FILE *f);
 /* 1 if option NAME was set on the command line or in a config file (not left at its default). */
 int cli_given(const dt_opts *o, const char *name);
-/* The options only a GPU backend reads, NULL-terminated (a build without CUDA has none of them). */
-extern const char *const cli_gpu_options[];
 /* Applies one option by long name; `origin` prefixes messages ("--lr", "x.conf:3: lr"). */
 int cli_apply(dt_opts *o, const char *name, const char *value, const char *origin, int from_config);
 /* "key = value\n" for every option that changes the computation, in table order (malloc'd): what

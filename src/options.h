@@ -26,6 +26,7 @@ typedef struct dt_opts {
     int no_shuffle, dry_run, pack_only;
     long gpu, gpu_workspace; /* --gpu (-1: by local rank), --gpu-workspace MB */
     int tf32, gpu_exact, gpu_graph;
+    char gpu_given[96];      /* the GPU options given, "--gpu, --tf32" (cli's; a backend on the CPU ignores them) */
     double fp16_scale;       /* --precision fp16: the initial loss scale */
     long fp16_scale_window;  /* ... steps without an overflow before it doubles */
     /* optimizer */

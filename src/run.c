@@ -7,9 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
 #include "cpu.h"
-#include "data/sampler.h"
 #include "gitversion.h"
 #include "util.h"
 
@@ -141,11 +139,7 @@ static int open_net(dt_run *r)
             return dt_fail("--transport nccl moves gradients between GPUs, and --device auto took the cpu (%s)",
                            r->auto_why);
         if (strcmp(device, "cpu") == 0) /* the GPU options given do nothing: said in the banner */
-            for (const char *const *g = cli_gpu_options; *g; g++)
-                if (cli_given(o, *g)) {
-                    size_t len = strlen(r->gpu_unused);
-                    snprintf(r->gpu_unused + len, sizeof r->gpu_unused - len, "%s--%s", len ? ", " : "", *g);
-                }
+            snprintf(r->gpu_unused, sizeof r->gpu_unused, "%s", o->gpu_given);
     }
     if (backend_create(device, &bo, &r->be) != 0) /* a message that names its option (--precision) keeps it */
         return strncmp(dt_errmsg(), "--", 2) == 0 ? -1 : dt_fail_prefix("--device");

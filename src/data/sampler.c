@@ -7,6 +7,7 @@
 
 #include "../rng.h"
 #include "../util.h"
+#include "data.h"
 #include "sampler.h"
 
 int sampler_fits(size_t n)

@@ -20,9 +20,6 @@ typedef struct dt_sampler {
 } dt_sampler;
 
 int sampler_create(dt_sampler **out, size_t n, int batch, int rank, int size, uint64_t seed, int shuffle);
-/* 0 when the order of n samples (4 bytes each, on every rank) fits this host's free memory with room
- * to spare; else -1 with a message (what --dry-run checks too). */
-int sampler_fits(size_t n);
 /* Draws the order of epoch e (0-based); a pure function of (seed, e); file order without shuffle. */
 void sampler_epoch(dt_sampler *s, int epoch);
 /* This rank's part of global batch it: indices (into the split), how many, the global row of
