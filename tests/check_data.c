@@ -131,25 +131,133 @@ START_TEST(resample_exact_cases)
     uint8_t img[3 * H * W], out[3 * 12 * 16];
     for (int i = 0; i < 3 * H * W; i++) img[i] = (uint8_t)(i * 7 % 256);
     /* the whole image at its own size: every pixel as it was */
-    ck_assert_int_eq(image_resample_u8(img, 3, H, W, 0, 0, W, H, H, W, out), 0);
+    ck_assert_int_eq(image_resample_u8(img, 3, H, W, 0, 0, W, H, H, W, NULL, out), 0);
     ck_assert_int_eq(memcmp(img, out, sizeof img), 0);
     /* an integer window at its own size: a plain crop */
-    ck_assert_int_eq(image_resample_u8(img, 3, H, W, 2, 1, 4, 3, 3, 4, out), 0);
+    ck_assert_int_eq(image_resample_u8(img, 3, H, W, 2, 1, 4, 3, 3, 4, NULL, out), 0);
     for (int c = 0; c < 3; c++)
         for (int i = 0; i < 3; i++)
             for (int j = 0; j < 4; j++) ck_assert_int_eq(out[(c * 3 + i) * 4 + j], img[(c * H + 1 + i) * W + 2 + j]);
     /* a constant image stays constant at any scale; a horizontal ramp shrinks to its box means */
     uint8_t flat[H * W], ramp[4 * 8];
     memset(flat, 77, sizeof flat);
-    ck_assert_int_eq(image_resample_u8(flat, 1, H, W, 0, 0, W, H, 12, 16, out), 0);
+    ck_assert_int_eq(image_resample_u8(flat, 1, H, W, 0, 0, W, H, 12, 16, NULL, out), 0);
     for (int i = 0; i < 12 * 16; i++) ck_assert_int_eq(out[i], 77);
-    ck_assert_int_eq(image_resample_u8(flat, 1, H, W, 0.5, 0.25, 5.5, 3.5, 2, 3, out), 0);
+    ck_assert_int_eq(image_resample_u8(flat, 1, H, W, 0.5, 0.25, 5.5, 3.5, 2, 3, NULL, out), 0);
     for (int i = 0; i < 6; i++) ck_assert_int_eq(out[i], 77);
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 8; j++) ramp[i * 8 + j] = (uint8_t)(j * 20);
-    ck_assert_int_eq(image_resample_u8(ramp, 1, 4, 8, 0, 0, 8, 4, 4, 4, out), 0);
+    ck_assert_int_eq(image_resample_u8(ramp, 1, 4, 8, 0, 0, 8, 4, 4, 4, NULL, out), 0);
     /* 2x shrink: the triangle filter of support 2 over [a b c d] centred between b and c */
     for (int i = 0; i < 4; i++) ck_assert_int_eq(out[i * 4 + 1], 50); /* columns 2,3 (40, 60) and neighbours */
+}
+END_TEST
+
+/* The plain two-pass filter the resampler's sums are defined by (src/data/image.c says so): all
+ * taps of every output coordinate, weights 0 included, horizontal into rows, then vertical; then
+ * a * value + b and the mirror, each a pass of its own. The resampler must give its bits. */
+typedef struct {
+    int n, *idx;
+    float *wt;
+} ref_taps;
+
+static void ref_taps_make(ref_taps *t, int in, int out, double start, double len)
+{
+    double scale = len / out, support = scale > 1.0 ? scale : 1.0;
+    t->n = (int)ceil(support) * 2 + 1;
+    t->idx = malloc(sizeof *t->idx * (size_t)out * t->n);
+    t->wt = malloc(sizeof *t->wt * (size_t)out * t->n);
+    for (int o = 0; o < out; o++) {
+        double center = start + (o + 0.5) * scale, sum = 0.0;
+        int lo = (int)floor(center - support), k = 0;
+        for (int i = lo; i < lo + t->n; i++, k++) {
+            double d = fabs(i + 0.5 - center) / support, v = d < 1.0 ? 1.0 - d : 0.0;
+            t->idx[o * t->n + k] = i < 0 ? 0 : i >= in ? in - 1 : i;
+            t->wt[o * t->n + k] = (float)v;
+            sum += v;
+        }
+        for (k = 0; k < t->n; k++)
+            t->wt[o * t->n + k] = sum > 0 ? (float)(t->wt[o * t->n + k] / sum) : (k == t->n / 2 ? 1.0f : 0.0f);
+    }
+}
+
+__attribute__((optimize("fp-contract=off"))) static void ref_resample(const uint8_t *src, int c, int h, int w,
+                                                                      double x0, double y0, double rw, double rh,
+                                                                      int oh, int ow, float *out)
+{
+    ref_taps tx, ty;
+    ref_taps_make(&tx, w, ow, x0, rw);
+    ref_taps_make(&ty, h, oh, y0, rh);
+    float *tmp = malloc(sizeof *tmp * (size_t)h * ow);
+    for (int ch = 0; ch < c; ch++) {
+        for (int r = 0; r < h; r++)
+            for (int o = 0; o < ow; o++) {
+                float s = 0.0f;
+                for (int k = 0; k < tx.n; k++) s += tx.wt[o * tx.n + k] * src[((size_t)ch * h + r) * w + tx.idx[o * tx.n + k]];
+                tmp[(size_t)r * ow + o] = s;
+            }
+        for (int o = 0; o < oh; o++) {
+            float *dst = out + ((size_t)ch * oh + o) * ow;
+            for (int j = 0; j < ow; j++) dst[j] = 0.0f;
+            for (int k = 0; k < ty.n; k++) {
+                float wk = ty.wt[o * ty.n + k];
+                if (wk == 0.0f) continue;
+                for (int j = 0; j < ow; j++) dst[j] += wk * tmp[(size_t)ty.idx[o * ty.n + k] * ow + j];
+            }
+        }
+    }
+    free(tmp), free(tx.idx), free(tx.wt), free(ty.idx), free(ty.wt);
+}
+
+/* random images, windows (inside and across the edges, fractional, 1 pixel to 3x the image) and
+ * output sizes (1 to 2.5x up, down to 1/9): image_resample_f and _u8 give the reference's bits,
+ * with and without the mirror, reusing one scratch across sizes */
+START_TEST(resample_matches_the_plain_filter)
+{
+    uint64_t seed = 88172645463325252ULL;
+#define RND() (seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17, seed)
+    image_scratch scr = {0};
+    long checked = 0;
+    for (int it = 0; it < 400; it++) {
+        int c = it % 3 == 0 ? 1 : 3, h = 1 + (int)(RND() % 70), w = 1 + (int)(RND() % 70);
+        double rw = 0.5 + (double)(RND() % 10000) / 10000.0 * (it % 7 == 0 ? 3.0 * w : w);
+        double rh = 0.5 + (double)(RND() % 10000) / 10000.0 * (it % 5 == 0 ? 3.0 * h : h);
+        double x0 = (double)(RND() % 1000) / 1000.0 * w - (it % 4 == 0 ? rw / 2 : 0.0);
+        double y0 = (double)(RND() % 1000) / 1000.0 * h - (it % 6 == 0 ? rh / 2 : 0.0);
+        if (it % 3 == 1) x0 = (double)(int)x0, y0 = (double)(int)y0, rw = (double)(int)rw + 1, rh = (double)(int)rh + 1;
+        int oh = 1 + (int)(RND() % (unsigned)(2.5 * rh + 1)), ow = 1 + (int)(RND() % (unsigned)(2.5 * rw + 1));
+        if (it % 8 == 0) oh = DT_MAX(1, (int)(rh / 9)), ow = DT_MAX(1, (int)(rw / 9));
+        size_t n = (size_t)c * h * w, m = (size_t)c * oh * ow;
+        uint8_t *img = malloc(n), *u8 = malloc(m), *u8_ref = malloc(m);
+        float *got = malloc(sizeof(float) * m), *ref = malloc(sizeof(float) * m), a[3], b[3];
+        for (size_t i = 0; i < n; i++) img[i] = (uint8_t)(it % 9 == 0 ? 255 * (RND() & 1) : RND());
+        for (int k = 0; k < 3; k++) a[k] = 1.0f / (255.0f * (0.2f + 0.01f * k)), b[k] = -(0.4f + 0.05f * k) / (0.2f + 0.01f * k);
+        ref_resample(img, c, h, w, x0, y0, rw, rh, oh, ow, ref);
+        for (size_t i = 0; i < m; i++) {
+            float v = ref[i] + 0.5f;
+            u8_ref[i] = (uint8_t)(v < 0.0f ? 0 : v > 255.0f ? 255 : (int)v);
+        }
+        ck_assert_int_eq(image_resample_u8(img, c, h, w, x0, y0, rw, rh, oh, ow, it % 2 ? &scr : NULL, u8), 0);
+        ck_assert_msg(!memcmp(u8, u8_ref, m), "u8: %dx%dx%d window %g,%g %gx%g to %dx%d", c, h, w, x0, y0, rw, rh, oh, ow);
+        for (size_t i = 0; i < m; i++) {
+            size_t ch = i / ((size_t)oh * ow);
+            ref[i] = ref[i] * a[ch] + b[ch];
+        }
+        for (int flip = 0; flip < 2; flip++) {
+            ck_assert_int_eq(image_resample_f(img, c, h, w, x0, y0, rw, rh, oh, ow, a, b, flip, &scr, got), 0);
+            for (size_t i = 0; i < m; i++) {
+                size_t j = i % ow, row = i / ow, want = flip ? row * ow + (ow - 1 - j) : i;
+                ck_assert_msg(!memcmp(&got[i], &ref[want], sizeof(float)),
+                              "flip %d: %dx%dx%d window %g,%g %gx%g to %dx%d: element %zu is %a, the plain filter's %a",
+                              flip, c, h, w, x0, y0, rw, rh, oh, ow, i, (double)got[i], (double)ref[want]);
+            }
+            checked += (long)m;
+        }
+        free(img), free(u8), free(u8_ref), free(got), free(ref);
+    }
+    image_scratch_free(&scr);
+    ck_assert(checked > 100000);
+#undef RND
 }
 END_TEST
 
@@ -534,6 +642,7 @@ int main(void)
     tcase_add_test(tc, cifar10_and_100_load);
     tcase_add_test(tc, cifar_damage_named);
     tcase_add_test(tc, resample_exact_cases);
+    tcase_add_test(tc, resample_matches_the_plain_filter);
     tcase_add_test(tc, augmentation_properties);
     tcase_add_test(tc, prefetch_changes_nothing);
     tcase_add_test(tc, synthetic_same_for_any_rank_count);

@@ -80,8 +80,10 @@ static void resized_window(dt_rng *r, int H, int W, int *y, int *x, int *h, int 
     *y = (H - *h) / 2, *x = (W - *w) / 2;
 }
 
-/* one sample: stored c x H x W uint8 at src into c x oh x ow floats at dst */
-static void fill_one(const dt_dataset *ds, const dt_view *v, uint64_t index, const uint8_t *src, float *dst)
+/* one sample: stored c x H x W uint8 at src into c x oh x ow floats at dst (scr: the thread's
+ * resampling memory); -1 when out of memory */
+static int fill_one(const dt_dataset *ds, const dt_view *v, uint64_t index, const uint8_t *src, float *dst,
+                     image_scratch *scr)
 {
     const int c = ds->c, H = ds->h, W = ds->w, oh = v->h, ow = v->w;
     float a[3], b[3];
@@ -94,10 +96,7 @@ static void fill_one(const dt_dataset *ds, const dt_view *v, uint64_t index, con
             int y, x, h, w;
             resized_window(&r, H, W, &y, &x, &h, &w);
             flip = v->aug->flip && (rng_next(&r) >> 63);
-            /* out of memory here leaves zeros: the batch is still well-formed */
-            if (image_resample_f(src, c, H, W, x, y, w, h, oh, ow, a, b, dst) != 0)
-                memset(dst, 0, sizeof(float) * (size_t)c * oh * ow);
-            goto flip;
+            return image_resample_f(src, c, H, W, x, y, w, h, oh, ow, a, b, flip, scr, dst);
         }
         if (v->aug->pad_crop) {
             pad = DT_MAX(v->aug->pad_crop, 0);
@@ -124,8 +123,7 @@ static void fill_one(const dt_dataset *ds, const dt_view *v, uint64_t index, con
             for (int j = DT_MAX(j1, j0); j < ow; j++) o[j] = zero;
         }
     }
-flip:
-    if (!flip) return;
+    if (!flip) return 0;
     for (int k = 0; k < c; k++)
         for (int i = 0; i < oh; i++) {
             float *o = dst + ((size_t)k * oh + i) * ow;
@@ -135,6 +133,7 @@ flip:
                 o[ow - 1 - j] = t;
             }
         }
+    return 0;
 }
 
 /* a packed image is checked against its checksum the first time a run reads it: 1 if it matches
@@ -167,27 +166,35 @@ int dataset_fill_view(const dt_dataset *ds, const dt_split *s, const dt_view *v,
 #pragma omp parallel num_threads(nt) reduction(| : no_mem)
         {
             uint8_t *px = malloc(d);
+            image_scratch scr = {0};
             no_mem = !px;
 #pragma omp for schedule(static)
             for (int r = 0; r < rows; r++) {
                 uint16_t label;
                 if (!px) continue;
                 synthetic_sample(ds, s, idx[r], px, &label);
-                fill_one(ds, v, idx[r], px, x + (size_t)r * od);
+                if (fill_one(ds, v, idx[r], px, x + (size_t)r * od, &scr) != 0) no_mem = 1;
                 y[r] = label;
             }
             free(px);
+            image_scratch_free(&scr);
         }
-        return no_mem ? dt_fail("out of memory") : 0;
+        return no_mem ? dt_fail("out of memory making a batch") : 0;
     }
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(min : bad)
-    for (int r = 0; r < rows; r++) {
-        if (!matches(s, idx[r], d)) { /* the message is made below, on one thread */
-            bad = DT_MIN(bad, r);
-            continue;
+#pragma omp parallel num_threads(nt) reduction(min : bad) reduction(| : no_mem)
+    {
+        image_scratch scr = {0};
+#pragma omp for schedule(static)
+        for (int r = 0; r < rows; r++) {
+            if (!matches(s, idx[r], d)) { /* the message is made below, on one thread */
+                bad = DT_MIN(bad, r);
+                continue;
+            }
+            if (fill_one(ds, v, idx[r], s->x + (size_t)idx[r] * d, x + (size_t)r * od, &scr) != 0) no_mem = 1;
+            y[r] = s->y[idx[r]];
         }
-        fill_one(ds, v, idx[r], s->x + (size_t)idx[r] * d, x + (size_t)r * od);
-        y[r] = s->y[idx[r]];
+        image_scratch_free(&scr);
     }
-    return bad < rows ? intact(s, idx[bad], d) : 0;
+    if (bad < rows) return intact(s, idx[bad], d);
+    return no_mem ? dt_fail("out of memory making a batch") : 0;
 }

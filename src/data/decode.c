@@ -183,7 +183,7 @@ int image_load_square(const char *path, int channels, int side, uint8_t *out)
         for (size_t i = 0; i < (size_t)w * h; i++) planar[(size_t)c * w * h + i] = pix[i * channels + c];
     free(pix);
     int s = w < h ? w : h;
-    int rc = image_resample_u8(planar, channels, h, w, (w - s) / 2.0, (h - s) / 2.0, s, s, side, side, out);
+    int rc = image_resample_u8(planar, channels, h, w, (w - s) / 2.0, (h - s) / 2.0, s, s, side, side, NULL, out);
     free(planar);
     return rc;
 }

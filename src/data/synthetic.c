@@ -28,10 +28,16 @@ void synthetic_sample(const dt_dataset *ds, const dt_split *s, uint32_t i, uint8
 {
     uint64_t key = rng_hash(split_key(ds, s), i);
     size_t d = (size_t)ds->c * ds->h * ds->w, k = 0;
-    for (uint64_t ctr = 1; k < d; ctr++) {
-        uint64_t h = rng_hash(key, ctr);
-        for (int b = 0; b < 8 && k < d; b++, h >>= 8) px[k++] = (uint8_t)h;
+    uint64_t ctr = 1;
+    for (; k + 8 <= d; k += 8, ctr++) { /* the hash's bytes from the lowest */
+        uint64_t h = rng_hash_inline(key, ctr);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(px + k, &h, 8);
+#else
+        for (int b = 0; b < 8; b++) px[k + (size_t)b] = (uint8_t)(h >> (8 * b));
+#endif
     }
+    for (uint64_t h = rng_hash_inline(key, ctr); k < d; k++, h >>= 8) px[k] = (uint8_t)h;
     *label = (uint16_t)(rng_hash(key, 0) % (uint64_t)ds->n_classes);
 }
 
