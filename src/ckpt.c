@@ -318,15 +318,10 @@ static void first_difference(const char *a, const char *b, char *out, size_t n)
     snprintf(out, n, "(no difference found)");
 }
 
-/* rank 0: the file's checks, the shared tensors into host, the iteration */
-static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float *w, float *state, float *v, long *it0,
-                        long *ranks, double *scale)
+int ckpt_check_meta(dt_ckpt_state *r, const st_file *f, const char *path, long *it, long *ranks)
 {
-    st_file *f;
     dt_net *net = r->net;
     char why[1200];
-    if (ckpt_open(path, &f) != 0) return -1;
-    *out = f;
     const char *m_net = st_meta(f, "net"), *m_ds = st_meta(f, "dataset"), *m_mode = st_meta(f, "mode"),
                *m_it = st_meta(f, "iteration"), *m_ranks = st_meta(f, "ranks"), *m_opts = st_meta(f, "options"),
                *m_samples = st_meta(f, "train_samples");
@@ -354,18 +349,40 @@ static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float
     option_value(m_opts, "precision", "fp32", r->precision_was, sizeof r->precision_was);
     char samples[32];
     snprintf(samples, sizeof samples, "%zu", r->train_samples);
-    if (strcmp(samples, m_samples) != 0)
+    if (r->train_samples && strcmp(samples, m_samples) != 0)
         return dt_fail("%s: made on %s training samples of %s, this run has %s (expected the same data)", path,
                        m_samples, m_ds, samples);
     const char *m_fp = st_meta(f, "data_fingerprint"); /* none: a checkpoint from before it was kept */
     char fp[20];
     snprintf(fp, sizeof fp, "%016llx", (unsigned long long)r->data_fingerprint);
-    if (m_fp && strcmp(m_fp, fp) != 0)
+    if (r->train_samples && r->data_fingerprint && m_fp && strcmp(m_fp, fp) != 0)
         return dt_fail("%s: made on other data of the same size (%s's fingerprint %s, this run's %s; expected the same "
                        "samples and labels)",
                        path, m_ds, m_fp, fp);
-    if (dt_parse_long(m_it, 0, 1L << 50, "iteration", it0) != 0 || dt_parse_long(m_ranks, 1, 1 << 24, "ranks", ranks) != 0)
+    if (dt_parse_long(m_it, 0, 1L << 50, "iteration", it) != 0 || dt_parse_long(m_ranks, 1, 1 << 24, "ranks", ranks) != 0)
         return dt_fail_prefix("%s: checkpoint metadata", path);
+    return 0;
+}
+
+int ckpt_peek(dt_ckpt_state *r, const char *path, long *it)
+{
+    st_file *f;
+    long ranks;
+    if (ckpt_open(path, &f) != 0) return -1;
+    int rc = ckpt_check_meta(r, f, path, it, &ranks);
+    st_close(f);
+    return rc;
+}
+
+/* rank 0: the file's checks, the shared tensors into host, the iteration */
+static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float *w, float *state, float *v, long *it0,
+                        long *ranks, double *scale)
+{
+    st_file *f;
+    dt_net *net = r->net;
+    if (ckpt_open(path, &f) != 0) return -1;
+    *out = f;
+    if (ckpt_check_meta(r, f, path, it0, ranks) != 0) return -1;
     /* fp16's loss scale: none in a checkpoint written in another precision (the run's own stays) */
     const char *m_scale = st_meta(f, "loss_scale"), *m_good = st_meta(f, "loss_scale_good");
     if (m_scale && m_good) {

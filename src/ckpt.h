@@ -39,6 +39,16 @@ typedef struct dt_ckpt_state {
 /* Collective: writes a checkpoint after `done` iterations to path (rank 0 writes, atomically).
  * 0 on every rank, or -1 on every rank. */
 int ckpt_save(dt_ckpt_state *s, long done, const char *path);
+/* Rank 0's checks of a checkpoint's metadata before a resume reads a tensor: complete, of s's net,
+ * made with s's options (but those a resume may change: --epochs, --iters, --precision with its
+ * loss-scale settings, --transport), on s's data (train_samples 0: the data is not known here,
+ * so neither its size nor its fingerprint is checked; data_fingerprint 0: not its fingerprint).
+ * The iteration it ends at and the rank count that made it go to *it and *ranks; fills
+ * s->precision_was. */
+int ckpt_check_meta(dt_ckpt_state *s, const st_file *f, const char *path, long *it, long *ranks);
+/* Opens path and makes those checks (what --dry-run checks of --resume), *it the iteration. Not
+ * collective: no comm, backend or mode state is needed in s. */
+int ckpt_peek(dt_ckpt_state *s, const char *path, long *it);
 /* Collective: restores weights, optimizer, running statistics and comm state from path;
  * *it0: the next iteration to run. */
 int ckpt_restore(dt_ckpt_state *s, const char *path, long *it0);

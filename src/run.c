@@ -138,8 +138,7 @@ static int open_net(dt_run *r)
         if (strcmp(device, "cpu") == 0 && o->transport && strcmp(o->transport, "nccl") == 0)
             return dt_fail("--transport nccl moves gradients between GPUs, and --device auto took the cpu (%s)",
                            r->auto_why);
-        if (strcmp(device, "cpu") == 0) /* the GPU options given do nothing: said in the banner */
-            snprintf(r->gpu_unused, sizeof r->gpu_unused, "%s", o->gpu_given);
+        r->auto_cpu = strcmp(device, "cpu") == 0; /* the GPU options given do nothing: said in the banner */
     }
     if (backend_create(device, &bo, &r->be) != 0) /* a message that names its option (--precision) keeps it */
         return strncmp(dt_errmsg(), "--", 2) == 0 ? -1 : dt_fail_prefix("--device");
@@ -323,28 +322,32 @@ static int read_load(dt_run *r, float *host, float *state)
 
 /* --dry-run --resume: the checkpoint opens (format, version, checksum), is of this net, and is not
  * past this run's end; what else must match (options, data, ranks) is checked when the run restores */
+/* the checkpoint's iteration it against the run's end: a resume runs from it to total_iters */
+static int resume_within(const dt_run *r, long it)
+{
+    if (it <= r->env.total_iters) return 0;
+    return dt_fail("--resume %s: the checkpoint is at iteration %ld, past this run's last (%ld): expected --epochs "
+                   "or --iters that reach beyond it",
+                   r->opts->resume, it, r->env.total_iters);
+}
+
+/* --dry-run --resume: the checks ckpt_restore makes of the file's metadata (the data's size and
+ * fingerprint where the data is here), and the iteration against the run's end */
 static int dry_resume(dt_run *r)
 {
     const char *path = r->opts->resume;
-    st_file *f;
+    int known = r->ds && (r->ds->synthetic || r->ds->train.x);
+    dt_ckpt_state s = {.net = r->net,
+                       .dataset = r->dataset,
+                       .train_samples = known ? r->ds->train.n : 0,
+                       .data_fingerprint = known ? r->ds->fingerprint : 0,
+                       .options = r->options};
     long it = 0;
-    if (ckpt_open(path, &f) != 0) {
+    if (ckpt_peek(&s, path, &it) != 0) {
         r->usage_error = access(path, F_OK) != 0; /* no such file */
         return dt_fail_prefix("--resume");
     }
-    const char *m_net = st_meta(f, "net"), *m_it = st_meta(f, "iteration");
-    int rc = 0;
-    if (!m_net || strcmp(m_net, r->net->name) != 0)
-        rc = dt_fail("--resume %s: a checkpoint of net %s, not %s (expected the net it was made with)", path,
-                     m_net ? m_net : "(none)", r->net->name);
-    else if (!m_it || dt_parse_long(m_it, 0, 1L << 50, "iteration", &it) != 0)
-        rc = dt_fail_prefix("--resume %s: checkpoint metadata", path);
-    else if (it > r->env.total_iters)
-        rc = dt_fail("--resume %s: the checkpoint is at iteration %ld, past this run's last (%ld): expected --epochs "
-                     "or --iters that reach beyond it",
-                     path, it, r->env.total_iters);
-    st_close(f);
-    return rc;
+    return resume_within(r, it);
 }
 
 /* --dry-run on this rank: what run_setup checks before it trains, without training, packing or
@@ -634,7 +637,8 @@ static void banner(dt_run *r)
                  r->scaler.scale, r->scaler.window);
     log_text(r->log, "backend %s%s%s%s%s: %s; %s\n", r->be->name, r->auto_why[0] ? " (auto; " : "", r->auto_why,
              r->auto_why[0] ? ")" : "", lowp, backend_describe(r->be), comm_library());
-    if (r->gpu_unused[0]) log_text(r->log, "%s: no effect: --device auto took the cpu\n", r->gpu_unused);
+    if (r->auto_cpu && r->opts->gpu_given[0])
+        log_text(r->log, "%s: no effect: --device auto took the cpu\n", r->opts->gpu_given);
     if (!r->be->host_memory) log_text(r->log, "transport %s\n", r->transport);
     if (r->graphs)
         log_text(r->log, "gpu graph: forward and backward recorded once per shape and launched as one (from the "
@@ -835,11 +839,9 @@ int run_setup(dt_run *r)
         dt_fail_prefix("--resume");
         return -1;
     }
-    if (r->it0 > r->env.total_iters) { /* every rank read the same iteration */
+    if (resume_within(r, r->it0) != 0) { /* every rank read the same iteration */
         r->failed_rank = 0;
-        return dt_fail("--resume %s: the checkpoint is at iteration %ld, past this run's last (%ld): expected --epochs "
-                       "or --iters that reach beyond it",
-                       r->opts->resume, r->it0, r->env.total_iters);
+        return -1;
     }
     if (run_agree(r, start_loader(r, r->it0)) != 0) return -1;
     if (run_agree(r, record_run(r)) != 0) return -1;

@@ -4,7 +4,8 @@
 #    states against its mode, the data or what the run would look for) and reports the file's ranks
 #  - a dry run trains nothing and writes nothing (--save, --log, no pack of a PNG tree: it is scanned)
 #  - a rank count the mode cannot use, a dataset the net does not fit, a net too large for memory,
-#    and a --load or --resume file that is missing, damaged, of another net or past the run's end
+#    and a --load or --resume file that is missing, damaged, of another net or past the run's end, or
+#    (--resume) made with other options
 #    fail the dry run with their messages
 #  - under mpirun, --ranks N with another rank count stops the job with exit 2
 . "$(dirname "$0")/lib.sh"
@@ -64,6 +65,8 @@ expect "missing --resume" 2 "--resume: $T/none.ckpt: cannot open" "${S[@]}" --re
 expect "--resume past the end" 1 "the checkpoint is at iteration 4, past this run's last (2)" "${S[@]}" --iters 2 \
     --resume "$T/c.ckpt" --dry-run
 expect "--resume of a weight file" 1 "a weight file, not a checkpoint" "${S[@]}" --resume "$T/w.st" --dry-run
+expect "--resume with other options" 1 "made with other options: the checkpoint has 'lr = 0.02', this run 'lr = 0.5'" \
+    "${S[@]}" --iters 8 --lr 0.5 --resume "$T/c.ckpt" --dry-run
 "$DTRAIN" "${S[@]}" --load "$T/w.st" --dry-run > "$T/out" 2>&1 || { cat "$T/out"; fail "--dry-run --load of good weights failed"; }
 "$DTRAIN" "${S[@]}" --iters 8 --resume "$T/c.ckpt" --dry-run > "$T/out" 2>&1 || { cat "$T/out"; fail "--dry-run --resume failed"; }
 
