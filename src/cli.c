@@ -83,6 +83,10 @@ static const dt_optdef table[] = {
      "dataset (--list-datasets; default: the net's, --list-nets); synthetic: made on the fly, for speed", check_dataset},
     {"Run", "synthetic-samples", OPT_INT, "N", OFF(synthetic_samples), 0, 4294967295.0, NULL, "0", 0, 0,
      "training samples of --dataset synthetic (0: as many as the dataset the net's shape belongs to)", NULL},
+    {"Run", "synthetic-once", OPT_FLAG, NULL, OFF(synthetic_once), 0, 0, NULL, NULL, 0, 0,
+     "--dataset synthetic: make one batch (the first) once, keep it on the device and train on it every iteration "
+     "(compute and communication alone, no loader)",
+     NULL},
     {"Run", "data-dir", OPT_STRING, "DIR", OFF(data_dir), 0, 0, NULL, NULL, OPT_LOCAL, 0,
      "where the dataset's files are (default: its standard locations)", NULL},
     {"Run", "epochs", OPT_INT, "N", OFF(epochs), 0, 1e6, NULL, "5", 0, 0,
@@ -417,6 +421,8 @@ static int check_combinations(const dt_opts *o)
         return dt_fail("--image-size applies to --dataset imagenet, not to --dataset %s", o->dataset);
     if (cli_given(o, "synthetic-samples") && (!o->dataset || strcmp(o->dataset, "synthetic") != 0))
         return dt_fail("--synthetic-samples applies to --dataset synthetic");
+    if (o->synthetic_once && (!o->dataset || strcmp(o->dataset, "synthetic") != 0))
+        return dt_fail("--synthetic-once applies to --dataset synthetic");
     return 0;
 }
 

@@ -490,11 +490,34 @@ int run_pack(dt_run *r)
 }
 
 /* The training batches of this worker, from iteration it0 on. */
+/* --synthetic-once: the first iteration's batch of this worker, made by a loader as any batch is,
+ * copied to backend memory and kept there; every iteration trains on it (also after --resume) */
+static int make_once(dt_run *r)
+{
+    const dt_opts *o = r->opts;
+    dt_loader *l;
+    dt_batch b;
+    int rc = loader_create(&l, r->ds, &r->aug, r->view_h, r->view_w, (int)o->batch, r->env.worker_rank,
+                           r->env.n_workers, (uint64_t)o->seed, !o->no_shuffle, 0, 0, 1, r->threads, NULL);
+    if (rc == 0) rc = loader_next(l, 0, &b);
+    if (rc == 0) {
+        size_t xb = sizeof(float) * (size_t)DT_MAX(b.rows, 1) * (size_t)r->ds->c * (size_t)r->view_h * (size_t)r->view_w;
+        r->once = b;
+        if (!(r->once.x = r->be->alloc(r->be, xb)) || !(r->once.y = r->be->alloc(r->be, sizeof(int32_t) * (size_t)DT_MAX(b.rows, 1))) ||
+            r->be->to_device(r->be, r->once.x, b.x, xb) != 0 ||
+            r->be->to_device(r->be, r->once.y, b.y, sizeof(int32_t) * (size_t)DT_MAX(b.rows, 1)) != 0)
+            rc = -1;
+    }
+    loader_destroy(l);
+    return rc;
+}
+
 static int start_loader(dt_run *r, long it0)
 {
     const dt_opts *o = r->opts;
     dt_host_allocator mem = backend_host_allocator(r->be);
     if (!r->env.is_worker || it0 >= r->env.total_iters) return 0;
+    if (o->synthetic_once) return make_once(r);
     if (loader_create(&r->loader, r->ds, &r->aug, r->view_h, r->view_w, (int)o->batch, r->env.worker_rank,
                       r->env.n_workers, (uint64_t)o->seed, !o->no_shuffle, (int)o->prefetch, it0, r->env.total_iters,
                       r->be->host_memory ? 1 : r->threads, /* beside a GPU the host's cores make batches */
@@ -599,10 +622,10 @@ static void banner(dt_run *r)
     strncat(shape, crop, sizeof shape - strlen(shape) - 1);
     if (net_n_weights(r->net) != r->net->n_params) snprintf(trained, sizeof trained, ", %zu trained", r->net->n_params);
     if (r->ds->synthetic)
-        log_text(r->log, "dtrain %s: net %s (%zu parameters%s) on synthetic data (%zu samples, %s, %d classes, %s; "
+        log_text(r->log, "dtrain %s: net %s (%zu parameters%s) on synthetic data (%zu samples, %s, %d classes, %s%s; "
                          "no evaluation: it measures speed, not accuracy)\n",
                  PACKAGE_VERSION, r->net->name, net_n_weights(r->net), trained, r->ds->train.n, shape, r->ds->n_classes,
-                 r->ds->dir);
+                 r->ds->dir, r->opts->synthetic_once ? "; one batch made once, on the device, every iteration" : "");
     else
         log_text(r->log, "dtrain %s: net %s (%zu parameters%s) on %s (%zu train / %zu test, %s, %d classes, %s)\n",
                  PACKAGE_VERSION, r->net->name, net_n_weights(r->net), trained, r->dataset, r->ds->train.n,
@@ -858,6 +881,8 @@ void run_teardown(dt_run *r)
     log_close(r->log);
     upload_destroy(r->upload);
     loader_destroy(r->loader);
+    if (r->once.x) r->be->free(r->be, r->once.x);
+    if (r->once.y) r->be->free(r->be, r->once.y);
     optim_destroy(r->optim);
     backend_host_free(r->be, r->x_host); /* the backend's staging memory, freed before it (NULL without one) */
     backend_host_free(r->be, r->y_host);

@@ -54,6 +54,7 @@ typedef struct dt_run {
     int view_h, view_w; /* the samples as the net takes them (cropped for ImageNet-style data) */
     dt_loader *loader;  /* this worker's training batches */
     dt_upload *upload;  /* and their copies to the device ahead of time (NULL: copied in the loop) */
+    dt_batch once;      /* --synthetic-once: the one batch, in backend memory (x NULL: none) */
     dt_graphs *graphs;  /* --gpu-graph: forward and backward recorded (NULL: op by op) */
     char graph_why[160]; /* --gpu-graph given, graphs NULL: why */
     dt_optim *optim;

@@ -180,9 +180,12 @@ static int iteration(dt_run *r, long it, int epoch, float lr, dt_times *t, dt_pa
     if (env->is_worker) {
         dt_batch b;
         double t0 = dt_now(), t1, t2, t3;
-        if (r->upload ? upload_next(r->upload, r->net, it, &b) != 0
-                      : loader_next(r->loader, it, &b) != 0 || net_set_input(r->net, b.x, b.rows) != 0 ||
-                            net_set_labels(r->net, b.y, b.rows) != 0)
+        if (r->once.x) { /* --synthetic-once */
+            b = r->once;
+            if (net_copy_batch(r->net, b.x, b.y, b.rows) != 0) return -1;
+        } else if (r->upload ? upload_next(r->upload, r->net, it, &b) != 0
+                             : loader_next(r->loader, it, &b) != 0 || net_set_input(r->net, b.x, b.rows) != 0 ||
+                                   net_set_labels(r->net, b.y, b.rows) != 0)
             return -1;
         t1 = dt_now();
         pass->rows = b.rows;
@@ -496,7 +499,10 @@ static int summary(dt_run *r, int epochs, long it, const span *run, float lr, co
     }
     if (r->ds->synthetic)
         log_text(r->log, "synthetic data: random samples, so no accuracy was measured; samples/s and the time split are "
-                         "those of a real run without its file reads\n");
+                         "%s\n",
+                 r->opts->synthetic_once ? "those of compute and communication alone (--synthetic-once: one batch, "
+                                           "no loader)"
+                                         : "those of a real run without its file reads");
     return 0;
 }
 

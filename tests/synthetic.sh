@@ -7,6 +7,11 @@
 #  - the headline command of the README, mpirun -np 2 dtrain --net alexnet --mode pipesgd
 #    --compress q8 --dataset synthetic --iters 3, trains within 120 s (about 15 s here) and
 #    3 GB per rank (2.1 GB here), says it measures speed, and logs no accuracy
+#  - --synthetic-once trains on its first batch every iteration: with one batch an epoch, in file
+#    order and without augmentation (where every batch is the first), the weights equal a plain
+#    synthetic run's bit for bit on 1 and 2 ranks; with shuffling and crops, a resumed run equals
+#    one that never stopped; on device memory (the guarded backend) as on the cpu; the banner and
+#    summary say so; without --dataset synthetic: exit 2
 . "$(dirname "$0")/lib.sh"
 need_mpirun
 
@@ -67,4 +72,32 @@ grep -q "accuracy [0-9]\|test_acc [0-9]" "$T/alex.out" && { cat "$T/alex.out"; f
 grep -q '"test_acc"' "$T/alex.jsonl" && fail "the JSON log holds a test accuracy for synthetic data"
 grep -q '"type":"summary".*"dataset":"synthetic"' "$T/alex.jsonl" || fail "the JSON summary does not name the dataset"
 note "mpirun -np 2 dtrain --net alexnet --mode pipesgd --compress q8 --dataset synthetic --iters 3: $dt s, $(sed -n 's/^maxrss \([0-9]*\) KB/\1/p' "$T/rss" | sort -n | tail -n 1 | awk '{ printf "%.0f", $1 / 1024 }') MB per rank at most"
+
+# --synthetic-once: the first batch, every iteration
+cd "$T"
+O=(--net mlp --dataset synthetic --synthetic-samples 40 --batch 40 --no-shuffle --augment none --epochs 4 --progress none)
+for np in 1 2; do
+    mpi -np $np "$DTRAIN" "${O[@]}" --synthetic-once --save "$T/once$np.st" > "$T/once.out" 2>&1 || { cat "$T/once.out"; fail "--synthetic-once on $np ranks failed"; }
+    mpi -np $np "$DTRAIN" "${O[@]}" --save "$T/plain$np.st" > "$T/plain.out" 2>&1 || { cat "$T/plain.out"; fail "the plain synthetic run on $np ranks failed"; }
+    cmp -s "$T/once$np.st" "$T/plain$np.st" || fail "--synthetic-once on $np ranks: weights differ from a run whose every batch is the first"
+done
+# on device memory (the guarded backend's, PROT_NONE outside its ops): the same weights
+if [ -f "$top_builddir/tests/dtrain-cpu-guarded.so" ]; then
+    DTRAIN_MODULE_PATH="$top_builddir/tests" mpi -np 2 "$DTRAIN" "${O[@]}" --synthetic-once --device cpu-guarded \
+        --save "$T/guarded.st" > "$T/g.out" 2>&1 || { cat "$T/g.out"; fail "--synthetic-once on the guarded backend failed"; }
+    cmp -s "$T/guarded.st" "$T/once2.st" || fail "--synthetic-once on the guarded backend differs from the cpu's"
+fi
+grep -q "one batch made once, on the device, every iteration" "$T/once.out" || { cat "$T/once.out"; fail "--synthetic-once: the banner does not say so"; }
+grep -q "those of compute and communication alone (--synthetic-once" "$T/once.out" || { cat "$T/once.out"; fail "--synthetic-once: the summary does not say so"; }
+# shuffled, cropped and flipped: the same batch after a resume
+R=(--net cifar-quick --dataset synthetic --synthetic-samples 64 --batch 16 --synthetic-once --progress none --threads 1)
+mpi -np 2 "$DTRAIN" "${R[@]}" --iters 6 --save "$T/straight.st" > "$T/r.out" 2>&1 || { cat "$T/r.out"; fail "--synthetic-once, 6 iterations, failed"; }
+mpi -np 2 "$DTRAIN" "${R[@]}" --iters 3 --checkpoint "$T/once.ckpt" > "$T/r.out" 2>&1 || { cat "$T/r.out"; fail "--synthetic-once, 3 iterations, failed"; }
+mpi -np 2 "$DTRAIN" "${R[@]}" --iters 6 --checkpoint "$T/once.ckpt" --resume "$T/once.ckpt" --save "$T/resumed.st" > "$T/r.out" 2>&1 ||
+    { cat "$T/r.out"; fail "--synthetic-once resumed failed"; }
+cmp -s "$T/straight.st" "$T/resumed.st" || fail "--synthetic-once: a resumed run differs from one that never stopped"
+rc=0
+"$DTRAIN" --net mlp --synthetic-once --iters 1 > "$T/bad.out" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q -- "--synthetic-once applies to --dataset synthetic" "$T/bad.out" || { cat "$T/bad.out"; fail "--synthetic-once without synthetic data: exit $rc"; }
+note "--synthetic-once: the first batch every iteration, on 1 and 2 ranks, resumed"
 echo "PASS: the dataset follows the net; synthetic data measure the headline command"
