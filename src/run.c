@@ -501,11 +501,11 @@ static int make_once(dt_run *r)
                            r->env.n_workers, (uint64_t)o->seed, !o->no_shuffle, 0, 0, 1, r->threads, NULL);
     if (rc == 0) rc = loader_next(l, 0, &b);
     if (rc == 0) {
-        size_t xb = sizeof(float) * (size_t)DT_MAX(b.rows, 1) * (size_t)r->ds->c * (size_t)r->view_h * (size_t)r->view_w;
+        size_t rows = (size_t)DT_MAX(b.rows, 1), xb = sizeof(float) * rows * r->ds->c * r->view_h * r->view_w,
+               yb = sizeof(int32_t) * rows;
         r->once = b;
-        if (!(r->once.x = r->be->alloc(r->be, xb)) || !(r->once.y = r->be->alloc(r->be, sizeof(int32_t) * (size_t)DT_MAX(b.rows, 1))) ||
-            r->be->to_device(r->be, r->once.x, b.x, xb) != 0 ||
-            r->be->to_device(r->be, r->once.y, b.y, sizeof(int32_t) * (size_t)DT_MAX(b.rows, 1)) != 0)
+        if (!(r->once.x = r->be->alloc(r->be, xb)) || !(r->once.y = r->be->alloc(r->be, yb)) ||
+            r->be->to_device(r->be, r->once.x, b.x, xb) != 0 || r->be->to_device(r->be, r->once.y, b.y, yb) != 0)
             rc = -1;
     }
     loader_destroy(l);

@@ -193,7 +193,8 @@ __attribute__((optimize("fp-contract=off"))) static void ref_resample(const uint
         for (int r = 0; r < h; r++)
             for (int o = 0; o < ow; o++) {
                 float s = 0.0f;
-                for (int k = 0; k < tx.n; k++) s += tx.wt[o * tx.n + k] * src[((size_t)ch * h + r) * w + tx.idx[o * tx.n + k]];
+                for (int k = 0; k < tx.n; k++)
+                    s += tx.wt[o * tx.n + k] * src[((size_t)ch * h + r) * w + tx.idx[o * tx.n + k]];
                 tmp[(size_t)r * ow + o] = s;
             }
         for (int o = 0; o < oh; o++) {
@@ -231,14 +232,16 @@ START_TEST(resample_matches_the_plain_filter)
         uint8_t *img = malloc(n), *u8 = malloc(m), *u8_ref = malloc(m);
         float *got = malloc(sizeof(float) * m), *ref = malloc(sizeof(float) * m), a[3], b[3];
         for (size_t i = 0; i < n; i++) img[i] = (uint8_t)(it % 9 == 0 ? 255 * (RND() & 1) : RND());
-        for (int k = 0; k < 3; k++) a[k] = 1.0f / (255.0f * (0.2f + 0.01f * k)), b[k] = -(0.4f + 0.05f * k) / (0.2f + 0.01f * k);
+        for (int k = 0; k < 3; k++)
+            a[k] = 1.0f / (255.0f * (0.2f + 0.01f * k)), b[k] = -(0.4f + 0.05f * k) / (0.2f + 0.01f * k);
         ref_resample(img, c, h, w, x0, y0, rw, rh, oh, ow, ref);
         for (size_t i = 0; i < m; i++) {
             float v = ref[i] + 0.5f;
             u8_ref[i] = (uint8_t)(v < 0.0f ? 0 : v > 255.0f ? 255 : (int)v);
         }
         ck_assert_int_eq(image_resample_u8(img, c, h, w, x0, y0, rw, rh, oh, ow, it % 2 ? &scr : NULL, u8), 0);
-        ck_assert_msg(!memcmp(u8, u8_ref, m), "u8: %dx%dx%d window %g,%g %gx%g to %dx%d", c, h, w, x0, y0, rw, rh, oh, ow);
+        ck_assert_msg(!memcmp(u8, u8_ref, m), "u8: %dx%dx%d window %g,%g %gx%g to %dx%d", c, h, w, x0, y0, rw, rh, oh,
+                      ow);
         for (size_t i = 0; i < m; i++) {
             size_t ch = i / ((size_t)oh * ow);
             ref[i] = ref[i] * a[ch] + b[ch];

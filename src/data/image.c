@@ -98,7 +98,8 @@ typedef struct {
     int flip;        /* mirrored left-right */
 } sink;
 
-__attribute__((optimize("fp-contract=off"))) static inline void store_row(const sink *k, int ch, size_t at, const float *acc, int ow)
+__attribute__((optimize("fp-contract=off"))) static inline void store_row(const sink *k, int ch, size_t at,
+                                                                        const float *acc, int ow)
 {
     if (k->u8) {
         uint8_t *o = k->u8 + at;
@@ -118,15 +119,16 @@ __attribute__((optimize("fp-contract=off"))) static inline void store_row(const 
     for (int j = 0; j < ow; j++) o[j] = acc[j] * ac + bc;
 }
 
-__attribute__((optimize("fp-contract=off"))) static int resample(const uint8_t *src, int c, int h, int w, double x0, double y0, double rw, double rh, int oh, int ow,
-                    const sink *out, image_scratch *scr)
+__attribute__((optimize("fp-contract=off"))) static int resample(const uint8_t *src, int c, int h, int w, double x0,
+                                                                  double y0, double rw, double rh, int oh, int ow,
+                                                                  const sink *out, image_scratch *scr)
 {
     int nx = taps_full(ow, rw), ny = taps_full(oh, rh);
     double sy = rh / oh > 1.0 ? rh / oh : 1.0;
     /* rows any output row can read: within the support of the window's ends, inside the image */
     size_t nr_max = (size_t)DT_MIN((double)h, ceil(rh + 2.0 * sy) + 3.0);
-    size_t bytes = sizeof(int) * ((size_t)ow * nx + (size_t)oh * ny) + sizeof(float) * ((size_t)ow * nx + (size_t)oh * ny) +
-                   sizeof(float) * ((size_t)w + (size_t)ow + nr_max * ow) + 64;
+    size_t taps_n = (size_t)ow * nx + (size_t)oh * ny;
+    size_t bytes = (sizeof(int) + sizeof(float)) * taps_n + sizeof(float) * ((size_t)w + (size_t)ow + nr_max * ow) + 64;
     image_scratch local = {0};
     char *m = scratch_get(scr ? scr : &local, bytes);
     if (!m) return dt_fail("out of memory");

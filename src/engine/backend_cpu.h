@@ -39,12 +39,15 @@ int cpu_bn_backward(const dt_bn_cfg *cfg, int n_threads, int rows, const float *
 int cpu_lrn_forward(const dt_lrn_cfg *cfg, int n_threads, int rows, const float *x, float *y);
 int cpu_lrn_backward(const dt_lrn_cfg *cfg, int n_threads, int rows, const float *x, const float *dy, float *dx,
                      float dx_beta);
-/* pooling of NCHW activations in our own loops (backend_cpu_pool.c): forward as pool_fwd of
- * backend.h, argmax (max pooling in training; else NULL) receiving where each maximum came from,
+/* pooling of NCHW activations, and max pooling of NHWC ones, in our own loops
+ * (backend_cpu_pool.c): forward as pool_fwd of backend.h, argmax (max pooling in training; else NULL) receiving where each maximum came from,
  * which backward takes */
 int cpu_pool_forward(const dt_pool_cfg *cfg, int n_threads, int rows, const float *x, float *y, int32_t *argmax);
 int cpu_pool_backward(const dt_pool_cfg *cfg, int n_threads, int rows, const int32_t *argmax, const float *dy,
                       float *dx, float dx_beta);
+/* cpu_pool_forward without its AVX2 loop (NHWC max pooling): what CPUs without AVX2 run, for tests */
+int cpu_pool_forward_portable(const dt_pool_cfg *cfg, int n_threads, int rows, const float *x, float *y,
+                              int32_t *argmax);
 void backend_cpu_dnnl_fini(dt_backend *be);
 /* C = alpha * op(A) op(B) + beta * C as backend.h's gemm, with A and B rounded to bf16 and the
  * products summed in fp32 (oneDNN's matmul) */
