@@ -615,6 +615,48 @@ static void ref_shortcut(const double *x, double *y, int rows, int c, int h, int
                 }
 }
 
+/* the shortcut's rows and large copies run on the backend's threads (above CPU_PAR_MIN values):
+ * they equal the reference in every layout, and a copy between overlapping buffers is memmove's */
+START_TEST(shortcut_and_copy_on_threads)
+{
+    enum { R = 64, C = 16, H = 16, O = 32, OH = 8, FRONT = 8 };
+    size_t nx = (size_t)R * C * H * H, ny = (size_t)R * O * OH * OH;
+    double *x = rnd(nx, 901), *dy = rnd(ny, 902), *y = calloc(ny, sizeof(double)), *dx = calloc(nx, sizeof(double));
+    ref_shortcut(x, y, R, C, H, O, FRONT, 0);
+    ref_shortcut(dx, dy, R, C, H, O, FRONT, 1);
+    dt_layout l[3];
+    int nl = layouts(C, l);
+    for (int a = 0; a < nl; a++) {
+        dt_shortcut_cfg s = {.c = C, .h = H, .w = H, .o = O, .oh = OH, .ow = OH, .stride = 2, .front = FRONT,
+                             .in_layout = l[a], .out_layout = l[a]};
+        float *xd = dev_act(x, l[a], R, C, H, H), *dyd = dev_act(dy, l[a], R, O, OH, OH);
+        float *yd = be->alloc(be, sizeof(float) * be->act_size(be, l[a], R, O, OH, OH));
+        float *dxd = be->alloc(be, sizeof(float) * be->act_size(be, l[a], R, C, H, H));
+        ck_assert_int_eq(be->shortcut_fwd(be, &s, R, xd, yd), 0);
+        ck_assert_msg(same_act(yd, l[a], y, R, O, OH, OH, lname(l[a])), "shortcut forward: %s", msg);
+        ck_assert_int_eq(be->shortcut_bwd(be, &s, R, dyd, dxd, 0.0f), 0);
+        ck_assert_msg(same_act(dxd, l[a], dx, R, C, H, H, lname(l[a])), "shortcut backward: %s", msg);
+        double *dx2 = malloc(sizeof(double) * nx);
+        for (size_t i = 0; i < nx; i++) dx2[i] = 2.0 * dx[i];
+        ck_assert_int_eq(be->shortcut_bwd(be, &s, R, dyd, dxd, 1.0f), 0); /* adds */
+        ck_assert_msg(same_act(dxd, l[a], dx2, R, C, H, H, lname(l[a])), "shortcut backward, adding: %s", msg);
+        free(dx2);
+        be->free(be, xd), be->free(be, dyd), be->free(be, yd), be->free(be, dxd);
+    }
+    size_t n = 1u << 20;
+    float *src = be->alloc(be, n * sizeof(float)), *dst = be->alloc(be, n * sizeof(float)), *want = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) src[i] = (float)x[i % nx] + (float)i;
+    ck_assert_int_eq(be->copy(be, dst, src, n * sizeof(float)), 0);
+    ck_assert_msg(memcmp(dst, src, n * sizeof(float)) == 0, "a copy of %zu floats differs", n);
+    memcpy(want, src, n * sizeof(float));
+    memmove(want, want + 3, (n - 3) * sizeof(float));
+    ck_assert_int_eq(be->copy(be, src, src + 3, (n - 3) * sizeof(float)), 0); /* overlapping */
+    ck_assert_msg(memcmp(want, src, n * sizeof(float)) == 0, "an overlapping copy is not memmove's");
+    be->free(be, src), be->free(be, dst), free(want);
+    free(x), free(dy), free(y), free(dx);
+}
+END_TEST
+
 /* the CPU backend, counting what crosses between host and device: a training pass must not (a GPU
  * records it as a CUDA graph, in which a copy to the host and its synchronize cannot be) */
 static dt_backend *inner;
@@ -899,6 +941,7 @@ int main(void)
     tcase_add_test(fast, fast_batchnorm_matches_reference);
     tcase_add_test(fast, batchnorm_precise_on_resnet20_layers);
     tcase_add_test(fast, fast_lrn_matches_reference);
+    tcase_add_test(fast, shortcut_and_copy_on_threads);
     tcase_add_checked_fixture(net, be_setup_blocked, be_teardown);
     tcase_add_test(net, residual_net_matches_reference);
     tcase_add_test(net, concat_equals_one_wide_conv);

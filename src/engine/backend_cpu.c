@@ -52,10 +52,17 @@ static void cpu_free(dt_backend *be, void *p)
     dt_free(p);
 }
 
+/* large copies between buffers that do not overlap on all the backend's threads, as the other
+ * elementwise loops (one thread's memmove was 2.7% of a resnet20 iteration: add's forward copies) */
 static int cpu_copy(dt_backend *be, void *dst, const void *src, size_t bytes)
 {
-    (void)be;
-    if (dst != src && bytes) memmove(dst, src, bytes);
+    if (dst == src || !bytes) return 0;
+    const char *d = dst, *s = src;
+    if (bytes / sizeof(float) < CPU_PAR_MIN || (d < s + bytes && s < d + bytes)) {
+        memmove(dst, src, bytes);
+        return 0;
+    }
+    PAR_RANGE(be, bytes, memcpy((char *)dst + a, s + a, b - a));
     return 0;
 }
 
