@@ -423,6 +423,9 @@ int backend_cpu_create_with(dt_backend **out, const dt_backend_opts *o)
      * +8%, 1 thread) */
     impl->nhwc = o->channels_last == 1 ||
                  (o->channels_last == 0 && ((impl->bf16 && cpu_has_amx()) || !cpu_has_avx512()));
+    /* oneDNN's NHWC max pooling: its AVX2 kernel 3-5x slower than our loops on an AVX2 EPYC, its
+     * AVX-512 one 2-3x faster than them on an AVX-512 EPYC (cifar-quick's first pool, standalone) */
+    impl->nhwc_max_ours = !cpu_has_avx512();
     be->name = "cpu";
     be->host_memory = 1;
     be->n_threads = n_threads < 1 ? 1 : n_threads;

@@ -21,6 +21,7 @@ typedef struct cpu_impl {
     dnnl_stream_t stream;
     int bf16;                 /* --precision bf16: GEMMs and convolutions on bf16 inputs */
     int nhwc;                 /* activations of 16k channels NHWC, not nChw16c (layout_for) */
+    int nhwc_max_ours;        /* NHWC max pooling in our loops, not oneDNN's (backend_cpu_pool.c) */
     struct gemm_bf16 *gemm;   /* bf16 GEMMs' primitives by shape (backend_cpu_dnnl.c) */
     uint16_t *ab16;           /* the operands of the last bf16 GEMM, rounded */
     size_t ab16_n;

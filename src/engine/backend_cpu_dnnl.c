@@ -4,8 +4,8 @@
  * im2col + OpenBLAS sgemm on the CIFAR nets' layers, so convolution, pooling and LRN use oneDNN;
  * batch norm's plans live here but its kernels are ours (backend_cpu_bn.c: oneDNN's sums are
  * float), and so are LRN's wherever oneDNN has only its reference code for it (backend_cpu_lrn.c),
- * and pooling's in NCHW, where oneDNN has no JIT kernel, and NHWC max pooling, where its AVX2
- * kernel is 3-5x slower than a plain loop (backend_cpu_pool.c).
+ * and pooling's in NCHW, where oneDNN has no JIT kernel, and NHWC max pooling without AVX-512,
+ * where its AVX2 kernel is 3-5x slower than a plain loop (backend_cpu_pool.c).
  * Activations whose channels are a multiple of 16 stay in oneDNN's blocked layout
  * (nChw16c) from layer to layer, so no layer pays a reorder in and out the way frameworks that
  * keep NCHW do; under --precision bf16 on a CPU with AMX they stay channels-last (NHWC) instead,
@@ -479,10 +479,12 @@ static void conv_entry_free(conv_entry *e)
 
 /* ---- pooling ----------------------------------------------------------------------------------- */
 
-/* NCHW pooling, and NHWC max pooling, run in our loops (backend_cpu_pool.c says why) */
-static int ours(const dt_pool_cfg *c)
+/* NCHW pooling, and NHWC max pooling on CPUs without AVX-512, run in our loops (backend_cpu_pool.c
+ * says why) */
+static int ours(dt_backend *be, const dt_pool_cfg *c)
 {
-    return c->layout == DT_LAYOUT_PLAIN || (c->layout == DT_LAYOUT_NHWC && c->max);
+    return c->layout == DT_LAYOUT_PLAIN ||
+           (c->layout == DT_LAYOUT_NHWC && c->max && ((cpu_impl *)be->impl)->nhwc_max_ours);
 }
 
 static int pool_entry_make(dt_backend *be, const dt_pool_cfg *c, int rows, pool_entry *e)
@@ -494,7 +496,7 @@ static int pool_entry_make(dt_backend *be, const dt_pool_cfg *c, int rows, pool_
     dnnl_alg_kind_t alg = c->max ? dnnl_pooling_max : dnnl_pooling_avg_exclude_padding;
     int rc = -1;
     e->rows = rows;
-    if (ours(c)) { /* our loops */
+    if (ours(be, c)) { /* our loops */
         if (c->max && !(e->arg = dt_alloc((size_t)rows * c->c * c->oh * c->ow * sizeof *e->arg))) return -1;
         return 0;
     }
@@ -551,7 +553,7 @@ static int cpu_pool_fwd(dt_backend *be, void *pv, int rows, int train, const flo
     plan *p = pv;
     if (rows <= 0) return 0;
     GET_ENTRY(pool_entry, pool_entry_make, pool)
-    if (ours(&p->cfg.pool)) /* oneDNN's is its generic simple_nchw, or slow: backend_cpu_pool.c */
+    if (ours(be, &p->cfg.pool)) /* oneDNN's is its generic simple_nchw, or slow: backend_cpu_pool.c */
         return cpu_pool_forward(&p->cfg.pool, be->n_threads, rows, x, y, train ? e->arg : NULL);
     set(e->src, x), set(e->dst, y);
     dnnl_exec_arg_t a[] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_DST, e->dst}, {DNNL_ARG_WORKSPACE, e->ws}};
@@ -564,7 +566,7 @@ static int cpu_pool_bwd(dt_backend *be, void *pv, int rows, const float *dy, flo
     const dt_pool_cfg *c = &p->cfg.pool;
     if (rows <= 0) return 0;
     GET_ENTRY(pool_entry, pool_entry_make, pool)
-    if (ours(c)) return dx ? cpu_pool_backward(c, be->n_threads, rows, e->arg, dy, dx, dx_beta) : 0;
+    if (ours(be, c)) return dx ? cpu_pool_backward(c, be->n_threads, rows, e->arg, dy, dx, dx_beta) : 0;
     size_t n = be->act_size(be, c->layout, rows, c->c, c->h, c->w);
     float *out = dx_target(dx, dx_beta, &e->tmp, n);
     if (!out) return -1;
