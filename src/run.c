@@ -387,6 +387,7 @@ static int dry_check(dt_run *r, char *data, size_t data_n)
     } else {
         return -1;
     }
+    r->n_train = n_train;
     if (check_targets(r) != 0 || setup_mode(r, p, n_train) != 0 || sampler_fits(n_train) != 0) return -1;
     if (r->auto_mode && o->comm.model_compute > 0 && (o->comm.model_alpha < 0 || o->comm.model_beta < 0)) {
         r->usage_error = 1; /* nothing to measure the link with in a dry run */
@@ -437,7 +438,7 @@ int run_dry(dt_run *r)
     if (run_agree(r, dry_check(r, data, sizeof data)) != 0) return -1;
     if (comm_rank(r->comm) != 0) return 0;
     net_check_memory(r->net, r->be, r->local_batch, &bytes);
-    double shuffle = 4.0 * (double)env->iters_per_epoch * (double)o->batch; /* the sampler's indices, host memory */
+    double shuffle = (double)sampler_bytes(r->n_train); /* the sampler's indices, host memory */
     shape_format(&r->net->input->out, shape, sizeof shape);
     int predict = r->auto_mode && o->comm.model_alpha >= 0 && o->comm.model_beta >= 0 && o->comm.model_compute > 0;
     char ranking[DT_AUTO_MAX * 48 + 64] = "";

@@ -43,6 +43,7 @@ typedef struct dt_run {
     int auto_mode;             /* --mode auto: set up as dsync until choose_mode */
     char auto_ranking[512];    /* its ranking: "pipesgd+q8 12.300 ms, dsync ..." */
     char auto_codec[16];       /* its codec: env.opts.compress points here */
+    size_t n_train;      /* training samples (of the whole split, before ranks take their share) */
     int auto_cpu;        /* --device auto took the cpu (the GPU options given, opts->gpu_given, do nothing) */
     int64_t bn_batches; /* --load: the batch-norm counter the file holds (PyTorch's num_batches_tracked) */
     char classes_note[160]; /* a built-in net sized to the data's classes: the banner says so */

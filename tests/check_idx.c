@@ -284,6 +284,77 @@ START_TEST(sampler_slices_partition_batches)
 }
 END_TEST
 
+/* Above SAMPLER_ARRAY_MAX samples the order is a keyed bijection (forced here at small n): every
+ * epoch is a permutation of [0, n) for n around powers of 4, the slices of the ranks partition its
+ * batches, it is a pure function of (seed, epoch), epochs and seeds differ, every sample comes
+ * first about equally often (2000 epochs of 10), and without shuffle it is file order */
+START_TEST(sampler_keyed_order)
+{
+    const size_t ns[] = {1, 2, 3, 4, 5, 15, 16, 17, 103, 1000, 4096, 4097};
+    for (size_t t = 0; t < DT_ARRAY_LEN(ns); t++) {
+        size_t n = ns[t];
+        dt_sampler *s[3];
+        for (int r = 0; r < 3; r++) ck_assert_int_eq(sampler_create_max(&s[r], n, 7, r, 3, 42, 1, 0), 0);
+        ck_assert_ptr_null(s[0]->perm);
+        for (int e = 0; e < 3; e++) {
+            int *seen = calloc(n, sizeof *seen);
+            size_t fixed = 0;
+            for (int r = 0; r < 3; r++) sampler_epoch(s[r], e);
+            for (long it = 0; it < s[0]->iters; it++) {
+                int covered = 0;
+                for (int r = 0; r < 3; r++) {
+                    const uint32_t *idx;
+                    int rows, g;
+                    int64_t row0;
+                    sampler_slice(s[r], it, &idx, &rows, &row0, &g);
+                    ck_assert_int_eq(row0, covered);
+                    for (int i = 0; i < rows; i++) {
+                        ck_assert_uint_lt(idx[i], n);
+                        ck_assert_uint_eq(idx[i], sampler_at(s[0], (size_t)it * 7 + (size_t)covered + (size_t)i));
+                        seen[idx[i]]++;
+                        fixed += idx[i] == (size_t)it * 7 + (size_t)covered + (size_t)i;
+                    }
+                    covered += rows;
+                }
+            }
+            for (size_t i = 0; i < n; i++)
+                ck_assert_msg(seen[i] == 1, "n %zu epoch %d: sample %zu seen %d times", n, e, i, seen[i]);
+            if (n >= 100) ck_assert_msg(fixed < n / 20, "n %zu: %zu samples stay in place", n, fixed);
+            free(seen);
+        }
+        if (n >= 16) { /* a pure function of (seed, epoch); another epoch or seed, another order */
+            dt_sampler *o;
+            ck_assert_int_eq(sampler_create_max(&o, n, 7, 0, 1, 43, 1, 0), 0);
+            sampler_epoch(s[0], 1), sampler_epoch(o, 1);
+            uint32_t a = sampler_at(s[0], 0), b = sampler_at(s[0], 1), c = sampler_at(s[0], 2), d = 0;
+            for (size_t i = 0; i < 3; i++) d += sampler_at(o, i) != sampler_at(s[0], i);
+            ck_assert_msg(d > 0, "n %zu: seeds 42 and 43 begin alike", n);
+            sampler_epoch(s[0], 2);
+            d = (sampler_at(s[0], 0) != a) + (sampler_at(s[0], 1) != b) + (sampler_at(s[0], 2) != c);
+            ck_assert_msg(d > 0, "n %zu: epochs 1 and 2 begin alike", n);
+            sampler_epoch(s[0], 1);
+            ck_assert(sampler_at(s[0], 0) == a && sampler_at(s[0], 1) == b && sampler_at(s[0], 2) == c);
+            sampler_destroy(o);
+        }
+        for (int r = 0; r < 3; r++) sampler_destroy(s[r]);
+    }
+    dt_sampler *s;
+    int first[10] = {0};
+    ck_assert_int_eq(sampler_create_max(&s, 10, 5, 0, 1, 7, 1, 0), 0);
+    for (int e = 0; e < 2000; e++) {
+        sampler_epoch(s, e);
+        first[sampler_at(s, 0)]++;
+    }
+    for (int i = 0; i < 10; i++)
+        ck_assert_msg(first[i] > 140 && first[i] < 260, "sample %d first in %d of 2000 epochs", i, first[i]);
+    sampler_destroy(s);
+    ck_assert_int_eq(sampler_create_max(&s, 25, 10, 0, 1, 7, 0, 0), 0); /* --no-shuffle */
+    sampler_epoch(s, 1);
+    for (size_t i = 0; i < 25; i++) ck_assert_uint_eq(sampler_at(s, i), i);
+    sampler_destroy(s);
+}
+END_TEST
+
 /* --no-shuffle: every epoch in file order, sliced over ranks as usual */
 START_TEST(sampler_file_order)
 {
@@ -321,6 +392,7 @@ int main(void)
     tcase_add_test(ts, split_range_balanced);
     tcase_add_test(ts, sampler_slices_partition_batches);
     tcase_add_test(ts, sampler_file_order);
+    tcase_add_test(ts, sampler_keyed_order);
     suite_add_tcase(s, tc);
     suite_add_tcase(s, ts);
     SRunner *sr = srunner_create(s);

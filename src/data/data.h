@@ -67,9 +67,11 @@ typedef struct dt_data_opts {
  * the message) when no location holds it (DIR lacks its files), with -1 on any other error. */
 #define DT_DATA_NOT_FOUND (-2)
 int dataset_open(const char *name, const char *dir, dt_dataset **out);
-/* 0 when the shuffled order of n training samples (4 bytes each, on every rank) fits this host's
- * free memory with room to spare; else -1 with a message (what --dry-run checks too). */
+/* 0 when the shuffled order of n training samples (4 bytes each, on every rank, up to 2^25 samples;
+ * none above: sampler.h) fits this host's free memory with room to spare; else -1 with a message
+ * (what --dry-run checks too). sampler_bytes: those bytes. */
 int sampler_fits(size_t n);
+size_t sampler_bytes(size_t n);
 int dataset_open_opts(const char *name, const char *dir, const dt_data_opts *o, dt_dataset **out);
 void dataset_close(dt_dataset *ds);
 /* "fashion-mnist, mnist, cifar10, cifar100, imagenet, synthetic" */

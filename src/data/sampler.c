@@ -2,7 +2,12 @@
  *
  * One permutation per epoch from (seed, epoch) on every rank, no communication; global batch i
  * is perm[i*B, (i+1)*B) and rank r takes its contiguous, balanced slice of it, so P ranks with
- * global batch B see exactly the samples 1 rank sees with batch B. */
+ * global batch B see exactly the samples 1 rank sees with batch B.
+ *
+ * The order: Fisher-Yates up to SAMPLER_ARRAY_MAX samples; above, position i holds f(i), f a
+ * bijection of [0, n) keyed by (seed, epoch): a 4-round Feistel network on 2 x half bits (4^half
+ * the smallest power of 4 >= n), its rounds rng_hash of the right half, walking its cycle from i
+ * until the value is below n (fewer than 4 steps on average, since 4^half < 4n). */
 #include <stdlib.h>
 
 #include "../rng.h"
@@ -10,9 +15,11 @@
 #include "data.h"
 #include "sampler.h"
 
+size_t sampler_bytes(size_t n) { return n > SAMPLER_ARRAY_MAX ? 0 : sizeof(uint32_t) * n; }
+
 int sampler_fits(size_t n)
 {
-    size_t avail, total, need = sizeof(uint32_t) * n;
+    size_t avail, total, need = sampler_bytes(n);
     if (n > UINT32_MAX) return dt_fail("dataset of %zu samples is larger than 2^32", n);
     if (dt_host_memory(&avail, &total) == 0 && need > avail / 2)
         return dt_fail("the shuffle of %zu training samples needs %.3g GB of indices on each rank, and %.3g GB of "
@@ -23,17 +30,25 @@ int sampler_fits(size_t n)
 
 int sampler_create(dt_sampler **out, size_t n, int batch, int rank, int size, uint64_t seed, int shuffle)
 {
+    return sampler_create_max(out, n, batch, rank, size, seed, shuffle, SAMPLER_ARRAY_MAX);
+}
+
+int sampler_create_max(dt_sampler **out, size_t n, int batch, int rank, int size, uint64_t seed, int shuffle,
+                       size_t array_max)
+{
     dt_sampler *s = calloc(1, sizeof *s);
     if (!s) return dt_fail("out of memory");
     if (sampler_fits(n) != 0) {
         free(s);
         return -1;
     }
-    s->perm = malloc(sizeof *s->perm * (n ? n : 1));
-    if (!s->perm) {
+    if (n <= array_max) s->perm = malloc(sizeof *s->perm * (n ? n : 1));
+    else s->slice = malloc(sizeof *s->slice * (size_t)batch);
+    if (!s->perm && !s->slice) {
         free(s);
         return dt_fail("out of memory");
     }
+    while (s->slice && ((size_t)1 << (2 * s->half)) < n) s->half++;
     s->n = n;
     s->batch = batch;
     s->rank = rank;
@@ -42,14 +57,40 @@ int sampler_create(dt_sampler **out, size_t n, int batch, int rank, int size, ui
     s->shuffle = shuffle;
     s->iters = (long)((n + (size_t)batch - 1) / (size_t)batch);
     s->epoch = -1;
-    for (size_t i = 0; i < n; i++) s->perm[i] = (uint32_t)i;
+    for (size_t i = 0; s->perm && i < n; i++) s->perm[i] = (uint32_t)i;
     *out = s;
     return 0;
+}
+
+/* one pass of the keyed Feistel network over 2 x half bits: a bijection of [0, 4^half) */
+static uint64_t feistel(uint64_t key, int half, uint64_t v)
+{
+    uint64_t mask = ((uint64_t)1 << half) - 1, l = v >> half, r = v & mask;
+    for (uint64_t round = 0; round < 4; round++) {
+        uint64_t t = l ^ (rng_hash(key + round, r) & mask);
+        l = r, r = t;
+    }
+    return l << half | r;
+}
+
+uint32_t sampler_at(const dt_sampler *s, size_t i)
+{
+    if (s->perm) return s->perm[i];
+    if (!s->shuffle) return (uint32_t)i;
+    uint64_t v = i;
+    do v = feistel(s->key, s->half, v);
+    while (v >= s->n);
+    return (uint32_t)v;
 }
 
 void sampler_epoch(dt_sampler *s, int epoch)
 {
     dt_rng rng;
+    if (!s->perm) {
+        s->key = rng_hash(s->seed ^ rng_stream_id("shuffle, keyed"), (uint64_t)epoch);
+        s->epoch = epoch;
+        return;
+    }
     rng_seed(&rng, s->seed, rng_stream_id("shuffle") + (uint64_t)epoch);
     for (size_t i = 0; i < s->n; i++) s->perm[i] = (uint32_t)i;
     for (size_t i = s->n; s->shuffle && i > 1; i--) {
@@ -67,7 +108,8 @@ void sampler_slice(const dt_sampler *s, long it, const uint32_t **idx, int *rows
     size_t b = DT_MIN((size_t)s->batch, s->n - start);
     size_t first, count;
     split_range(b, s->rank, s->size, &first, &count);
-    *idx = s->perm + start + first;
+    for (size_t i = 0; !s->perm && i < count; i++) s->slice[i] = sampler_at(s, start + first + i);
+    *idx = s->perm ? s->perm + start + first : s->slice;
     *rows = (int)count;
     *row0 = (int64_t)first;
     *global_rows = (int)b;
@@ -77,5 +119,6 @@ void sampler_destroy(dt_sampler *s)
 {
     if (!s) return;
     free(s->perm);
+    free(s->slice);
     free(s);
 }
