@@ -652,7 +652,8 @@ START_TEST(shortcut_and_copy_on_threads)
         be->free(be, xd), be->free(be, dyd), be->free(be, yd), be->free(be, dxd);
     }
     size_t n = 1u << 20;
-    float *src = be->alloc(be, n * sizeof(float)), *dst = be->alloc(be, n * sizeof(float)), *want = malloc(n * sizeof(float));
+    float *src = be->alloc(be, n * sizeof(float)), *dst = be->alloc(be, n * sizeof(float));
+    float *want = malloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) src[i] = (float)x[i % nx] + (float)i;
     ck_assert_int_eq(be->copy(be, dst, src, n * sizeof(float)), 0);
     ck_assert_msg(memcmp(dst, src, n * sizeof(float)) == 0, "a copy of %zu floats differs", n);

@@ -102,13 +102,14 @@ void sampler_epoch(dt_sampler *s, int epoch)
     s->epoch = epoch;
 }
 
-void sampler_slice(const dt_sampler *s, long it, const uint32_t **idx, int *rows, int64_t *row0, int *global_rows)
+void sampler_slice(dt_sampler *s, long it, const uint32_t **idx, int *rows, int64_t *row0, int *global_rows)
 {
     size_t start = (size_t)it * (size_t)s->batch;
     size_t b = DT_MIN((size_t)s->batch, s->n - start);
     size_t first, count;
     split_range(b, s->rank, s->size, &first, &count);
-    for (size_t i = 0; !s->perm && i < count; i++) s->slice[i] = sampler_at(s, start + first + i);
+    if (!s->perm)
+        for (size_t i = 0; i < count; i++) s->slice[i] = sampler_at(s, start + first + i);
     *idx = s->perm ? s->perm + start + first : s->slice;
     *rows = (int)count;
     *row0 = (int64_t)first;

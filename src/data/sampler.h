@@ -39,7 +39,7 @@ void sampler_epoch(dt_sampler *s, int epoch);
 /* This rank's part of global batch it: indices (into the split), how many, the global row of
  * the first one, and the size of the whole global batch (shorter for the last batch). With the
  * keyed order the indices are computed into s->slice, valid until the next call. */
-void sampler_slice(const dt_sampler *s, long it, const uint32_t **idx, int *rows, int64_t *row0, int *global_rows);
+void sampler_slice(dt_sampler *s, long it, const uint32_t **idx, int *rows, int64_t *row0, int *global_rows);
 void sampler_destroy(dt_sampler *s);
 
 #endif
