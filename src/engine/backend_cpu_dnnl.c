@@ -301,9 +301,23 @@ static void pd_destroy(dnnl_primitive_desc_t *pd)
     *pd = NULL;
 }
 
+/* Whether the weights' gradient multiplies in fp32 under --precision bf16, on x and dy as they
+ * are (no rounding; they are the layer's fp32 activations): where oneDNN 2.6's AVX512_BF16
+ * backward-weights kernel is slower than its fp32 one. It is for the strided 3x3 layers of the
+ * CIFAR ResNets (16 -> 32 channels at 32x32, 32 -> 64 at 16x16), batch 64 and up: ResNet-20's
+ * batch 128 took 4.8 ms each in bf16, 1.75 in fp32 (ONEDNN_VERBOSE, 2026-12-02, an EPYC without
+ * AMX; tools/bench_convs measures it per shape), while ImageNet's strided layers (64 channels and
+ * up) gain 1.3-2x from bf16 there. A fixed rule, not a timing taken at run time, so that runs,
+ * reruns and resumes compute the same bits. Not with AMX, whose kernels were not measured so. */
+static int weights_in_fp32(const dt_conv_cfg *c, int rows)
+{
+    return !cpu_has_amx() && (c->sh > 1 || c->sw > 1) && c->kh * c->kw > 1 && c->c >= 16 && c->c <= 32 &&
+           c->groups == 1 && rows >= 64;
+}
+
 static int conv_entry_make(dt_backend *be, const dt_conv_cfg *c, int rows, conv_entry *e)
 {
-    dnnl_memory_desc_t src, dst, src_p, dst_p, dsrc_p, ddst_p, wany, wany_lo, wuser, bias;
+    dnnl_memory_desc_t src, dst, src_p, dst_p, dsrc_p, ddst_p, src_w, ddst_w, wany, wany_lo, wuser, bias;
     dnnl_convolution_desc_t fd, bd, wd;
     dnnl_primitive_desc_t fpd = NULL, bpd = NULL, wpd = NULL;
     dnnl_dims_t st = {c->sh, c->sw}, pl = {c->pt, c->pl}, pr = {c->pb, c->pr}, bdims = {c->o};
@@ -334,8 +348,10 @@ static int conv_entry_make(dt_backend *be, const dt_conv_cfg *c, int rows, conv_
             dt_fail("oneDNN: no backward-data convolution for this layer");
             goto out;
         }
-        if (dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &src_p, &wany,
-                                                         c->bias ? &bias : NULL, &ddst_p, st, pl, pr) != dnnl_success ||
+        src_w = src_p, ddst_w = ddst_p;
+        if (lo != dnnl_f32 && weights_in_fp32(c, rows)) src_w.data_type = ddst_w.data_type = dnnl_f32;
+        if (dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &src_w, &wany,
+                                                         c->bias ? &bias : NULL, &ddst_w, st, pl, pr) != dnnl_success ||
             dnnl_primitive_desc_create(&wpd, &wd, NULL, eng(be), fpd) != dnnl_success) {
             dt_fail("oneDNN: no backward-weights convolution for this layer");
             goto out;
