@@ -307,7 +307,7 @@ static void pd_destroy(dnnl_primitive_desc_t *pd)
  * CIFAR ResNets (16 -> 32 channels at 32x32, 32 -> 64 at 16x16), batch 64 and up: ResNet-20's
  * batch 128 took 4.8 ms each in bf16, 1.75 in fp32 (ONEDNN_VERBOSE, 2026-12-02, an EPYC without
  * AMX; tools/bench_convs measures it per shape), while ImageNet's strided layers (64 channels and
- * up) gain 1.3-2x from bf16 there. A fixed rule, not a timing taken at run time, so that runs,
+ * up) gain 1.5-2x from bf16 there. A fixed rule, not a timing taken at run time, so that runs,
  * reruns and resumes compute the same bits. Not with AMX, whose kernels were not measured so. */
 static int weights_in_fp32(const dt_conv_cfg *c, int rows)
 {
