@@ -474,6 +474,10 @@ static int cu_lrn_bwd(dt_backend *be, void *pv, int rows, const float *x, const 
 
 static void *cu_bn_plan(dt_backend *be, const dt_bn_cfg *cfg)
 {
+    if (cfg->relu) {
+        dt_fail("CUDA: batch norm with a fused relu is not built (the backend does not set fuses_bn_relu)");
+        return NULL;
+    }
     plan *p = plan_new(PLAN_BN, cfg, sizeof *cfg);
     if (!p) return NULL;
     cudaError_t e = cuda_enter(be) == 0 ? cudaMalloc((void **)&p->tmp, sizeof(double) * CUDA_BN_TMP(cfg->c))
@@ -499,9 +503,11 @@ static int cu_bn_fwd(dt_backend *be, void *pv, int rows, int train, const float 
 }
 
 static int cu_bn_bwd(dt_backend *be, void *pv, int rows, const float *x, const float *scale, const float *mean,
-                     const float *var, const float *dy, float *dx, float dx_beta, float *dscale, float *dshift)
+                     const float *var, const float *dy, const float *y, float *dx, float dx_beta, float *dscale,
+                     float *dshift)
 {
     plan *p = pv;
+    (void)y; /* no fused relu here: fuses_bn_relu is 0 */
     if (rows <= 0) return 0;
     if (cuda_enter(be) != 0) return -1;
     int rc = cuk_bn_bwd(cuda_of(be)->stream, &p->cfg.bn, rows, x, scale, mean, var, dy, dx, dx_beta, dscale, dshift,

@@ -288,8 +288,8 @@ OP(bn_fwd,
    (in, plan, rows, train, x, scale, shift, mean, var, y))
 OP(bn_bwd,
    (dt_backend * be, void *plan, int rows, const float *x, const float *scale, const float *mean, const float *var,
-    const float *dy, float *dx, float dx_beta, float *dscale, float *dshift),
-   (in, plan, rows, x, scale, mean, var, dy, dx, dx_beta, dscale, dshift))
+    const float *dy, const float *y, float *dx, float dx_beta, float *dscale, float *dshift),
+   (in, plan, rows, x, scale, mean, var, dy, y, dx, dx_beta, dscale, dshift))
 OP(lrn_fwd, (dt_backend * be, void *plan, int rows, int train, const float *x, float *y), (in, plan, rows, train, x, y))
 OP(lrn_bwd, (dt_backend * be, void *plan, int rows, const float *x, const float *dy, float *dx, float dx_beta),
    (in, plan, rows, x, dy, dx, dx_beta))

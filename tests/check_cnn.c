@@ -433,7 +433,7 @@ START_TEST(fast_batchnorm_matches_reference)
         dt_layout l[3];
         int nl = layouts(c, l);
         for (int a = 0; a < nl; a++) {
-            dt_bn_cfg cfg = {c, h, w, 1e-5f, l[a]};
+            dt_bn_cfg cfg = {c, h, w, 1e-5f, l[a], 0};
             void *plan = be->bn_plan(be, &cfg);
             float *fx = dev_act(x, l[a], rows, c, h, w), *fdy = dev_act(dy, l[a], rows, c, h, w);
             float *fy = be->alloc(be, sizeof(float) * n), *fdx = be->alloc(be, sizeof(float) * n);
@@ -443,20 +443,74 @@ START_TEST(fast_batchnorm_matches_reference)
             ck_assert_msg(same_act(fy, l[a], y, rows, c, h, w, "y"), "shape %zu %s: %s", t, lname(l[a]), msg);
             ck_assert_msg(close_f32_f64(fm, mean, c, TOL_FAST_ATOL, TOL_FAST_RTOL, "mean", msg, sizeof msg), "%s", msg);
             ck_assert_msg(close_f32_f64(fv, var, c, TOL_FAST_ATOL, TOL_FAST_RTOL, "var", msg, sizeof msg), "%s", msg);
-            ck_assert_msg(be->bn_bwd(be, plan, rows, fx, fg, fm, fv, fdy, fdx, 0.0f, fdg, fdb) == 0, "%s", dt_errmsg());
+            ck_assert_msg(be->bn_bwd(be, plan, rows, fx, fg, fm, fv, fdy, NULL, fdx, 0.0f, fdg, fdb) == 0, "%s",
+                          dt_errmsg());
             ck_assert_msg(same_act(fdx, l[a], dx, rows, c, h, w, "dx"), "shape %zu: %s", t, msg);
             ck_assert_msg(close_f32_f64(fdg, dg, c, TOL_FAST_ATOL, TOL_FAST_RTOL, "dgamma", msg, sizeof msg), "%s", msg);
             ck_assert_msg(close_f32_f64(fdb, dbt, c, TOL_FAST_ATOL, TOL_FAST_RTOL, "dbeta", msg, sizeof msg), "%s", msg);
             /* evaluation: the given statistics; a frozen layer: no parameter gradients wanted */
             ck_assert_int_eq(be->bn_fwd(be, plan, rows, 0, fx, fg, fb, fm, fv, fy), 0);
             ck_assert_msg(same_act(fy, l[a], y, rows, c, h, w, "y (given statistics)"), "%s", msg);
-            ck_assert_int_eq(be->bn_bwd(be, plan, rows, fx, fg, fm, fv, fdy, fdx, 0.0f, NULL, NULL), 0);
+            ck_assert_int_eq(be->bn_bwd(be, plan, rows, fx, fg, fm, fv, fdy, NULL, fdx, 0.0f, NULL, NULL), 0);
             ck_assert_msg(same_act(fdx, l[a], dx, rows, c, h, w, "dx (frozen)"), "%s", msg);
             be->plan_free(be, plan);
             be->free(be, fx), be->free(be, fdy), be->free(be, fy), be->free(be, fdx), be->free(be, fg);
             be->free(be, fb), be->free(be, fm), be->free(be, fv), be->free(be, fdg), be->free(be, fdb);
         }
         free(x), free(gm), free(bt), free(dy), free(y), free(dx), free(mean), free(var), free(dg), free(dbt);
+    }
+}
+END_TEST
+
+/* batch norm with its relu fused (dt_bn_cfg relu) gives the bits of batch norm, then relu: forward
+ * in training and evaluation, backward with dx written and added to, in every layout */
+START_TEST(fused_bn_relu_equals_bn_then_relu)
+{
+    const int shapes[][4] = {{4, 3, 5, 5}, {3, 16, 4, 3}, {5, 32, 3, 3}, {1, 16, 1, 1}};
+    for (size_t t = 0; t < DT_ARRAY_LEN(shapes); t++) {
+        int rows = shapes[t][0], c = shapes[t][1], h = shapes[t][2], w = shapes[t][3];
+        size_t n = (size_t)rows * c * h * w;
+        double *x = rnd(n, 900 + t), *gm = rnd(c, 910 + t), *bt = rnd(c, 920 + t), *dy = rnd(n, 930 + t);
+        for (size_t i = 0; i < n; i += 7) x[i] = x[(i + 3) % n]; /* repeats, some at the mean's side */
+        dt_layout l[3];
+        int nl = layouts(c, l);
+        for (int a = 0; a < nl; a++) {
+            size_t na = be->act_size(be, l[a], rows, c, h, w), bytes = sizeof(float) * na;
+            dt_bn_cfg cu = {c, h, w, 1e-5f, l[a], 0}, cf = cu;
+            cf.relu = 1;
+            void *pu = be->bn_plan(be, &cu), *pf = be->bn_plan(be, &cf);
+            ck_assert_msg(pu && pf, "%s", dt_errmsg());
+            float *fx = dev_act(x, l[a], rows, c, h, w), *fdy = dev_act(dy, l[a], rows, c, h, w);
+            float *fg = dev_vec(gm, c), *fb = dev_vec(bt, c);
+            float *bn = be->alloc(be, bytes), *yu = be->alloc(be, bytes), *yf = be->alloc(be, bytes);
+            float *dr = be->alloc(be, bytes), *dxu = be->alloc(be, bytes), *dxf = be->alloc(be, bytes);
+            float *mu = be->alloc(be, 4 * c), *vu = be->alloc(be, 4 * c), *mf = be->alloc(be, 4 * c);
+            float *vf = be->alloc(be, 4 * c), *gu = be->alloc(be, 4 * c), *bu = be->alloc(be, 4 * c);
+            float *gf = be->alloc(be, 4 * c), *bf = be->alloc(be, 4 * c);
+            for (int train = 1; train >= 0; train--) {
+                ck_assert_int_eq(be->bn_fwd(be, pu, rows, train, fx, fg, fb, mu, vu, bn), 0);
+                ck_assert_int_eq(be->relu_fwd(be, yu, bn, na), 0);
+                ck_assert_int_eq(be->bn_fwd(be, pf, rows, train, fx, fg, fb, mu, vu, yf), 0);
+                ck_assert_msg(memcmp(yu, yf, bytes) == 0, "shape %zu %s train %d: the forward differs", t,
+                              lname(l[a]), train);
+            }
+            ck_assert_int_eq(be->bn_fwd(be, pf, rows, 1, fx, fg, fb, mf, vf, yf), 0);
+            size_t zeros = 0;
+            for (size_t i = 0; i < na; i++) zeros += yf[i] == 0.0f;
+            ck_assert_msg(zeros > na / 4, "shape %zu: %zu of %zu outputs cut by the relu", t, zeros, na);
+            for (int beta = 0; beta <= 1; beta++) {
+                for (size_t i = 0; i < na; i++) dxu[i] = dxf[i] = (float)(i % 5) - 2.0f;
+                ck_assert_int_eq(be->relu_bwd(be, dr, fdy, yf, na, 0.0f), 0);
+                ck_assert_int_eq(be->bn_bwd(be, pu, rows, fx, fg, mf, vf, dr, NULL, dxu, (float)beta, gu, bu), 0);
+                ck_assert_int_eq(be->bn_bwd(be, pf, rows, fx, fg, mf, vf, fdy, yf, dxf, (float)beta, gf, bf), 0);
+                ck_assert_msg(memcmp(dxu, dxf, bytes) == 0 && memcmp(gu, gf, 4 * c) == 0 && memcmp(bu, bf, 4 * c) == 0,
+                              "shape %zu %s beta %d: the backward differs", t, lname(l[a]), beta);
+            }
+            be->plan_free(be, pu), be->plan_free(be, pf);
+            float *all[] = {fx, fdy, fg, fb, bn, yu, yf, dr, dxu, dxf, mu, vu, mf, vf, gu, bu, gf, bf};
+            for (size_t i = 0; i < DT_ARRAY_LEN(all); i++) be->free(be, all[i]);
+        }
+        free(x), free(gm), free(bt), free(dy);
     }
 }
 END_TEST
@@ -499,14 +553,15 @@ START_TEST(batchnorm_precise_on_resnet20_layers)
         dt_layout l[3];
         int nl = layouts(c, l);
         for (int a = 0; a < nl; a++) {
-            dt_bn_cfg cfg = {c, h, w, 1e-5f, l[a]};
+            dt_bn_cfg cfg = {c, h, w, 1e-5f, l[a], 0};
             void *plan = be->bn_plan(be, &cfg);
             float *fx = dev_act(x, l[a], rows, c, h, w), *fdy = dev_act(dy, l[a], rows, c, h, w);
             float *fy = be->alloc(be, sizeof(float) * n), *fdx = be->alloc(be, sizeof(float) * n);
             float *fg = dev_vec(gm, c), *fb = dev_vec(bt, c), *fm = be->alloc(be, 4 * c), *fv = be->alloc(be, 4 * c);
             float *fdg = be->alloc(be, 4 * c), *fdb = be->alloc(be, 4 * c);
             ck_assert_msg(plan && be->bn_fwd(be, plan, rows, 1, fx, fg, fb, fm, fv, fy) == 0, "%s", dt_errmsg());
-            ck_assert_msg(be->bn_bwd(be, plan, rows, fx, fg, fm, fv, fdy, fdx, 0.0f, fdg, fdb) == 0, "%s", dt_errmsg());
+            ck_assert_msg(be->bn_bwd(be, plan, rows, fx, fg, fm, fv, fdy, NULL, fdx, 0.0f, fdg, fdb) == 0, "%s",
+                          dt_errmsg());
             double e[] = {relerr(fy, l[a], y, rows, c, h, w), relerr(fm, -1, mean, 1, c, 1, 1),
                           relerr(fv, -1, var, 1, c, 1, 1),     relerr(fdx, l[a], dx, rows, c, h, w),
                           relerr(fdg, -1, dg, 1, c, 1, 1),     relerr(fdb, -1, dbt, 1, c, 1, 1)};
@@ -878,6 +933,53 @@ START_TEST(concat_equals_one_wide_conv)
 END_TEST
 
 /* a deep net holds a handful of gradient buffers, not one per layer */
+/* resnet20 fuses each batch norm with the relu that alone consumes it (10 of its 19), and a training
+ * pass then gives the bits of DTRAIN_FUSE=0's: loss, gradients, running statistics */
+START_TEST(fused_net_equals_unfused)
+{
+    const int R = 3;
+    dt_net *nets[2];
+    for (int k = 0; k < 2; k++) {
+        if (k) setenv("DTRAIN_FUSE", "0", 1);
+        ck_assert_int_eq(net_load("resnet20", &nets[k]), 0);
+        ck_assert_msg(net_alloc(nets[k], be, R) == 0, "%s", dt_errmsg());
+        unsetenv("DTRAIN_FUSE");
+        ck_assert_int_eq(net_init_params(nets[k], 9), 0);
+        int fused = 0, fusing = 0;
+        for (int i = 0; i < nets[k]->n_layers; i++) {
+            const dt_layer *l = nets[k]->layers[i];
+            fused += l->fused, fusing += l->fuse_relu;
+            if (l->fused) {
+                ck_assert_ptr_eq(l->y, l->in[0]->y);
+                ck_assert_ptr_eq(l->dy, l->in[0]->dy);
+            }
+        }
+        ck_assert_int_eq(fused, k ? 0 : 10);
+        ck_assert_int_eq(fusing, fused);
+    }
+    size_t nx = (size_t)R * 3 * 32 * 32;
+    float *x = malloc(sizeof(float) * nx);
+    for (size_t i = 0; i < nx; i++) x[i] = (float)((i * 7919) % 255) / 127.0f - 1.0f;
+    int32_t y[3] = {1, 7, 4};
+    dt_pass pass[2];
+    for (int k = 0; k < 2; k++) {
+        net_set_input(nets[k], x, R);
+        net_set_labels(nets[k], y, R);
+        pass[k] = (dt_pass){.rows = R, .train = 1, .labels = nets[k]->labels, .rng_key = 1, .grad_scale = 1.0f / R};
+        ck_assert_msg(net_forward(nets[k], &pass[k]) == 0 && net_backward(nets[k], &pass[k], NULL, NULL) == 0, "%s",
+                      dt_errmsg());
+    }
+    ck_assert_msg(pass[0].loss_sum == pass[1].loss_sum, "loss %.17g fused, %.17g not", pass[0].loss_sum,
+                  pass[1].loss_sum);
+    ck_assert_uint_eq(nets[0]->n_params, nets[1]->n_params);
+    ck_assert_msg(memcmp(nets[0]->g, nets[1]->g, sizeof(float) * nets[0]->n_params) == 0, "the gradients differ");
+    ck_assert_msg(memcmp(nets[0]->state, nets[1]->state, sizeof(float) * nets[0]->n_state) == 0,
+                  "the running statistics differ");
+    free(x);
+    net_destroy(nets[0]), net_destroy(nets[1]);
+}
+END_TEST
+
 START_TEST(gradient_buffers_shared)
 {
     const char *names[] = {"resnet20", "resnet50", "alexnet"};
@@ -948,6 +1050,7 @@ int main(void)
     tcase_add_test(fast, fast_conv_matches_reference);
     tcase_add_test(fast, fast_pool_matches_reference);
     tcase_add_test(fast, fast_batchnorm_matches_reference);
+    tcase_add_test(fast, fused_bn_relu_equals_bn_then_relu);
     tcase_add_test(fast, batchnorm_precise_on_resnet20_layers);
     tcase_add_test(fast, fast_lrn_matches_reference);
     tcase_add_test(fast, shortcut_and_copy_on_threads);
@@ -956,9 +1059,11 @@ int main(void)
     tcase_add_test(net, concat_equals_one_wide_conv);
     tcase_add_test(net, frozen_layers_pass_gradients_only);
     tcase_add_test(net, gradient_buffers_shared);
+    tcase_add_test(net, fused_net_equals_unfused);
     tcase_add_checked_fixture(nhwc, be_setup_nhwc, be_teardown);
     tcase_add_test(nhwc, residual_net_matches_reference);
     tcase_add_test(nhwc, concat_equals_one_wide_conv);
+    tcase_add_test(nhwc, fused_net_equals_unfused);
     suite_add_tcase(s, fd);
     suite_add_tcase(s, fast);
     suite_add_tcase(s, net);

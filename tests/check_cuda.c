@@ -340,8 +340,8 @@ START_TEST(batch_norm)
         for (int beta = 0; beta < 2; beta++) {
             float *dx = randv(n, 64, -1, 1), *ds = malloc(C * 4), *db = malloc(C * 4);
             float *gdx = up(dx, n * 4), *gds = up(ds, C * 4), *gdb = up(db, C * 4);
-            OK(cpu->bn_bwd(cpu, pc, rows, x, sc, m, v, dy, dx, (float)beta, ds, db));
-            OK(gpu->bn_bwd(gpu, pg, rows, gx, gsc, gm, gv, gdy, gdx, (float)beta, gds, gdb));
+            OK(cpu->bn_bwd(cpu, pc, rows, x, sc, m, v, dy, NULL, dx, (float)beta, ds, db));
+            OK(gpu->bn_bwd(gpu, pg, rows, gx, gsc, gm, gv, gdy, NULL, gdx, (float)beta, gds, gdb));
             expect(gdx, dx, n, 1e-5, "batch norm dx");
             expect(gds, ds, C, 1e-5, "batch norm dscale");
             expect(gdb, db, C, 1e-5, "batch norm dshift");

@@ -224,7 +224,7 @@ START_TEST(batch_norm)
     CLOSE(yt, y, n, 1e-5, "batch norm forward");
     for (int beta = 0; beta < 2; beta++) {
         float *dx = randv(n, 18, -1, 1), *dt = dup(dx, n), ds[7], db[7], dst[7], dbt[7];
-        cpu->bn_bwd(cpu, plan, rows, x, sc, m, v, dy, dx, (float)beta, ds, db);
+        cpu->bn_bwd(cpu, plan, rows, x, sc, m, v, dy, NULL, dx, (float)beta, ds, db);
         bn_twin_bwd(rows, C, hw, cfg.eps, x, sc, m, v, dy, dt, (float)beta, dst, dbt);
         CLOSE(dt, dx, n, 1e-5, "batch norm dx");
         CLOSE(dst, ds, C, 1e-5, "batch norm dscale");

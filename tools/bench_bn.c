@@ -6,7 +6,12 @@
  * (max |got - ref| / max |ref|) of y, dx, dweight and dbias.
  *
  * Prints one line per layer and thread count: the error of each, the best time of each, and the
- * ratio oneDNN / dtrain (above 1: dtrain faster). */
+ * ratio oneDNN / dtrain (above 1: dtrain faster).
+ *
+ * Then batch norm with the relu after it, through the CPU backend in the layout it picks on this
+ * CPU (nChw16c with AVX-512, NHWC without): forward (training), relu forward and backward, batch
+ * norm backward as separate ops, against the fused op (dt_bn_cfg relu, what a net runs) in turns;
+ * the two are checked to give the same bits first. */
 #include <dnnl.h>
 #include <math.h>
 #include <omp.h>
@@ -144,6 +149,53 @@ static void to_plain(const layer *s, const float *b, float *p)
                 p[((size_t)n * s->c + c) * hw + i] = b[(((size_t)n * (s->c / 16) + c / 16) * hw + i) * 16 + c % 16];
 }
 
+/* batch norm + relu as separate ops and fused, on the CPU backend: 0 when both give the same bits */
+static int fused_vs_separate(const layer *s, int threads, int reps)
+{
+    dt_backend *be;
+    if (backend_cpu_create(&be, threads) != 0) return -1;
+    dt_layout lay = be->layout_for(be, s->c, s->h, s->w);
+    size_t na = be->act_size(be, lay, s->n, s->c, s->h, s->w), by = na * sizeof(float), cb = 4 * (size_t)s->c;
+    float *x = be->alloc(be, by), *dy = be->alloc(be, by), *t = be->alloc(be, by), *y = be->alloc(be, by);
+    float *dr = be->alloc(be, by), *dx = be->alloc(be, by), *y2 = be->alloc(be, by), *dx2 = be->alloc(be, by);
+    float *g = be->alloc(be, cb), *b = be->alloc(be, cb), *m = be->alloc(be, cb), *v = be->alloc(be, cb);
+    float *dg = be->alloc(be, cb), *db = be->alloc(be, cb);
+    dt_rng r;
+    rng_seed(&r, 7, 0);
+    for (size_t i = 0; i < na; i++)
+        x[i] = (float)(2 * rng_uniform_d(&r) - 0.8), dy[i] = (float)(rng_uniform_d(&r) - 0.5);
+    for (int c = 0; c < s->c; c++) g[c] = 1.0f + 0.01f * (float)c, b[c] = 0.05f;
+    dt_bn_cfg cu = {s->c, s->h, s->w, 1e-5f, lay, 0}, cf = cu;
+    cf.relu = 1;
+    void *pu = be->bn_plan(be, &cu), *pf = be->bn_plan(be, &cf);
+    double best[2] = {1e30, 1e30};
+    for (int rep = 0; rep <= reps; rep++)
+        for (int k = 0; k < 2; k++) {
+            double t0 = dt_now();
+            if (k == 0) {
+                be->bn_fwd(be, pu, s->n, 1, x, g, b, m, v, t);
+                be->relu_fwd(be, y, t, na);
+                be->relu_bwd(be, dr, dy, y, na, 0.0f);
+                be->bn_bwd(be, pu, s->n, x, g, m, v, dr, NULL, dx, 0.0f, dg, db);
+            } else {
+                be->bn_fwd(be, pf, s->n, 1, x, g, b, m, v, y2);
+                be->bn_bwd(be, pf, s->n, x, g, m, v, dy, y2, dx2, 0.0f, dg, db);
+            }
+            double e = dt_now() - t0;
+            if (rep > 0 && e < best[k]) best[k] = e; /* round 0: warm-up */
+        }
+    int same = memcmp(y, y2, by) == 0 && memcmp(dx, dx2, by) == 0;
+    char name[32];
+    snprintf(name, sizeof name, "%dx%dx%dx%d", s->n, s->c, s->h, s->w);
+    printf("%-14s %-8s %7d %12.3f %10.3f %7.2f %s\n", name, lay == DT_LAYOUT_NHWC ? "NHWC" : lay ? "nChw16c" : "plain",
+           threads, best[0] * 1e3, best[1] * 1e3, best[0] / best[1], same ? "same bits" : "DIFFERENT BITS");
+    be->plan_free(be, pu), be->plan_free(be, pf);
+    float *all[] = {x, dy, t, y, dr, dx, y2, dx2, g, b, m, v, dg, db};
+    for (size_t i = 0; i < DT_ARRAY_LEN(all); i++) be->free(be, all[i]);
+    backend_destroy(be);
+    return same ? 0 : -1;
+}
+
 int main(int argc, char **argv)
 {
     int reps = argc > 1 ? atoi(argv[1]) : 20;
@@ -173,7 +225,7 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < c; i++) fg[i] = (float)(1.0 + 0.5 * (2 * rng_uniform_d(&r) - 1)), g[i] = fg[i];
         ref_bn(s, x, g, dy, y, dx, dg, db);
         to_blocked(s, fx, bx), to_blocked(s, fdy, bdy);
-        dt_bn_cfg cfg = {s->c, s->h, s->w, 1e-5f, DT_LAYOUT_BLOCK16};
+        dt_bn_cfg cfg = {s->c, s->h, s->w, 1e-5f, DT_LAYOUT_BLOCK16, 0};
         for (int threads = 1; threads <= 2; threads++) {
             onednn o;
             double err[2], best[2] = {1e30, 1e30};
@@ -182,7 +234,7 @@ int main(int argc, char **argv)
             for (int k = 0; k < 2; k++) { /* errors: 0 dtrain, 1 oneDNN */
                 if (k == 0) {
                     cpu_bn_forward(&cfg, threads, s->n, 1, bx, fg, fb, m, v, by);
-                    cpu_bn_backward(&cfg, threads, s->n, bx, fg, m, v, bdy, bdx, 0.0f, fdg, fdb);
+                    cpu_bn_backward(&cfg, threads, s->n, bx, fg, m, v, bdy, NULL, bdx, 0.0f, fdg, fdb);
                 } else {
                     onednn_run(&o, bx, fg, fb, m, v, by, bdy, bdx, fdg, fdb);
                 }
@@ -198,7 +250,7 @@ int main(int argc, char **argv)
                     double t0 = dt_now();
                     if (k == 0) {
                         cpu_bn_forward(&cfg, threads, s->n, 1, bx, fg, fb, m, v, by);
-                        cpu_bn_backward(&cfg, threads, s->n, bx, fg, m, v, bdy, bdx, 0.0f, fdg, fdb);
+                        cpu_bn_backward(&cfg, threads, s->n, bx, fg, m, v, bdy, NULL, bdx, 0.0f, fdg, fdb);
                     } else {
                         onednn_run(&o, bx, fg, fb, m, v, by, bdy, bdx, fdg, fdb);
                     }
@@ -214,5 +266,10 @@ int main(int argc, char **argv)
         free(x), free(dy), free(y), free(dx), free(g), free(dg), free(db), free(fx), free(fdy), free(bx), free(bdy);
         free(by), free(bdx), free(tmp), free(fg), free(fb), free(m), free(v), free(fdg), free(fdb);
     }
-    return 0;
+    printf("\nbatch norm + relu, forward (training) + backward: separate ops against the fused one\n");
+    printf("%-14s %-8s %7s %12s %10s %7s\n", "layer", "layout", "threads", "separate ms", "fused ms", "ratio");
+    int rc = 0;
+    for (size_t li = 0; li < DT_ARRAY_LEN(layers); li++)
+        for (int threads = 1; threads <= 2; threads++) rc |= fused_vs_separate(&layers[li], threads, reps) != 0;
+    return rc;
 }

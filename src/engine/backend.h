@@ -48,11 +48,15 @@ typedef struct dt_pool_cfg {
     dt_layout layout;
 } dt_pool_cfg;
 
-/* Batch normalisation over N, H, W per channel; scale and shift [C]. */
+/* Batch normalisation over N, H, W per channel; scale and shift [C]. relu (a backend with
+ * fuses_bn_relu only): y = max(bn(x), 0) as relu_fwd computes it, and bn_bwd's dy is the gradient
+ * of that y, taken where its y (the forward's output) is > 0 as relu_bwd does: bit for bit the
+ * batch norm and relu layers run one after the other, two passes over the activations fewer. */
 typedef struct dt_bn_cfg {
     int c, h, w;
     float eps;
     dt_layout layout;
+    int relu;
 } dt_bn_cfg;
 
 /* Local response normalisation across channels (Caffe/AlexNet):
@@ -81,6 +85,7 @@ struct dt_backend {
     const char *name;
     int n_threads;
     int host_memory; /* its memory is ordinary host memory that host code may address (cpu) */
+    int fuses_bn_relu; /* its bn_plan takes dt_bn_cfg's relu */
     void *impl;
 
     void (*destroy)(dt_backend *be);
@@ -266,12 +271,13 @@ struct dt_backend {
     int (*pool_fwd)(dt_backend *be, void *plan, int rows, int train, const float *x, float *y);
     int (*pool_bwd)(dt_backend *be, void *plan, int rows, const float *dy, float *dx, float dx_beta);
     /* training: batch statistics (written to mean/var, biased variance) normalise x; evaluation:
-     * the given running statistics */
+     * the given running statistics. bn_bwd's y: the forward's output, read only under cfg.relu */
     void *(*bn_plan)(dt_backend *be, const dt_bn_cfg *cfg);
     int (*bn_fwd)(dt_backend *be, void *plan, int rows, int train, const float *x, const float *scale,
                   const float *shift, float *mean, float *var, float *y);
     int (*bn_bwd)(dt_backend *be, void *plan, int rows, const float *x, const float *scale, const float *mean,
-                  const float *var, const float *dy, float *dx, float dx_beta, float *dscale, float *dshift);
+                  const float *var, const float *dy, const float *y, float *dx, float dx_beta, float *dscale,
+                  float *dshift);
     void *(*lrn_plan)(dt_backend *be, const dt_lrn_cfg *cfg);
     int (*lrn_fwd)(dt_backend *be, void *plan, int rows, int train, const float *x, float *y);
     int (*lrn_bwd)(dt_backend *be, void *plan, int rows, const float *x, const float *dy, float *dx, float dx_beta);

@@ -428,6 +428,7 @@ int backend_cpu_create_with(dt_backend **out, const dt_backend_opts *o)
     impl->nhwc_max_ours = !cpu_has_avx512();
     be->name = "cpu";
     be->host_memory = 1;
+    be->fuses_bn_relu = 1;
     be->n_threads = n_threads < 1 ? 1 : n_threads;
     be->destroy = cpu_destroy;
     be->alloc = cpu_alloc;

@@ -33,8 +33,8 @@ int backend_cpu_dnnl_init(dt_backend *be);
 int cpu_bn_forward(const dt_bn_cfg *cfg, int n_threads, int rows, int train, const float *x, const float *scale,
                    const float *shift, float *mean, float *var, float *y);
 int cpu_bn_backward(const dt_bn_cfg *cfg, int n_threads, int rows, const float *x, const float *scale,
-                    const float *mean, const float *var, const float *dy, float *dx, float dx_beta, float *dscale,
-                    float *dshift);
+                    const float *mean, const float *var, const float *dy, const float *y, float *dx, float dx_beta,
+                    float *dscale, float *dshift);
 /* LRN in our own loops, every layout (backend_cpu_lrn.c; taken where oneDNN has only its
  * reference code); arguments as lrn_fwd and lrn_bwd of backend.h */
 int cpu_lrn_forward(const dt_lrn_cfg *cfg, int n_threads, int rows, const float *x, float *y);

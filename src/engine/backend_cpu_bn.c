@@ -13,8 +13,14 @@
  * --threads. Every layout of the backend: plain NCHW, where a channel's H x W values of one row
  * are contiguous, and nChw16c and NHWC, where 16 channels sit side by side and vectorise (from one
  * pixel to the next: 16 floats on in nChw16c, C in NHWC).
+ *
+ * With dt_bn_cfg's relu the forward writes max(y, 0) and the backward takes dy where that output
+ * is > 0, inside the same loops: the relu's own passes (its forward's read and write, its
+ * backward's two reads and a write) are gone, and every value is the one the two layers give
+ * (tests/check_cnn: fused_*; tools/bench_bn times both).
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +33,12 @@
 typedef struct bn_geom {
     int c, hw, rows, blocked, nhwc; /* blocked: nChw16c or NHWC */
     size_t step;                    /* blocked: floats from a pixel to the next (16 or C) */
+    /* blocked: pixels a pass over 16 channels takes at a time before the next 16 channels' (all of
+     * a row's in nChw16c, where they are contiguous; in NHWC a tile of about 8 KB, so the next
+     * channels' pass finds its lines in cache instead of striding through memory once per 16
+     * channels: twice as fast at 32 and 64 channels). Each channel's sums still add its pixels in
+     * order, so the tile changes no bit. */
+    int tile;
 } bn_geom;
 
 /* blocked: where channels 16 cb .. 16 cb + 15 of row r start */
@@ -40,9 +52,9 @@ static int chunk_lo(int rows, int nk, int k) { return (int)((long)rows * k / nk)
 
 /* Adds, over rows [r0, r1), the sums of x - k and of (x - k)^2 per channel into s1, s2: one pass.
  * k is a value of the channel (its first), so the variance S2/M - (S1/M)^2 of the shifted values
- * does not cancel (in double, with |mean - k| within the data's spread). */
+ * does not cancel (in double, with |mean - k| within the data's spread). ra: 3 C doubles of scratch. */
 DT_CLONES static void stats_chunk(const bn_geom *g, const float *x, const double *k, int r0, int r1, double *s1,
-                                  double *s2)
+                                  double *s2, double *ra)
 {
     if (!g->blocked) {
         for (int r = r0; r < r1; r++)
@@ -60,39 +72,62 @@ DT_CLONES static void stats_chunk(const bn_geom *g, const float *x, const double
             }
         return;
     }
-    for (int r = r0; r < r1; r++)
-        for (int cb = 0; cb < g->c / 16; cb++) {
-            const float *p = x + blk(g, r, cb);
-            double a[16] = {0}, b[16] = {0}, kc[16];
-            memcpy(kc, k + cb * 16, sizeof kc);
-            for (int i = 0; i < g->hw; i++, p += g->step) {
+    for (int r = r0; r < r1; r++) {
+        memset(ra, 0, sizeof(double) * 2 * (size_t)g->c);
+        for (int i0 = 0; i0 < g->hw; i0 += g->tile)
+            for (int cb = 0; cb < g->c / 16; cb++) {
+                const float *p = x + blk(g, r, cb) + (size_t)i0 * g->step;
+                double a[16], b[16], kc[16], *ta = ra + cb * 16, *tb = ta + g->c;
+                memcpy(kc, k + cb * 16, sizeof kc);
+                memcpy(a, ta, sizeof a), memcpy(b, tb, sizeof b);
+                for (int i = i0; i < i0 + g->tile && i < g->hw; i++, p += g->step) {
 #pragma omp simd
-                for (int j = 0; j < 16; j++) {
-                    double d = (double)p[j] - kc[j];
-                    a[j] += d;
-                    b[j] += d * d;
+                    for (int j = 0; j < 16; j++) {
+                        double d = (double)p[j] - kc[j];
+                        a[j] += d;
+                        b[j] += d * d;
+                    }
                 }
+                memcpy(ta, a, sizeof a), memcpy(tb, b, sizeof b);
             }
-            for (int j = 0; j < 16; j++) s1[cb * 16 + j] += a[j], s2[cb * 16 + j] += b[j];
-        }
+        for (int c = 0; c < g->c; c++) s1[c] += ra[c], s2[c] += ra[g->c + c];
+    }
 }
 
+/* dy where the fused relu's output y is > 0 (relu_bwd's expression), or dy itself without it. Both
+ * values are loaded whatever relu says (without relu y points at dy), so that the loops stay
+ * vectorised: a load under a condition kept gcc from it and tripled the time of the sums. */
+static inline float dy_where(float dy, float y, const int relu)
+{
+    if (!relu) return dy;
+    union {
+        float f;
+        uint32_t u;
+    } v = {dy};
+    v.u &= -(uint32_t)(y > 0.0f); /* +0.0f where y <= 0 (or NaN), as relu_bwd's select */
+    return v.f;
+}
+#define DY_AT(d, y, i, relu) dy_where((d)[i], (y)[i], relu)
+
 /* Adds, over rows [r0, r1), the sums of dy, of dy (x - m) and of x - m per channel into s1, s2,
- * s3. */
-DT_CLONES static void grad_sums_chunk(const bn_geom *g, const float *x, const float *dy, const double *m, int r0,
-                                      int r1, double *s1, double *s2, double *s3)
+ * s3 (ra: 3 C doubles of scratch); relu: dy taken where y > 0. Inlined with relu a constant, so each
+ * variant has its own loops. */
+static inline __attribute__((always_inline)) void grad_sums_body(const bn_geom *g, const float *x, const float *dy,
+                                                                 const float *y, const double *m, int r0, int r1,
+                                                                 double *s1, double *s2, double *s3, double *ra,
+                                                                 const int relu)
 {
     if (!g->blocked) {
         for (int r = r0; r < r1; r++)
             for (int c = 0; c < g->c; c++) {
                 size_t o = ((size_t)r * g->c + c) * g->hw;
-                const float *p = x + o, *d = dy + o;
+                const float *p = x + o, *d = dy + o, *v = relu ? y + o : d; /* without relu: never read */
                 double a = 0.0, b = 0.0, e = 0.0, mc = m[c];
 #pragma omp simd reduction(+ : a, b, e)
                 for (int i = 0; i < g->hw; i++) {
-                    double xm = (double)p[i] - mc;
-                    a += (double)d[i];
-                    b += (double)d[i] * xm;
+                    double xm = (double)p[i] - mc, di = (double)DY_AT(d, v, i, relu);
+                    a += di;
+                    b += di * xm;
                     e += xm;
                 }
                 s1[c] += a;
@@ -101,28 +136,43 @@ DT_CLONES static void grad_sums_chunk(const bn_geom *g, const float *x, const fl
             }
         return;
     }
-    for (int r = r0; r < r1; r++)
-        for (int cb = 0; cb < g->c / 16; cb++) {
-            size_t o = blk(g, r, cb);
-            const float *p = x + o, *d = dy + o;
-            double a[16] = {0}, b[16] = {0}, e[16] = {0}, mc[16];
-            memcpy(mc, m + cb * 16, sizeof mc);
-            for (int i = 0; i < g->hw; i++, p += g->step, d += g->step) {
+    for (int r = r0; r < r1; r++) {
+        memset(ra, 0, sizeof(double) * 3 * (size_t)g->c);
+        for (int i0 = 0; i0 < g->hw; i0 += g->tile)
+            for (int cb = 0; cb < g->c / 16; cb++) {
+                size_t o = blk(g, r, cb) + (size_t)i0 * g->step;
+                const float *p = x + o, *d = dy + o, *v = relu ? y + o : d; /* without relu: never read */
+                double a[16], b[16], e[16], mc[16], *ta = ra + cb * 16, *tb = ta + g->c, *te = tb + g->c;
+                memcpy(mc, m + cb * 16, sizeof mc);
+                memcpy(a, ta, sizeof a), memcpy(b, tb, sizeof b), memcpy(e, te, sizeof e);
+                for (int i = i0; i < i0 + g->tile && i < g->hw; i++, p += g->step, d += g->step, v += g->step) {
 #pragma omp simd
-                for (int k = 0; k < 16; k++) {
-                    double xm = (double)p[k] - mc[k];
-                    a[k] += (double)d[k];
-                    b[k] += (double)d[k] * xm;
-                    e[k] += xm;
+                    for (int k = 0; k < 16; k++) {
+                        double xm = (double)p[k] - mc[k], dk = (double)DY_AT(d, v, k, relu);
+                        a[k] += dk;
+                        b[k] += dk * xm;
+                        e[k] += xm;
+                    }
                 }
+                memcpy(ta, a, sizeof a), memcpy(tb, b, sizeof b), memcpy(te, e, sizeof e);
             }
-            for (int k = 0; k < 16; k++) s1[cb * 16 + k] += a[k], s2[cb * 16 + k] += b[k], s3[cb * 16 + k] += e[k];
-        }
+        for (int c = 0; c < g->c; c++) s1[c] += ra[c], s2[c] += ra[g->c + c], s3[c] += ra[2 * g->c + c];
+    }
 }
 
-/* y = (x - m) * a + b per channel, over rows [r0, r1) */
-DT_CLONES static void normalize_rows(const bn_geom *g, const float *x, const float *m, const float *a, const float *b,
-                                     int r0, int r1, float *y)
+DT_CLONES static void grad_sums_chunk(const bn_geom *g, const float *x, const float *dy, const float *y,
+                                      const double *m, int r0, int r1, double *s1, double *s2, double *s3, double *ra)
+{
+    if (y) grad_sums_body(g, x, dy, y, m, r0, r1, s1, s2, s3, ra, 1);
+    else grad_sums_body(g, x, dy, NULL, m, r0, r1, s1, s2, s3, ra, 0);
+}
+
+/* y = (x - m) * a + b per channel, over rows [r0, r1); relu: then max(y, 0) as relu_fwd */
+#define RELU_IF(v, relu) ((relu) ? ((v) > 0.0f ? (v) : 0.0f) : (v))
+
+static inline __attribute__((always_inline)) void normalize_body(const bn_geom *g, const float *x, const float *m,
+                                                                 const float *a, const float *b, int r0, int r1,
+                                                                 float *y, const int relu)
 {
     for (int r = r0; r < r1; r++) {
         if (!g->blocked) {
@@ -131,83 +181,112 @@ DT_CLONES static void normalize_rows(const bn_geom *g, const float *x, const flo
                 const float *restrict p = x + o;
                 float *restrict q = y + o, mc = m[c], ac = a[c], bc = b[c];
 #pragma omp simd
-                for (int i = 0; i < g->hw; i++) q[i] = (p[i] - mc) * ac + bc;
+                for (int i = 0; i < g->hw; i++) {
+                    float v = (p[i] - mc) * ac + bc;
+                    q[i] = RELU_IF(v, relu);
+                }
             }
             continue;
         }
-        for (int cb = 0; cb < g->c / 16; cb++) {
-            size_t o = blk(g, r, cb);
-            const float *restrict p = x + o, *mc = m + cb * 16, *ac = a + cb * 16, *bc = b + cb * 16;
-            float *restrict q = y + o;
-            for (int i = 0; i < g->hw; i++, p += g->step, q += g->step) {
+        for (int i0 = 0; i0 < g->hw; i0 += g->tile)
+            for (int cb = 0; cb < g->c / 16; cb++) {
+                size_t o = blk(g, r, cb) + (size_t)i0 * g->step;
+                const float *restrict p = x + o, *mc = m + cb * 16, *ac = a + cb * 16, *bc = b + cb * 16;
+                float *restrict q = y + o;
+                for (int i = i0; i < i0 + g->tile && i < g->hw; i++, p += g->step, q += g->step) {
 #pragma omp simd
-                for (int k = 0; k < 16; k++) q[k] = (p[k] - mc[k]) * ac[k] + bc[k];
+                    for (int k = 0; k < 16; k++) {
+                        float v = (p[k] - mc[k]) * ac[k] + bc[k];
+                        q[k] = RELU_IF(v, relu);
+                    }
+                }
             }
-        }
     }
 }
 
-/* dx = beta dx + (dy - u - (x - m) k) a per channel, over rows [r0, r1) */
-DT_CLONES static void dx_rows(const bn_geom *g, const float *x, const float *dy, const float *m, const float *u,
-                              const float *k, const float *a, float beta, int r0, int r1, float *dx)
+DT_CLONES static void normalize_rows(const bn_geom *g, const float *x, const float *m, const float *a, const float *b,
+                                     int r0, int r1, float *y, int relu)
+{
+    if (relu) normalize_body(g, x, m, a, b, r0, r1, y, 1);
+    else normalize_body(g, x, m, a, b, r0, r1, y, 0);
+}
+
+/* dx = beta dx + (dy - u - (x - m) k) a per channel, over rows [r0, r1); relu: dy taken where y > 0 */
+static inline __attribute__((always_inline)) void dx_body(const bn_geom *g, const float *x, const float *dy,
+                                                          const float *y, const float *m, const float *u,
+                                                          const float *k, const float *a, float beta, int r0, int r1,
+                                                          float *dx, const int relu)
 {
     for (int r = r0; r < r1; r++) {
         if (!g->blocked) {
             for (int c = 0; c < g->c; c++) {
                 size_t o = ((size_t)r * g->c + c) * g->hw;
-                const float *restrict p = x + o, *restrict d = dy + o;
+                const float *restrict p = x + o, *restrict d = dy + o, *restrict v = relu ? y + o : d;
                 float *restrict q = dx + o, mc = m[c], uc = u[c], kc = k[c], ac = a[c];
                 if (beta == 0.0f) {
 #pragma omp simd
-                    for (int i = 0; i < g->hw; i++) q[i] = (d[i] - uc - (p[i] - mc) * kc) * ac;
+                    for (int i = 0; i < g->hw; i++) q[i] = (DY_AT(d, v, i, relu) - uc - (p[i] - mc) * kc) * ac;
                 } else {
 #pragma omp simd
-                    for (int i = 0; i < g->hw; i++) q[i] = beta * q[i] + (d[i] - uc - (p[i] - mc) * kc) * ac;
+                    for (int i = 0; i < g->hw; i++)
+                        q[i] = beta * q[i] + (DY_AT(d, v, i, relu) - uc - (p[i] - mc) * kc) * ac;
                 }
             }
             continue;
         }
-        for (int cb = 0; cb < g->c / 16; cb++) {
-            size_t o = blk(g, r, cb);
-            const float *restrict p = x + o, *restrict d = dy + o;
-            const float *mc = m + cb * 16, *uc = u + cb * 16, *kc = k + cb * 16, *ac = a + cb * 16;
-            float *restrict q = dx + o;
-            for (int i = 0; i < g->hw; i++, p += g->step, d += g->step, q += g->step) {
-                if (beta == 0.0f) {
+        for (int i0 = 0; i0 < g->hw; i0 += g->tile)
+            for (int cb = 0; cb < g->c / 16; cb++) {
+                size_t o = blk(g, r, cb) + (size_t)i0 * g->step;
+                const float *restrict p = x + o, *restrict d = dy + o, *restrict v = relu ? y + o : d;
+                const float *mc = m + cb * 16, *uc = u + cb * 16, *kc = k + cb * 16, *ac = a + cb * 16;
+                float *restrict q = dx + o;
+                int i1 = i0 + g->tile < g->hw ? i0 + g->tile : g->hw;
+                for (int i = i0; i < i1; i++, p += g->step, d += g->step, v += g->step, q += g->step) {
+                    if (beta == 0.0f) {
 #pragma omp simd
-                    for (int j = 0; j < 16; j++) q[j] = (d[j] - uc[j] - (p[j] - mc[j]) * kc[j]) * ac[j];
-                } else {
+                        for (int j = 0; j < 16; j++)
+                            q[j] = (DY_AT(d, v, j, relu) - uc[j] - (p[j] - mc[j]) * kc[j]) * ac[j];
+                    } else {
 #pragma omp simd
-                    for (int j = 0; j < 16; j++) q[j] = beta * q[j] + (d[j] - uc[j] - (p[j] - mc[j]) * kc[j]) * ac[j];
+                        for (int j = 0; j < 16; j++)
+                            q[j] = beta * q[j] + (DY_AT(d, v, j, relu) - uc[j] - (p[j] - mc[j]) * kc[j]) * ac[j];
+                    }
                 }
             }
-        }
     }
+}
+
+DT_CLONES static void dx_rows(const bn_geom *g, const float *x, const float *dy, const float *y, const float *m,
+                              const float *u, const float *k, const float *a, float beta, int r0, int r1, float *dx)
+{
+    if (y) dx_body(g, x, dy, y, m, u, k, a, beta, r0, r1, dx, 1);
+    else dx_body(g, x, dy, NULL, m, u, k, a, beta, r0, r1, dx, 0);
 }
 
 static bn_geom geom_of(const dt_bn_cfg *c, int rows)
 {
-    int nhwc = c->layout == DT_LAYOUT_NHWC;
-    return (bn_geom){c->c, c->h * c->w, rows, c->layout == DT_LAYOUT_BLOCK16 || nhwc, nhwc, nhwc ? (size_t)c->c : 16};
+    int nhwc = c->layout == DT_LAYOUT_NHWC, hw = c->h * c->w, tile = nhwc ? DT_MAX(2048 / c->c, 4) : hw;
+    return (bn_geom){c->c, hw, rows, c->layout == DT_LAYOUT_BLOCK16 || nhwc, nhwc, nhwc ? (size_t)c->c : 16,
+                     DT_MAX(tile, 1)};
 }
 
 /* the chunked per-channel sums s1, s2, s3, each summed over the chunks in order into t1, t2, t3 */
 typedef enum { SUM_STATS, SUM_GRAD } sum_kind;
 
 static int chunked_sums(const bn_geom *g, int n_threads, sum_kind kind, const float *x, const float *dy,
-                        const double *m, double *t1, double *t2, double *t3)
+                        const float *y, const double *m, double *t1, double *t2, double *t3)
 {
     int nk = g->rows < NCHUNK ? g->rows : NCHUNK;
     size_t per = 3 * (size_t)g->c;
-    double *part = calloc((size_t)nk * per, sizeof *part);
+    double *part = calloc((size_t)nk * per * 2, sizeof *part); /* each chunk's sums, then its scratch */
     if (!part) return dt_fail("out of memory");
     int nt = cpu_threads_for(n_threads, (size_t)g->rows * g->c * g->hw);
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int k = 0; k < nk; k++) {
-        double *s1 = part + (size_t)k * per, *s2 = s1 + g->c, *s3 = s2 + g->c;
+        double *s1 = part + (size_t)k * per, *s2 = s1 + g->c, *s3 = s2 + g->c, *ra = part + (size_t)(nk + k) * per;
         int r0 = chunk_lo(g->rows, nk, k), r1 = chunk_lo(g->rows, nk, k + 1);
-        if (kind == SUM_GRAD) grad_sums_chunk(g, x, dy, m, r0, r1, s1, s2, s3);
-        else stats_chunk(g, x, m, r0, r1, s1, s2);
+        if (kind == SUM_GRAD) grad_sums_chunk(g, x, dy, y, m, r0, r1, s1, s2, s3, ra);
+        else stats_chunk(g, x, m, r0, r1, s1, s2, ra);
     }
     for (int c = 0; c < g->c; c++) {
         double a = 0.0, b = 0.0, e = 0.0;
@@ -267,7 +346,7 @@ int cpu_bn_forward(const dt_bn_cfg *cfg, int n_threads, int rows, int train, con
         double n = (double)rows * g.hw, *k = t.d + 2 * C; /* each channel's first value */
         for (int c = 0; c < C; c++)
             k[c] = g.blocked ? x[blk(&g, 0, c / 16) + c % 16] : x[(size_t)c * g.hw];
-        if (chunked_sums(&g, n_threads, SUM_STATS, x, NULL, k, dm, dv, NULL) != 0) return tmp_put(&t, -1);
+        if (chunked_sums(&g, n_threads, SUM_STATS, x, NULL, NULL, k, dm, dv, NULL) != 0) return tmp_put(&t, -1);
         for (int c = 0; c < C; c++) {
             double d = dm[c] / n, v = dv[c] / n - d * d;
             dm[c] = k[c] + d;
@@ -284,14 +363,15 @@ int cpu_bn_forward(const dt_bn_cfg *cfg, int n_threads, int rows, int train, con
         fa[c] = (float)(inv * scale[c]);
         fb[c] = shift[c];
     }
-    PAR_ROWS(rows, (size_t)rows * C * g.hw, n_threads, normalize_rows(&g, x, fm, fa, fb, r0, r1, y));
+    PAR_ROWS(rows, (size_t)rows * C * g.hw, n_threads, normalize_rows(&g, x, fm, fa, fb, r0, r1, y, cfg->relu));
     return tmp_put(&t, 0);
 }
 
 int cpu_bn_backward(const dt_bn_cfg *cfg, int n_threads, int rows, const float *x, const float *scale,
-                    const float *mean, const float *var, const float *dy, float *dx, float dx_beta, float *dscale,
-                    float *dshift)
+                    const float *mean, const float *var, const float *dy, const float *y, float *dx, float dx_beta,
+                    float *dscale, float *dshift)
 {
+    if (!cfg->relu) y = NULL;
     bn_geom g = geom_of(cfg, rows);
     int C = cfg->c;
     double n = (double)rows * g.hw;
@@ -300,7 +380,7 @@ int cpu_bn_backward(const dt_bn_cfg *cfg, int n_threads, int rows, const float *
     double *dm = t.d, *sdy = t.d + C, *sdx = t.d + 2 * C, *sx = t.d + 3 * C;
     float *fm = t.f, *fu = t.f + C, *fk = t.f + 2 * C, *fa = t.f + 3 * C;
     for (int c = 0; c < C; c++) dm[c] = mean[c];
-    if (chunked_sums(&g, n_threads, SUM_GRAD, x, dy, dm, sdy, sdx, sx) != 0) return tmp_put(&t, -1);
+    if (chunked_sums(&g, n_threads, SUM_GRAD, x, dy, y, dm, sdy, sdx, sx) != 0) return tmp_put(&t, -1);
     for (int c = 0; c < C; c++) {
         /* the saved mean is rounded to float; the batch's own is that plus the mean of x - it:
          * sum dy (x - mean) = sum dy (x - saved) - (mean - saved) sum dy */
@@ -315,6 +395,7 @@ int cpu_bn_backward(const dt_bn_cfg *cfg, int n_threads, int rows, const float *
         fk[c] = (float)k;
         fa[c] = (float)(inv * scale[c]);
     }
-    if (dx) PAR_ROWS(rows, (size_t)rows * C * g.hw, n_threads, dx_rows(&g, x, dy, fm, fu, fk, fa, dx_beta, r0, r1, dx));
+    if (dx)
+        PAR_ROWS(rows, (size_t)rows * C * g.hw, n_threads, dx_rows(&g, x, dy, y, fm, fu, fk, fa, dx_beta, r0, r1, dx));
     return tmp_put(&t, 0);
 }

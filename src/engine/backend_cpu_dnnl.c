@@ -620,11 +620,12 @@ static int cpu_bn_fwd(dt_backend *be, void *pv, int rows, int train, const float
 }
 
 static int cpu_bn_bwd(dt_backend *be, void *pv, int rows, const float *x, const float *scale, const float *mean,
-                      const float *var, const float *dy, float *dx, float dx_beta, float *dscale, float *dshift)
+                      const float *var, const float *dy, const float *y, float *dx, float dx_beta, float *dscale,
+                      float *dshift)
 {
     plan *p = pv;
     if (rows <= 0) return 0;
-    return cpu_bn_backward(&p->cfg.bn, be->n_threads, rows, x, scale, mean, var, dy, dx, dx_beta, dscale, dshift);
+    return cpu_bn_backward(&p->cfg.bn, be->n_threads, rows, x, scale, mean, var, dy, y, dx, dx_beta, dscale, dshift);
 }
 
 /* ---- local response normalisation --------------------------------------------------------------- */

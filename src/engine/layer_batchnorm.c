@@ -5,7 +5,7 @@
  * Parameters weight (1), bias (0); state running_mean (0), running_var (1): PyTorch's names and
  * meaning. Running statistics are a rank's own (its local batch) and are averaged over ranks
  * before each evaluation and save. Keys: eps=1e-5 momentum=0.1. A vector input (after dense)
- * counts as C x 1 x 1. */
+ * counts as C x 1 x 1. With fuse_relu (net.c) y is max(y, 0) and dy that relu's output gradient. */
 #include <stdlib.h>
 
 #include "../util.h"
@@ -36,7 +36,7 @@ static int bn_infer(dt_layer *l, const char *where)
     l->out = l->in[0]->out;
     l->out_size = l->in[0]->out_size;
     shape_chw(&l->out, &c, &h, &w);
-    s->cfg = (dt_bn_cfg){c, h, w, (float)s->eps, DT_LAYOUT_PLAIN};
+    s->cfg = (dt_bn_cfg){c, h, w, (float)s->eps, DT_LAYOUT_PLAIN, 0};
     l->n_params = 0;
     layer_param(l, "weight", 1, &c, (dt_init){DT_INIT_CONST, 1.0f}, c, c);
     layer_param(l, "bias", 1, &c, (dt_init){DT_INIT_CONST, 0.0f}, c, c);
@@ -50,6 +50,7 @@ static int bn_alloc(dt_layer *l, dt_backend *be, int max_rows)
     bn_state *s = l->state;
     (void)max_rows;
     s->cfg.layout = l->layout;
+    s->cfg.relu = l->fuse_relu;
     if (!(s->mean = be->alloc(be, sizeof(float) * (size_t)s->cfg.c)) ||
         !(s->var = be->alloc(be, sizeof(float) * (size_t)s->cfg.c)))
         return -1;
@@ -76,7 +77,7 @@ static int bn_backward(dt_layer *l, dt_backend *be, dt_pass *p)
     dt_layer *in = l->in[0];
     int train = l->params[0].kind == DT_PARAM_TRAIN;
     if (!train && !in->requires_grad) return 0;
-    return be->bn_bwd(be, s->plan, p->rows, in->y, l->params[0].w, s->mean, s->var, l->dy,
+    return be->bn_bwd(be, s->plan, p->rows, in->y, l->params[0].w, s->mean, s->var, l->dy, l->fuse_relu ? l->y : NULL,
                       in->requires_grad ? in->dy : NULL, l->in_accum[0] ? 1.0f : 0.0f,
                       train ? l->params[0].g : NULL, train ? l->params[1].g : NULL);
 }

@@ -30,9 +30,7 @@ void net_destroy(dt_net *net)
     dt_backend *be = net->be;
     for (int i = 0; i < net->n_layers; i++) {
         dt_layer *l = net->layers[i];
-        if (be) {
-            be->free(be, l->y);
-        }
+        if (be && !l->fused) be->free(be, l->y);
         layer_free(l, be);
     }
     if (be) {
@@ -592,6 +590,10 @@ static int alloc_grads(dt_net *net, dt_backend *be)
     }
     for (int i = n - 1; i >= 1; i--) {
         dt_layer *l = net->layers[i];
+        if (l->fused) { /* its input's gradient is its own: one buffer, live until the input's backward */
+            slot[i - 1] = slot[i];
+            continue;
+        }
         for (int k = 0; k < l->n_in; k++) {
             int src = 0;
             while (net->layers[src] != l->in[k]) src++;
@@ -664,13 +666,34 @@ int net_check_memory(dt_net *net, dt_backend *be, int max_batch, double *bytes)
     return 0;
 }
 
+/* Where the backend fuses them, a batchnorm and the relu right after it that alone consumes it
+ * run as one layer: two passes over the activations fewer, bit for bit the same results.
+ * DTRAIN_FUSE=0 runs every layer on its own. */
+static void fuse_layers(dt_net *net, dt_backend *be)
+{
+    const char *env = getenv("DTRAIN_FUSE");
+    int on = be->fuses_bn_relu && !(env && strcmp(env, "0") == 0);
+    const dt_layer_ops *bn = layer_find("batchnorm"), *relu = layer_find("relu");
+    for (int i = 0; i < net->n_layers; i++) net->layers[i]->fuse_relu = net->layers[i]->fused = 0;
+    for (int i = 1; on && i + 1 < net->n_layers; i++) {
+        dt_layer *l = net->layers[i], *r = net->layers[i + 1];
+        if (l->ops != bn || r->ops != relu || r->in[0] != l || l->layout != r->layout) continue;
+        int others = 0;
+        for (int j = i + 2; j < net->n_layers; j++)
+            for (int k = 0; k < net->layers[j]->n_in; k++) others |= net->layers[j]->in[k] == l;
+        if (!others) l->fuse_relu = r->fused = 1;
+    }
+}
+
 int net_alloc(dt_net *net, dt_backend *be, int max_batch)
 {
     if (net_check_memory(net, be, max_batch, NULL) != 0) return -1;
+    fuse_layers(net, be);
     for (int i = 0; i < net->n_layers; i++) {
         dt_layer *l = net->layers[i];
         size_t n = layer_act_size(l, be, net->max_batch);
-        if (!(l->y = be->alloc(be, n * sizeof(float)))) return -1;
+        if (l->fused) l->y = l->in[0]->y;
+        else if (!(l->y = be->alloc(be, n * sizeof(float)))) return -1;
     }
     if (alloc_grads(net, be) != 0) return -1;
     if (!(net->w = be->alloc(be, DT_MAX(net->n_params, 1) * sizeof(float)))) return -1;
@@ -754,7 +777,7 @@ int net_forward(dt_net *net, dt_pass *p)
     if (p->rows <= 0) return 0;
     for (int i = 1; i < net->n_layers; i++) {
         dt_layer *l = net->layers[i];
-        if (l->ops->forward(l, net->be, p) != 0) return dt_fail_prefix("%s forward", l->name);
+        if (!l->fused && l->ops->forward(l, net->be, p) != 0) return dt_fail_prefix("%s forward", l->name);
     }
     return 0;
 }
@@ -763,7 +786,7 @@ int net_backward(dt_net *net, dt_pass *p, net_ready_fn ready, void *arg)
 {
     for (int i = net->n_layers - 1; i >= 1; i--) {
         dt_layer *l = net->layers[i];
-        if (p->rows > 0 && (l->requires_grad || l == net->loss) && l->ops->backward(l, net->be, p) != 0)
+        if (p->rows > 0 && !l->fused && (l->requires_grad || l == net->loss) && l->ops->backward(l, net->be, p) != 0)
             return dt_fail_prefix("%s backward", l->name);
         const dt_param *last = NULL;
         for (int k = 0; k < l->n_params; k++)
