@@ -85,7 +85,7 @@ struct dt_backend {
     const char *name;
     int n_threads;
     int host_memory; /* its memory is ordinary host memory that host code may address (cpu) */
-    int fuses_bn_relu; /* its bn_plan takes dt_bn_cfg's relu */
+    int fuses_bn_relu; /* its bn_plan takes dt_bn_cfg's relu (ABI 14, as bn_bwd's y) */
     void *impl;
 
     void (*destroy)(dt_backend *be);
@@ -332,7 +332,7 @@ typedef struct dt_backend_desc {
 
 /* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
  * which returns NULL when it was built for another ABI. */
-#define DT_BACKEND_ABI 13
+#define DT_BACKEND_ABI 14
 typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
 
 /* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise
