@@ -47,6 +47,9 @@ static size_t blk(const bn_geom *g, int r, int cb)
     return g->nhwc ? (size_t)r * g->c * g->hw + (size_t)cb * 16 : ((size_t)r * g->c + (size_t)cb * 16) * g->hw;
 }
 
+/* blocked: the end of the tile of pixels that starts at i0 */
+static int tile_end(const bn_geom *g, int i0) { return DT_MIN(i0 + g->tile, g->hw); }
+
 /* chunk k of n rows cut into nk chunks */
 static int chunk_lo(int rows, int nk, int k) { return (int)((long)rows * k / nk); }
 
@@ -80,7 +83,7 @@ DT_CLONES static void stats_chunk(const bn_geom *g, const float *x, const double
                 double a[16], b[16], kc[16], *ta = ra + cb * 16, *tb = ta + g->c;
                 memcpy(kc, k + cb * 16, sizeof kc);
                 memcpy(a, ta, sizeof a), memcpy(b, tb, sizeof b);
-                for (int i = i0; i < i0 + g->tile && i < g->hw; i++, p += g->step) {
+                for (int i = i0, i1 = tile_end(g, i0); i < i1; i++, p += g->step) {
 #pragma omp simd
                     for (int j = 0; j < 16; j++) {
                         double d = (double)p[j] - kc[j];
@@ -145,7 +148,7 @@ static inline __attribute__((always_inline)) void grad_sums_body(const bn_geom *
                 double a[16], b[16], e[16], mc[16], *ta = ra + cb * 16, *tb = ta + g->c, *te = tb + g->c;
                 memcpy(mc, m + cb * 16, sizeof mc);
                 memcpy(a, ta, sizeof a), memcpy(b, tb, sizeof b), memcpy(e, te, sizeof e);
-                for (int i = i0; i < i0 + g->tile && i < g->hw; i++, p += g->step, d += g->step, v += g->step) {
+                for (int i = i0, i1 = tile_end(g, i0); i < i1; i++, p += g->step, d += g->step, v += g->step) {
 #pragma omp simd
                     for (int k = 0; k < 16; k++) {
                         double xm = (double)p[k] - mc[k], dk = (double)DY_AT(d, v, k, relu);
@@ -193,7 +196,7 @@ static inline __attribute__((always_inline)) void normalize_body(const bn_geom *
                 size_t o = blk(g, r, cb) + (size_t)i0 * g->step;
                 const float *restrict p = x + o, *mc = m + cb * 16, *ac = a + cb * 16, *bc = b + cb * 16;
                 float *restrict q = y + o;
-                for (int i = i0; i < i0 + g->tile && i < g->hw; i++, p += g->step, q += g->step) {
+                for (int i = i0, i1 = tile_end(g, i0); i < i1; i++, p += g->step, q += g->step) {
 #pragma omp simd
                     for (int k = 0; k < 16; k++) {
                         float v = (p[k] - mc[k]) * ac[k] + bc[k];
@@ -240,8 +243,8 @@ static inline __attribute__((always_inline)) void dx_body(const bn_geom *g, cons
                 const float *restrict p = x + o, *restrict d = dy + o, *restrict v = relu ? y + o : d;
                 const float *mc = m + cb * 16, *uc = u + cb * 16, *kc = k + cb * 16, *ac = a + cb * 16;
                 float *restrict q = dx + o;
-                int i1 = i0 + g->tile < g->hw ? i0 + g->tile : g->hw;
-                for (int i = i0; i < i1; i++, p += g->step, d += g->step, v += g->step, q += g->step) {
+                for (int i = i0, i1 = tile_end(g, i0); i < i1;
+                     i++, p += g->step, d += g->step, v += g->step, q += g->step) {
                     if (beta == 0.0f) {
 #pragma omp simd
                         for (int j = 0; j < 16; j++)
