@@ -85,7 +85,7 @@ typedef struct rop {
     float f[2];
     size_t n;
 } rop;
-enum { R_GEMM, R_BIAS_ADD, R_BIAS_GRAD, R_RELU_FWD, R_RELU_BWD, R_SMX_FWD, R_SMX_BWD, R_COPY, R_ADD, R_SCALE };
+enum { R_GEMM, R_BIAS_ADD, R_BIAS_GRAD, R_RELU_FWD, R_RELU_BWD, R_SMX_FWD, R_SMX_BWD, R_COPY, R_ADD, R_ADD2, R_SCALE };
 typedef struct grec {
     rop *ops;
     int n, cap;
@@ -275,6 +275,8 @@ OP(bn_running, (dt_backend * be, float *rm, float *rv, const float *mean, const 
    (in, rm, rv, mean, var, n, m, u))
 OPR(add, (dt_backend * be, float *y, const float *x, size_t n, float beta), (in, y, x, n, beta),
     ((rop){.kind = R_ADD, .p = {y, x}, .n = n, .f = {beta}}))
+OPR(add2, (dt_backend * be, float *y, const float *a, const float *b, size_t n, int relu), (in, y, a, b, n, relu),
+    ((rop){.kind = R_ADD2, .p = {y, a, b}, .n = n, .i = {relu}}))
 OP(to_plain, (dt_backend * be, dt_layout from, const float *x, float *y, int rows, int c, int h, int w),
    (in, from, x, y, rows, c, h, w))
 OP(from_plain, (dt_backend * be, dt_layout to, const float *x, float *y, int rows, int c, int h, int w, float beta),
@@ -979,6 +981,7 @@ static int g_graph_launch(dt_backend *be, void *graph, double *loss_sum, int64_t
         case R_SMX_BWD: rc = g_softmax_xent_bwd(be, p0, p1, o->p[2], o->i[0], o->i[1], o->f[0], o->f[1]); break;
         case R_COPY: rc = g_copy(be, (void *)o->p[0], o->p[1], o->n); break;
         case R_ADD: rc = g_add(be, p0, p1, o->n, o->f[0]); break;
+        case R_ADD2: rc = g_add2(be, p0, p1, p2, o->n, o->i[0]); break;
         case R_SCALE: rc = g_scale(be, p0, o->f[0], o->n); break;
         default: rc = dt_fail("internal: cpu-guarded: recorded op %d", o->kind);
         }
@@ -1102,7 +1105,8 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
 #define WRAP(name) be->name = g_##name
     WRAP(to_device), WRAP(to_host), WRAP(copy), WRAP(sync), WRAP(gemm), WRAP(bias_add), WRAP(bias_grad);
     WRAP(relu_fwd), WRAP(relu_bwd), WRAP(dropout_fwd), WRAP(dropout_bwd), WRAP(softmax_xent_fwd);
-    WRAP(softmax_xent_bwd), WRAP(sgd_step), WRAP(scale), WRAP(grad_unscale), WRAP(add), WRAP(bn_running), WRAP(to_plain), WRAP(from_plain);
+    WRAP(softmax_xent_bwd), WRAP(sgd_step), WRAP(scale), WRAP(grad_unscale), WRAP(add), WRAP(add2), WRAP(bn_running);
+    WRAP(to_plain), WRAP(from_plain);
     WRAP(layout_for), WRAP(act_size), WRAP(conv_plan), WRAP(conv_fwd), WRAP(conv_bwd), WRAP(pool_plan);
     WRAP(pool_fwd), WRAP(pool_bwd), WRAP(bn_plan), WRAP(bn_fwd), WRAP(bn_bwd), WRAP(lrn_plan), WRAP(lrn_fwd);
     WRAP(lrn_bwd), WRAP(plan_free), WRAP(shortcut_fwd), WRAP(shortcut_bwd), WRAP(wire_encode), WRAP(wire_decode);

@@ -515,6 +515,36 @@ START_TEST(fused_bn_relu_equals_bn_then_relu)
 }
 END_TEST
 
+/* add2 (the add layer's forward, fused with its relu or not) gives the bits of a copy, an add and a
+ * relu_fwd, on lengths that split among threads unevenly, with sums of exactly 0 (+0 and -0) */
+START_TEST(add2_equals_copy_add_relu)
+{
+    const size_t lens[] = {1, 15, 17, 1000, 100003};
+    for (size_t t = 0; t < DT_ARRAY_LEN(lens); t++) {
+        size_t n = lens[t], bytes = sizeof(float) * n;
+        double *u = rnd(n, 960 + t), *v = rnd(n, 970 + t);
+        for (size_t i = 0; i < n; i += 5) v[i] = -u[i];
+        for (size_t i = 3; i < n; i += 11) u[i] = v[i] = -0.0;
+        float *fu = dev_vec(u, n), *fv = dev_vec(v, n), *ys = be->alloc(be, bytes), *yr = be->alloc(be, bytes);
+        float *y2 = be->alloc(be, bytes);
+        for (int relu = 0; relu <= 1; relu++) {
+            ck_assert_int_eq(be->copy(be, ys, fu, bytes), 0);
+            ck_assert_int_eq(be->add(be, ys, fv, n, 1.0f), 0);
+            ck_assert_int_eq(be->relu_fwd(be, yr, ys, n), 0);
+            memset(y2, 0x7f, bytes);
+            ck_assert_int_eq(be->add2(be, y2, fu, fv, n, relu), 0);
+            ck_assert_msg(memcmp(y2, relu ? yr : ys, bytes) == 0, "n %zu relu %d: add2 differs", n, relu);
+        }
+        size_t zeros = 0;
+        for (size_t i = 0; i < n; i++) zeros += yr[i] == 0.0f;
+        ck_assert_msg(n < 15 || zeros > n / 4, "n %zu: %zu of the sums cut by the relu", n, zeros);
+        float *all[] = {fu, fv, ys, yr, y2};
+        for (size_t i = 0; i < DT_ARRAY_LEN(all); i++) be->free(be, all[i]);
+        free(u), free(v);
+    }
+}
+END_TEST
+
 /* max |got - ref| / max |ref| over a tensor (a device activation in layout l, or a vector when
  * l < 0): the norm-wise relative error, which elements near 0 cannot inflate */
 static double relerr(const float *d, int l, const double *ref, int rows, int c, int h, int w)
@@ -932,9 +962,9 @@ START_TEST(concat_equals_one_wide_conv)
 }
 END_TEST
 
-/* a deep net holds a handful of gradient buffers, not one per layer */
-/* resnet20 fuses each batch norm with the relu that alone consumes it (10 of its 19), and a training
- * pass then gives the bits of DTRAIN_FUSE=0's: loss, gradients, running statistics */
+/* resnet20 fuses each batch norm with the relu that alone consumes it (10 of its 19) and each add
+ * with the relu after it (9), and a training pass then gives the bits of DTRAIN_FUSE=0's: loss,
+ * gradients, running statistics */
 START_TEST(fused_net_equals_unfused)
 {
     const int R = 3;
@@ -945,16 +975,17 @@ START_TEST(fused_net_equals_unfused)
         ck_assert_msg(net_alloc(nets[k], be, R) == 0, "%s", dt_errmsg());
         unsetenv("DTRAIN_FUSE");
         ck_assert_int_eq(net_init_params(nets[k], 9), 0);
-        int fused = 0, fusing = 0;
+        int fused = 0, fusing = 0, adds = 0;
         for (int i = 0; i < nets[k]->n_layers; i++) {
             const dt_layer *l = nets[k]->layers[i];
-            fused += l->fused, fusing += l->fuse_relu;
+            fused += l->fused, fusing += l->fuse_relu, adds += l->fuse_relu && strcmp(l->ops->type, "add") == 0;
             if (l->fused) {
                 ck_assert_ptr_eq(l->y, l->in[0]->y);
                 ck_assert_ptr_eq(l->dy, l->in[0]->dy);
             }
         }
-        ck_assert_int_eq(fused, k ? 0 : 10);
+        ck_assert_int_eq(fused, k ? 0 : 19);
+        ck_assert_int_eq(adds, k ? 0 : 9);
         ck_assert_int_eq(fusing, fused);
     }
     size_t nx = (size_t)R * 3 * 32 * 32;
@@ -980,6 +1011,7 @@ START_TEST(fused_net_equals_unfused)
 }
 END_TEST
 
+/* a deep net holds a handful of gradient buffers, not one per layer */
 START_TEST(gradient_buffers_shared)
 {
     const char *names[] = {"resnet20", "resnet50", "alexnet"};
@@ -1051,6 +1083,7 @@ int main(void)
     tcase_add_test(fast, fast_pool_matches_reference);
     tcase_add_test(fast, fast_batchnorm_matches_reference);
     tcase_add_test(fast, fused_bn_relu_equals_bn_then_relu);
+    tcase_add_test(fast, add2_equals_copy_add_relu);
     tcase_add_test(fast, batchnorm_precise_on_resnet20_layers);
     tcase_add_test(fast, fast_lrn_matches_reference);
     tcase_add_test(fast, shortcut_and_copy_on_threads);

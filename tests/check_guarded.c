@@ -35,7 +35,7 @@ START_TEST(host_access_faults)
 END_TEST
 
 /* Every layer type in one net: dense, conv (groups, bias), batch norm, lrn, relu, max and average
- * pooling, add, shortcut, flatten, dropout, softmax_xent. */
+ * pooling, add (with the relu it is fused with), shortcut, flatten, dropout, softmax_xent. */
 static const char *ALL_LAYERS = "input shape=3x8x8\n"
                                 "conv name=c1 out=16 k=3 pad=1 bias=0\n"
                                 "batchnorm name=bn1\n"
@@ -43,6 +43,7 @@ static const char *ALL_LAYERS = "input shape=3x8x8\n"
                                 "conv name=c2 out=16 k=3 pad=1 groups=2\n"
                                 "lrn name=n2 size=3\n"
                                 "add name=sum in=n2,r1\n"
+                                "relu name=rs\n"
                                 "shortcut name=sc out=32 stride=2\n"
                                 "maxpool name=mp k=2 stride=1\n"
                                 "avgpool name=ap k=3 stride=1 pad=1\n"

@@ -11,7 +11,12 @@
  * Then batch norm with the relu after it, through the CPU backend in the layout it picks on this
  * CPU (nChw16c with AVX-512, NHWC without): forward (training), relu forward and backward, batch
  * norm backward as separate ops, against the fused op (dt_bn_cfg relu, what a net runs) in turns;
- * the two are checked to give the same bits first. */
+ * the two are checked to give the same bits first.
+ *
+ * Then the end of a residual block, an add of two inputs and the relu after it: copy, add and relu
+ * forward, relu backward and the add's two input gradients as separate ops (each layer on its own,
+ * DTRAIN_FUSE=0), against add2 with its relu and one relu backward per input (the fused add layer),
+ * in turns, again checked to give the same bits first. */
 #include <dnnl.h>
 #include <math.h>
 #include <omp.h>
@@ -196,6 +201,51 @@ static int fused_vs_separate(const layer *s, int threads, int reps)
     return same ? 0 : -1;
 }
 
+/* add + relu as separate ops and fused (add2), on the CPU backend: 0 when both give the same bits */
+static int add_relu_vs_separate(const layer *s, int threads, int reps)
+{
+    dt_backend *be;
+    if (backend_cpu_create(&be, threads) != 0) return -1;
+    dt_layout lay = be->layout_for(be, s->c, s->h, s->w);
+    size_t na = be->act_size(be, lay, s->n, s->c, s->h, s->w), by = na * sizeof(float);
+    float *u = be->alloc(be, by), *v = be->alloc(be, by), *dy = be->alloc(be, by), *t = be->alloc(be, by);
+    float *y = be->alloc(be, by), *dt = be->alloc(be, by), *du = be->alloc(be, by), *dv = be->alloc(be, by);
+    float *y2 = be->alloc(be, by), *du2 = be->alloc(be, by), *dv2 = be->alloc(be, by);
+    dt_rng r;
+    rng_seed(&r, 8, 0);
+    for (size_t i = 0; i < na; i++)
+        u[i] = (float)(rng_uniform_d(&r) - 0.5), v[i] = (float)(rng_uniform_d(&r) - 0.4),
+        dy[i] = (float)(rng_uniform_d(&r) - 0.5);
+    double best[2] = {1e30, 1e30};
+    for (int rep = 0; rep <= reps; rep++)
+        for (int k = 0; k < 2; k++) {
+            double t0 = dt_now();
+            if (k == 0) {
+                be->copy(be, t, u, by);
+                be->add(be, t, v, na, 1.0f);
+                be->relu_fwd(be, y, t, na);
+                be->relu_bwd(be, dt, dy, y, na, 0.0f);
+                be->add(be, du, dt, na, 0.0f);
+                be->add(be, dv, dt, na, 0.0f);
+            } else {
+                be->add2(be, y2, u, v, na, 1);
+                be->relu_bwd(be, du2, dy, y2, na, 0.0f);
+                be->relu_bwd(be, dv2, dy, y2, na, 0.0f);
+            }
+            double e = dt_now() - t0;
+            if (rep > 0 && e < best[k]) best[k] = e; /* round 0: warm-up */
+        }
+    int same = memcmp(y, y2, by) == 0 && memcmp(du, du2, by) == 0 && memcmp(dv, dv2, by) == 0;
+    char name[32];
+    snprintf(name, sizeof name, "%dx%dx%dx%d", s->n, s->c, s->h, s->w);
+    printf("%-14s %-8s %7d %12.3f %10.3f %7.2f %s\n", name, lay == DT_LAYOUT_NHWC ? "NHWC" : lay ? "nChw16c" : "plain",
+           threads, best[0] * 1e3, best[1] * 1e3, best[0] / best[1], same ? "same bits" : "DIFFERENT BITS");
+    float *all[] = {u, v, dy, t, y, dt, du, dv, y2, du2, dv2};
+    for (size_t i = 0; i < DT_ARRAY_LEN(all); i++) be->free(be, all[i]);
+    backend_destroy(be);
+    return same ? 0 : -1;
+}
+
 int main(int argc, char **argv)
 {
     int reps = argc > 1 ? atoi(argv[1]) : 20;
@@ -271,5 +321,9 @@ int main(int argc, char **argv)
     int rc = 0;
     for (size_t li = 0; li < DT_ARRAY_LEN(layers); li++)
         for (int threads = 1; threads <= 2; threads++) rc |= fused_vs_separate(&layers[li], threads, reps) != 0;
+    printf("\nadd + relu (two inputs), forward + backward: separate ops against add2 and a relu backward per input\n");
+    printf("%-14s %-8s %7s %12s %10s %7s\n", "layer", "layout", "threads", "separate ms", "fused ms", "ratio");
+    for (size_t li = 0; li < DT_ARRAY_LEN(layers); li++)
+        for (int threads = 1; threads <= 2; threads++) rc |= add_relu_vs_separate(&layers[li], threads, reps) != 0;
     return rc;
 }

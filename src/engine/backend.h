@@ -140,6 +140,11 @@ struct dt_backend {
     int (*scale)(dt_backend *be, float *x, float a, size_t n);
     /* y = beta * y + x */
     int (*add)(dt_backend *be, float *y, const float *x, size_t n, float beta);
+    /* y = a + b, y apart from a and b; relu: max(a + b, 0) as relu_fwd computes it. The add layer's
+     * forward in one pass instead of a copy and an add (and relu_fwd after it, where the add layer
+     * takes the relu that alone consumes it; ABI 15). NULL where the backend has none: the add layer
+     * copies and adds, and a relu after it runs on its own. */
+    int (*add2)(dt_backend *be, float *y, const float *a, const float *b, size_t n, int relu);
     /* Batch norm's running statistics after a training forward (PyTorch's; ABI 13), on n channels:
      * rmean = (1-m) rmean + m mean, rvar = (1-m) rvar + m (float)(var unbias), var unbias in double,
      * every other product and sum in float and rounded on its own (no fused multiply-add), so every
@@ -332,7 +337,7 @@ typedef struct dt_backend_desc {
 
 /* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
  * which returns NULL when it was built for another ABI. */
-#define DT_BACKEND_ABI 14
+#define DT_BACKEND_ABI 15
 typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
 
 /* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise

@@ -320,6 +320,27 @@ static int cpu_add(dt_backend *be, float *y, const float *x, size_t n, float bet
     return 0;
 }
 
+/* a + b is what a copy of a and an add of b (1 * a + b) give; relu_fwd's select after it */
+DT_CLONES static void add2(float *restrict y, const float *restrict u, const float *restrict v, size_t n, int relu)
+{
+    if (relu) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            float s = u[i] + v[i];
+            y[i] = s > 0.0f ? s : 0.0f;
+        }
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) y[i] = u[i] + v[i];
+    }
+}
+
+static int cpu_add2(dt_backend *be, float *y, const float *u, const float *v, size_t n, int relu)
+{
+    PAR_RANGE(be, n, add2(y + a, u + a, v + a, b - a, relu));
+    return 0;
+}
+
 /* a layer's channels: few, so one thread; never fused, as the contract says (cuda/elementwise.h,
  * ew_bn_running, is the GPU's twin) */
 __attribute__((optimize("fp-contract=off"))) static int cpu_bn_running(dt_backend *be, float *rmean, float *rvar,
@@ -451,6 +472,7 @@ int backend_cpu_create_with(dt_backend **out, const dt_backend_opts *o)
     be->scale = cpu_scale;
     be->grad_unscale = cpu_grad_unscale;
     be->add = cpu_add;
+    be->add2 = cpu_add2;
     be->bn_running = cpu_bn_running;
     omp_set_num_threads(be->n_threads);
     cpu_flush_denormals();

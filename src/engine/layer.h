@@ -58,9 +58,9 @@ struct dt_layer {
     dt_param params[DT_MAX_PARAMS];
     int frozen; /* parameters are not trained */
     dt_layout layout; /* of y and dy (set by net_alloc from the backend) */
-    /* set by net_alloc where the backend fuses them (fuses_bn_relu): fuse_relu, a batchnorm that also
-     * computes the relu after it, its only consumer; fused, that relu, which then runs no forward or
-     * backward of its own and whose y and dy are its input's */
+    /* set by net_alloc where the backend fuses them (fuses_bn_relu; add2): fuse_relu, a batchnorm or a
+     * two-input add that also computes the relu after it, its only consumer; fused, that relu, which
+     * then runs no forward or backward of its own and whose y and dy are its input's */
     int fuse_relu, fused;
     void *state;
 };

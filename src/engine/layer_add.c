@@ -1,5 +1,6 @@
 /* add — the sum of 2 or more inputs of the same shape (residual connections): y = x1 + x2 + ...
- * backward: every input's gradient gets dy. Inputs by name: in=a,b. No keys. */
+ * backward: every input's gradient gets dy. Inputs by name: in=a,b. No keys. With fuse_relu
+ * (net.c; two inputs, a backend with add2) y is max(y, 0) and dy that relu's output gradient. */
 #include <string.h>
 
 #include "../util.h"
@@ -31,18 +32,31 @@ static int add_infer(dt_layer *l, const char *where)
 static int add_forward(dt_layer *l, dt_backend *be, dt_pass *p)
 {
     size_t n = layer_act_size(l, be, p->rows);
-    if (be->copy(be, l->y, l->in[0]->y, n * sizeof(float)) != 0) return -1;
-    for (int i = 1; i < l->n_in; i++)
+    int i = 2;
+    if (be->add2) {
+        if (be->add2(be, l->y, l->in[0]->y, l->in[1]->y, n, l->fuse_relu) != 0) return -1;
+    } else if (be->copy(be, l->y, l->in[0]->y, n * sizeof(float)) != 0) {
+        return -1;
+    } else {
+        i = 1;
+    }
+    for (; i < l->n_in; i++)
         if (be->add(be, l->y, l->in[i]->y, n, 1.0f) != 0) return -1;
     return 0;
 }
 
+/* fused with the relu after it: each input's gradient gets dy where y > 0, as that relu's backward
+ * and this one's would give it */
 static int add_backward(dt_layer *l, dt_backend *be, dt_pass *p)
 {
     size_t n = layer_act_size(l, be, p->rows);
-    for (int i = 0; i < l->n_in; i++)
-        if (l->in[i]->requires_grad && be->add(be, l->in[i]->dy, l->dy, n, l->in_accum[i] ? 1.0f : 0.0f) != 0)
+    for (int i = 0; i < l->n_in; i++) {
+        if (!l->in[i]->requires_grad) continue;
+        float beta = l->in_accum[i] ? 1.0f : 0.0f;
+        if (l->fuse_relu ? be->relu_bwd(be, l->in[i]->dy, l->dy, l->y, n, beta) != 0
+                         : be->add(be, l->in[i]->dy, l->dy, n, beta) != 0)
             return -1;
+    }
     return 0;
 }
 

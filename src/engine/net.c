@@ -666,18 +666,19 @@ int net_check_memory(dt_net *net, dt_backend *be, int max_batch, double *bytes)
     return 0;
 }
 
-/* Where the backend fuses them, a batchnorm and the relu right after it that alone consumes it
- * run as one layer: two passes over the activations fewer, bit for bit the same results.
- * DTRAIN_FUSE=0 runs every layer on its own. */
+/* Where the backend fuses them, a batchnorm (fuses_bn_relu) or a two-input add (add2) and the relu
+ * right after it that alone consumes it run as one layer: two passes over the activations fewer,
+ * bit for bit the same results. DTRAIN_FUSE=0 runs every layer on its own. */
 static void fuse_layers(dt_net *net, dt_backend *be)
 {
     const char *env = getenv("DTRAIN_FUSE");
-    int on = be->fuses_bn_relu && !(env && strcmp(env, "0") == 0);
-    const dt_layer_ops *bn = layer_find("batchnorm"), *relu = layer_find("relu");
+    int on = !(env && strcmp(env, "0") == 0);
+    const dt_layer_ops *bn = layer_find("batchnorm"), *add = layer_find("add"), *relu = layer_find("relu");
     for (int i = 0; i < net->n_layers; i++) net->layers[i]->fuse_relu = net->layers[i]->fused = 0;
     for (int i = 1; on && i + 1 < net->n_layers; i++) {
         dt_layer *l = net->layers[i], *r = net->layers[i + 1];
-        if (l->ops != bn || r->ops != relu || r->in[0] != l || l->layout != r->layout) continue;
+        int can = (l->ops == bn && be->fuses_bn_relu) || (l->ops == add && l->n_in == 2 && be->add2);
+        if (!can || r->ops != relu || r->in[0] != l || l->layout != r->layout) continue;
         int others = 0;
         for (int j = i + 2; j < net->n_layers; j++)
             for (int k = 0; k < net->layers[j]->n_in; k++) others |= net->layers[j]->in[k] == l;
