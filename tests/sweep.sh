@@ -5,7 +5,10 @@
 #  - a point that fails is recorded (exit status, last lines) and the sweep completes, exit 1;
 #    --retry runs it again
 #  - every point of every configs/experiments/*.sweep, full and --quick, passes dtrain --dry-run
-#  - bad sweep files are refused with file:line, exit 2
+#  - SIGTERM stops the running point's processes and the sweep (exit 143), which resumes; a second
+#    sweep in the same results directory is refused
+#  - bad sweep files are refused with file:line, exit 2: repeated keys, points that would share a
+#    directory, more than 10,000 points, a baseline whose points are all excluded
 #  - tools/report turns a fixed set of results (tests/fixtures/report) into its tables and PNGs,
 #    and a reproduction page with verdicts
 . "$(dirname "$0")/lib.sh"
@@ -56,6 +59,28 @@ grep -l '"exit": 2' "$T"/res2/*/status.json > /dev/null || fail "the failed poin
 timeout 300 $SWEEP --quick --retry --out "$T/res2" "$T/fail.sweep" > "$T/out4" 2>&1 || true
 grep -q "4 points, 2 to run, 2 already run" "$T/out4" || { cat "$T/out4"; fail "--retry did not run the failed points"; }
 
+# SIGTERM during a point: its mpirun and ranks stopped (none left writing into the directory), the
+# sweep ends with 128 + 15 and says so; while one sweep runs, another in its directory is refused
+sed 's/^quick synthetic-samples = 2000/quick synthetic-samples = 200000/' "$T/two.sweep" > "$T/long.sweep"
+$SWEEP --quick --out "$T/res3" "$T/long.sweep" > "$T/out5" 2>&1 &
+sweep_pid=$!
+for _ in $(seq 600); do pgrep -f -- "--config $T/res3/.*point.conf" > /dev/null && break; sleep 0.1; done
+pgrep -f -- "--config $T/res3/.*point.conf" > /dev/null || { cat "$T/out5"; fail "the long sweep's point did not start"; }
+rc=0
+$SWEEP --quick --out "$T/res3" "$T/long.sweep" > "$T/out6" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q "another tools/sweep is running in this results directory" "$T/out6" ||
+    { cat "$T/out6"; fail "a second sweep in a running sweep's directory: exit $rc"; }
+kill -TERM $sweep_pid
+rc=0
+wait $sweep_pid || rc=$?
+[ $rc -eq 143 ] && grep -q "stopped by SIGTERM during mode=dsync" "$T/out5" || { cat "$T/out5"; fail "SIGTERM: exit $rc"; }
+sleep 1
+! pgrep -f -- "--config $T/res3/.*point.conf" > /dev/null || fail "SIGTERM: the point's processes outlived the sweep"
+[ ! -f "$T"/res3/*/status.json ] || fail "SIGTERM: the stopped point was recorded as run"
+rc=0
+$SWEEP --timeout -1 "$T/two.sweep" > "$T/out7" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "argument --timeout: expected seconds" "$T/out7" || { cat "$T/out7"; fail "--timeout -1: exit $rc"; }
+
 # every experiment of configs/experiments: each point, full and --quick, passes dtrain --dry-run
 # (not in the sanitized build: hundreds of start-ups checking the configs' logic; configs.sh runs
 # dtrain's --dry-run there)
@@ -85,6 +110,16 @@ bad "missing base" "base config" "base = nowhere.conf" "axis mode = dsync"
 bad "a label value without a where line" "axis consistency is not a dtrain option, so it is a label whose values where lines turn into settings; ssp has none" \
     "base = $top_srcdir/configs/mlp-fashion-dsync.conf" "axis consistency = bsp ssp" "where consistency=bsp: staleness = 0"
 bad "not UTF-8" "bad.sweep: not UTF-8 text (byte 0;" "$(printf '\xff\xfe')base = x"
+b="base = $top_srcdir/configs/mlp-fashion-dsync.conf"
+bad "a set key twice" "bad.sweep:4: set lr is given twice" "$b" "axis mode = dsync" "set lr = 0.1" "set lr = 0.5"
+bad "two baselines" "bad.sweep:4: baseline is given twice" "$b" "axis mode = dsync ps" "baseline mode=dsync" "baseline mode=ps"
+bad "points that share a configuration" "points variant=a and variant=b run the same configuration" "$b" \
+    "axis variant = a b" "where variant=a: lr = 0.1" "where variant=b: lr = 0.1"
+bad "too many points" "10 x 10 x 10 x 10 x 10 = 100000 points, more than a sweep's 10000" "$b" \
+    "axis seed = $(seq -s ' ' 10)" "axis epochs = $(seq -s ' ' 10)" "axis batch = $(seq -s ' ' 10)" \
+    "axis lr = $(seq -s ' ' 10)" "axis threads = $(seq -s ' ' 10)"
+bad "an excluded baseline" "baseline mode=ps: every such point is excluded" "$b" "axis mode = dsync ps" \
+    "exclude mode=ps" "baseline mode=ps"
 
 # a label axis: not written as an option, its where lines are
 printf '%s\n' "base = $top_srcdir/configs/mlp-fashion-dsync.conf" "set mode = ps" "ranks = 3" "axis consistency = bsp ssp" \
