@@ -8,7 +8,8 @@
 #  - the sparse and ternary modes as candidates: each is priced (its calibration timed), their own
 #    flags (--density) are taken, and one sparse candidate equals its explicit run bit for bit
 #  - 4 emulated hosts on 1 Gbit/s links (root only): a codec that compresses
-#  - usage errors (exit 2): --compress with auto, a mode it cannot rank (ps), a codec for a mode
+#  - usage errors (exit 2): --compress with auto, a codec under --allreduce mpi, --compress-block
+#    without a q8 candidate, a mode it cannot rank (ps), a codec for a mode
 #    that takes none, an unknown codec, --auto-allow without auto, --resume with auto, a flag none
 #    of its candidates reads
 . "$(dirname "$0")/lib.sh"
@@ -109,5 +110,9 @@ bad 2 "--resume with --mode auto" --mode auto --resume "$T/none.ckpt"
 bad 2 "--density applies to none of --mode auto's candidates" --mode auto --density 0.1
 bad 2 "--clip applies to none of --mode auto's candidates" --mode auto --auto-allow dsync,topk --clip 2
 bad 2 "--model-compute applies to --mode auto, not to --mode dsync" --mode dsync --model-compute 0.01
+bad 2 "candidate dsync+q8 has one (expected candidates without a codec, or --allreduce ring)" --mode auto \
+    --auto-allow dsync,dsync+q8 --allreduce mpi
+bad 2 "--compress-block applies to --compress q8, and none of --mode auto's candidates has it" --mode auto \
+    --auto-allow dsync,pipesgd+t16 --compress-block 16
 bad 2 "give --model-alpha and --model-beta too" --mode auto --dry-run --model-compute 0.01 --model-alpha 1e-5
 echo "PASS: --mode auto picks dsync on shared memory, ranks the sparse modes, equals its one candidate's explicit run, predicts for given links and compute, refuses what it cannot do"

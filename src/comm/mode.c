@@ -251,6 +251,19 @@ int mode_check_opts(const dt_mode_desc *m, const dt_comm_opts *o, int (*given)(c
             if (!used)
                 return dt_fail("--%s applies to none of --mode auto's candidates (--auto-allow %s)", name, o->auto_allow);
         }
+        int q8 = 0;
+        for (int j = 0; j < n; j++) {
+            int coded = c[j].codec[0] && strcmp(c[j].codec, "none") != 0;
+            q8 |= strcmp(c[j].codec, "q8") == 0;
+            if (coded && mode_reads(c[j].mode, "allreduce") && o->allreduce && strcmp(o->allreduce, "mpi") == 0)
+                return dt_fail("--allreduce mpi sums fp32 in the MPI library, which knows no codec, and --mode auto's "
+                               "candidate %s has one (expected candidates without a codec, or --allreduce ring)",
+                               c[j].name);
+        }
+        if (given(arg, "compress-block") && !q8)
+            return dt_fail("--compress-block applies to --compress q8, and none of --mode auto's candidates has it "
+                           "(--auto-allow %s)",
+                           o->auto_allow);
         return 0;
     }
     if (given(arg, "auto-allow")) return dt_fail("--auto-allow applies to --mode auto, not to --mode %s", m->name);
