@@ -48,7 +48,11 @@ expect_error "topk scope of gtopk" 2 "--topk-scope applies to --mode topk, not t
 expect_error "clip-norm of dsync" 2 "--clip-norm applies to --mode topk, gtopk, not to --mode dsync" "$DTRAIN" $D --clip-norm 1
 expect_error "stale-lr of dsync" 2 "--stale-lr applies to --mode pipesgd, not to --mode dsync" "$DTRAIN" $D --stale-lr compute
 expect_error "loss scale of dsync" 2 "--loss-scale applies to --mode csc, not to --mode dsync" "$DTRAIN" $D --loss-scale dynamic
-expect_error "a bad loss scale" 2 "--loss-scale: expected none, dynamic or a positive number" "$DTRAIN" $D --mode csc --loss-scale -4
+expect_error "a bad loss scale" 2 "--loss-scale: expected none, dynamic or a scale in [1, 2^24]" "$DTRAIN" $D --mode csc --loss-scale -4
+expect_error "a loss scale below 1" 2 "--loss-scale: expected none, dynamic or a scale in [1, 2^24]" "$DTRAIN" $D --mode csc \
+    --loss-scale 1e-30
+expect_error "a codec under --allreduce mpi in auto" 2 "candidate dsync+q8 has one" "$DTRAIN" $D --mode auto \
+    --auto-allow dsync+q8 --allreduce mpi
 expect_error "density of dsync" 2 "--density applies to --mode topk, gtopk, not to --mode dsync" "$DTRAIN" $D --density 0.01
 expect_error "bad density warm-up" 2 "--density-warmup: expected none, dgc, gtopk-code or a list of densities" "$DTRAIN" --mode gtopk --density-warmup fast
 expect_error "density out of range" 2 "--density: expected a number in [1e-09, 1], found 2" "$DTRAIN" --mode topk --density 2
@@ -105,6 +109,10 @@ expect_error "tf32 and gpu-exact" 2 "--tf32 and --gpu-exact exclude each other" 
 printf 'input shape=1x28x28\ndense out=500 init=normal:1e5\nrelu\ndense out=500 init=normal:1e5\nrelu\ndense out=10 init=normal:1e5\nsoftmax_xent\n' > "$T/huge.net"
 expect_error "a non-finite loss stops the run" 1 "training diverged: the loss is nan in iteration 2" \
     mpi -np 2 "$DTRAIN" --net "$T/huge.net" $D --lr 1 --log-every 1
+
+# a fixed loss scale whose scaled gradients do not fit fp16 stops every rank (before, they saturated: no learning)
+expect_error "a loss scale that overflows fp16" 1 "csc: iteration 0: the sum of the gradients scaled by --loss-scale 16777216 does not fit fp16" \
+    mpi -np 2 "$DTRAIN" --net mlp $D --mode csc --loss-scale 16777216 --iters 3
 
 # rank counts and several ranks
 expect_error "batch smaller than ranks" 2 "--batch 3 is smaller than the number of ranks 4 (expected at least one sample per rank)" \

@@ -30,7 +30,8 @@
  * gradients do not flush to zero in fp16. dynamic: S starts at 65536; a sum that is not finite
  * (the same on every rank) skips the update, keeps every corrected gradient as residual (hg) and
  * halves S; 2000 finite steps in a row double it (PyTorch's GradScaler). Skipped steps are counted
- * in the log (skipped_steps).
+ * in the log (skipped_steps). A fixed S whose sum is not finite (or could saturate fp16) stops
+ * the run on every rank with the iteration and the scale.
  */
 #include <math.h>
 #include <stddef.h>
@@ -74,7 +75,7 @@ typedef struct {
     int dynamic;              /* --loss-scale dynamic */
     float scale;              /* the current loss scale (1: none) */
     float scale_f[2];         /* scale and good steps, as floats for checkpoints */
-    float limit;              /* dynamic: a scaled value above it could saturate fp16 in the sum of P */
+    float limit;              /* scaled: a value above it could saturate fp16 in the sum of P */
     long good;                /* finite steps since the scale last changed */
     dt_ring *ring, *norm_ring;
     /* lazy allreduce */
@@ -218,7 +219,7 @@ static int correct_upto(csc_state *s, dt_mode_env *env, size_t c_end)
 {
     float *g = env->gh.host, *w = env->wh.host;
     const float wd = env->opts.momentum_correction ? env->optim->wd : 0.0f;
-    const float limit = s->dynamic && s->scale != 1.0f ? s->limit : INFINITY;
+    const float limit = s->scale != 1.0f ? s->limit : INFINITY; /* a static scale's saturation stops the run */
     size_t a0 = s->next_chunk * s->chunk, a1 = DT_MIN(c_end * s->chunk, env->arena.n);
     if (s->on_dev) {
         if (a1 > a0 && s->be->csc_pack(s->be, env->arena.g, s->hb.dev, env->arena.w, wd, a0, a1, s->chunk, s->d_slot,
@@ -363,6 +364,10 @@ static int csc_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *t
         int finite;
         if (unscale(s, 1.0f / s->scale, &finite) != 0) return -1;
         if (!finite && s->dynamic) return skip_step(s, env, t);
+        if (!finite) /* the same sum on every rank: all of them stop here */
+            return dt_fail("csc: iteration %ld: the sum of the gradients scaled by --loss-scale %s does not fit %s "
+                           "(expected a smaller scale, or --loss-scale dynamic, which halves it and skips the step)",
+                           it->it, env->opts.loss_scale, env->codec.desc ? env->codec.desc->name : "fp32");
         if (s->dynamic && ++s->good >= 2000) s->scale *= 2.0f, s->good = 0;
     }
     if (fold(s, env, it->lr) != 0) return -1;
@@ -540,8 +545,9 @@ static int check_loss_scale(const char *v, const char *origin)
     double x;
     if (!strcmp(v, "none") || !strcmp(v, "dynamic")) return 0;
     x = strtod(v, &end);
-    if (end != v && !*end && isfinite(x) && x > 0 && x <= 1e30) return 0;
-    return dt_fail("%s: expected none, dynamic or a positive number (a power of two keeps the sums exact), found '%s'",
+    if (end != v && !*end && x >= 1 && x <= 16777216) return 0;
+    return dt_fail("%s: expected none, dynamic or a scale in [1, 2^24] (a power of two keeps the sums exact), found "
+                   "'%s'",
                    origin, v);
 }
 
