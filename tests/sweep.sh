@@ -10,7 +10,7 @@
 #  - bad sweep files are refused with file:line, exit 2: repeated keys, points that would share a
 #    directory, more than 10,000 points, a baseline whose points are all excluded
 #  - tools/report turns a fixed set of results (tests/fixtures/report) into its tables and PNGs,
-#    and a reproduction page with verdicts
+#    and a reproduction page with verdicts; damaged or missing results are said and counted
 . "$(dirname "$0")/lib.sh"
 need_mpirun
 SWEEP="$PYTHON $top_srcdir/tools/sweep --dtrain $DTRAIN"
@@ -147,6 +147,25 @@ grep -q "| mode=pipesgd ranks=2 | speedup | 1.5 .* | 0.75 | not reproduced (not 
 grep -q "| mode=dsync ranks=2 | test_acc | 0.85 .* | 0.86[0-9]* | reproduced in kind (+0.01" "$T/REPRO.md" || { cat "$T/REPRO.md"; fail "the reproduction page's accuracy verdict"; }
 grep -qF "| mode=dsync ranks=2 | 2 | ok | 0.8652 | 25044 | 0.98x | +14% |" "$T/REPRO.md" || { cat "$T/REPRO.md"; fail "the reproduction page: no row of every point"; }
 grep -qF "Timing model: within 15% on 3 of 4 points; the farthest, mode=pipesgd ranks=2, -37%." "$T/REPRO.md" || { cat "$T/REPRO.md"; fail "the reproduction page: no line on the timing model"; }
+# damaged results: a point not run, a log cut before its summary, a status that is not an object,
+# a samples/s that is not a number: said and counted, no traceback
+cp -r "$top_srcdir/tests/fixtures/report" "$T/damaged" && chmod -R u+w "$T/damaged"
+set -- "$T"/damaged/*/
+rm -r "$1"
+head -n 2 "$2/log.jsonl" > "$2/log.cut" && mv "$2/log.cut" "$2/log.jsonl"
+echo '[]' > "$3/status.json"
+sed -i 's/"samples_per_s":[0-9.e+]*/"samples_per_s":"fast"/' "$4/log.jsonl"
+$REPORT --reproduction "$T/DAMAGED.md" "$T/damaged" > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report of damaged results failed"; }
+! grep -q Traceback "$T/rep" && grep -q "3 of the sweep's 4 points (1 without results)" "$T/rep" &&
+    grep -q "ran, but its log.jsonl has no summary record" "$T/rep" &&
+    grep -q "3 of the sweep's 4 points (1 without results)" "$T/damaged/report/results.md" &&
+    grep -q "3 of the sweep's 4 points (1 without results)" "$T/DAMAGED.md" &&
+    grep -q "| not finished |" "$T/damaged/report/results.md" || { cat "$T/rep" "$T/damaged/report/results.md"; fail "tools/report: damaged results"; }
+touch "$T/afile"
+rc=0
+$REPORT --out "$T/afile" "$T/damaged" > "$T/rep" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q "afile: not a directory" "$T/rep" || { cat "$T/rep"; fail "tools/report --out FILE: exit $rc"; }
+
 # the same results marked --quick: no verdicts, and the full sweep's notes left out
 cp -r "$top_srcdir/tests/fixtures/report" "$T/quick" && chmod -R u+w "$T/quick"
 sed -i 's/"quick_run": false/"quick_run": true/' "$T/quick/sweep.json"
