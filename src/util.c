@@ -205,6 +205,16 @@ int dt_check_target(const char *path)
     if (stat(dir, &st) != 0) return dt_fail("%s: cannot create: no directory %s (%s)", path, dir, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return dt_fail("%s: %s is %s, not a directory", path, dir, file_kind(st.st_mode));
     if (access(dir, W_OK | X_OK) != 0) return dt_fail("%s: cannot write in %s (%s)", path, dir, strerror(errno));
+    /* a file beside it, created and removed: where access() cannot tell (as root in /proc, say), the
+     * write would fail only at the end of the run */
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) return dt_fail("%s: cannot create a file in %s (%s)", path, dir, strerror(errno));
+    if (fd >= 0) {
+        close(fd);
+        unlink(probe);
+    }
     return 0;
 }
 
@@ -312,7 +322,7 @@ int dt_atomic_open(dt_atomic *a, const char *path)
     snprintf(a->tmp, len, "%s.tmp.%ld", path, (long)getpid());
     fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0 || !(a->f = fdopen(fd, "wb"))) {
-        dt_fail("%s: cannot create (%s)", a->tmp, strerror(errno));
+        dt_fail("%s: cannot create its temporary file %s (%s)", path, a->tmp, strerror(errno));
         if (fd >= 0) close(fd);
         free(a->tmp);
         free(a->path);

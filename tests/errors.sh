@@ -88,6 +88,10 @@ printf 'lr = 0.1\nbatch size = 10\n' > "$T/bad.conf"
 expect_error "bad config" 2 "$T/bad.conf:2: batch size: unknown option 'batch size'" "$DTRAIN" --config "$T/bad.conf"
 expect_error "unwritable --log" 1 "--log /nonexistent/dir/log.jsonl: cannot create" "$DTRAIN" $D --log /nonexistent/dir/log.jsonl
 expect_error "unwritable --save" 1 "cannot create" "$DTRAIN" $D --iters 2 --save /nonexistent/dir/w.st
+# a directory where no file can be created though access() says it may be written (as root): at
+# start-up, not after the run (--epochs 5000 would take minutes)
+expect_error "--save in /proc" 1 "--save: /proc/w.st: cannot" "$DTRAIN" $D --epochs 5000 \
+    --save /proc/w.st
 
 # images
 expect_error "bad augmentation" 2 "--augment: unknown item 'twist' (expected default, none, or a comma list" "$DTRAIN" $D --augment crop=4,twist
