@@ -29,6 +29,14 @@
 
 /* Names and specs that other modules' tables define, checked as they are parsed, so a typo fails
  * before any rank starts work. */
+/* a timeout under a second would end healthy jobs in their start-up's first collective */
+static int check_comm_timeout(const char *v, const char *origin)
+{
+    double x = strtod(v, NULL);
+    if (x == 0 || x >= 1) return 0;
+    return dt_fail("%s: expected 0 (wait forever) or at least 1 second, found '%s'", origin, v);
+}
+
 static int check_mode(const char *v, const char *origin)
 {
     return mode_find(v) || strcmp(v, "auto") == 0 ? 0
@@ -168,7 +176,8 @@ static const dt_optdef table[] = {
      "ps, pipesgd, topk, gtopk, csc, terngrad), auto (nccl where it can, else mpi, saying why)", NULL},
 #endif
     {"Communication", "comm-timeout", OPT_DOUBLE, "S", OFF(comm_timeout), 0, 1e7, NULL, "300", OPT_LOCAL | OPT_AGREE,
-     0, "end the job when a rank waits more than S seconds for another (0: wait forever)", NULL},
+     0, "end the job when a rank waits more than S seconds for another (0: wait forever; else at least 1)",
+     check_comm_timeout},
 
     {"Output", "log", OPT_STRING, "FILE", OFF(log), 0, 0, NULL, NULL, OPT_LOCAL, 0,
      "write JSON lines (iterations, epochs, summary) to FILE", NULL},
@@ -283,6 +292,7 @@ static int apply(dt_opts *o, const entry *e, const char *value, const char *orig
         return 0;
     case OPT_DOUBLE:
         if (dt_parse_double(value, d->lo, d->hi, origin, &x) != 0) return -1;
+        if (d->check && d->check(value, origin) != 0) return -1;
         *(double *)field(o, e) = x;
         return 0;
     case OPT_CHOICE:

@@ -49,6 +49,8 @@ expect_error "clip-norm of dsync" 2 "--clip-norm applies to --mode topk, gtopk, 
 expect_error "stale-lr of dsync" 2 "--stale-lr applies to --mode pipesgd, not to --mode dsync" "$DTRAIN" $D --stale-lr compute
 expect_error "loss scale of dsync" 2 "--loss-scale applies to --mode csc, not to --mode dsync" "$DTRAIN" $D --loss-scale dynamic
 expect_error "a bad loss scale" 2 "--loss-scale: expected none, dynamic or a scale in [1, 2^24]" "$DTRAIN" $D --mode csc --loss-scale -4
+expect_error "a comm timeout under a second" 2 "--comm-timeout: expected 0 (wait forever) or at least 1 second, found '1e-7'" \
+    "$DTRAIN" $D --comm-timeout 1e-7
 expect_error "a loss scale below 1" 2 "--loss-scale: expected none, dynamic or a scale in [1, 2^24]" "$DTRAIN" $D --mode csc \
     --loss-scale 1e-30
 expect_error "a codec under --allreduce mpi in auto" 2 "candidate dsync+q8 has one" "$DTRAIN" $D --mode auto \
