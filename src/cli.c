@@ -27,8 +27,6 @@
 #define DEVICE_CHOICES "cpu|auto"
 #endif
 
-/* Names and specs that other modules' tables define, checked as they are parsed, so a typo fails
- * before any rank starts work. */
 /* a timeout under a second would end healthy jobs in their start-up's first collective */
 static int check_comm_timeout(const char *v, const char *origin)
 {
@@ -37,6 +35,8 @@ static int check_comm_timeout(const char *v, const char *origin)
     return dt_fail("%s: expected 0 (wait forever) or at least 1 second, found '%s'", origin, v);
 }
 
+/* Names and specs that other modules' tables define, checked as they are parsed, so a typo fails
+ * before any rank starts work. */
 static int check_mode(const char *v, const char *origin)
 {
     return mode_find(v) || strcmp(v, "auto") == 0 ? 0

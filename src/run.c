@@ -240,8 +240,8 @@ static int check_targets(dt_run *r)
 {
     const dt_opts *o = r->opts;
     if (comm_rank(r->comm) != 0) return 0;
-    if (o->save && dt_check_target(o->save) != 0) return dt_fail_prefix("--save");
-    if (o->checkpoint && dt_check_target(o->checkpoint) != 0) return dt_fail_prefix("--checkpoint");
+    if (o->save && dt_check_creatable(o->save) != 0) return dt_fail_prefix("--save");
+    if (o->checkpoint && dt_check_creatable(o->checkpoint) != 0) return dt_fail_prefix("--checkpoint");
     return 0;
 }
 

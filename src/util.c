@@ -205,12 +205,19 @@ int dt_check_target(const char *path)
     if (stat(dir, &st) != 0) return dt_fail("%s: cannot create: no directory %s (%s)", path, dir, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return dt_fail("%s: %s is %s, not a directory", path, dir, file_kind(st.st_mode));
     if (access(dir, W_OK | X_OK) != 0) return dt_fail("%s: cannot write in %s (%s)", path, dir, strerror(errno));
+    return 0;
+}
+
+int dt_check_creatable(const char *path)
+{
+    if (dt_check_target(path) != 0) return -1;
     /* a file beside it, created and removed: where access() cannot tell (as root in /proc, say), the
      * write would fail only at the end of the run */
     char probe[4200];
     snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid());
     int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0 && errno != EEXIST) return dt_fail("%s: cannot create a file in %s (%s)", path, dir, strerror(errno));
+    if (fd < 0 && errno != EEXIST)
+        return dt_fail("%s: cannot create a file beside it (%s)", path, strerror(errno));
     if (fd >= 0) {
         close(fd);
         unlink(probe);

@@ -61,6 +61,8 @@ int dt_host_memory(size_t *avail, size_t *total);
 /* A file dtrain is to write (and replace atomically): absent or a regular file (not a link, a
  * directory or a device), in a directory that exists and can be written. */
 int dt_check_target(const char *path);
+/* dt_check_target, and a file can be created beside PATH (tried: created and removed) */
+int dt_check_creatable(const char *path);
 /* Writes a file atomically: temp file beside it, fsync, rename. */
 int dt_write_file_atomic(const char *path, const void *data, size_t n_bytes);
 /* The same, streamed: dt_atomic_open gives a FILE* on a temp file beside `path`; dt_atomic_commit

@@ -251,11 +251,11 @@ int mode_check_opts(const dt_mode_desc *m, const dt_comm_opts *o, int (*given)(c
             if (!used)
                 return dt_fail("--%s applies to none of --mode auto's candidates (--auto-allow %s)", name, o->auto_allow);
         }
-        int q8 = 0;
+        int q8 = 0, mpi = o->allreduce && strcmp(o->allreduce, "mpi") == 0;
         for (int j = 0; j < n; j++) {
             int coded = c[j].codec[0] && strcmp(c[j].codec, "none") != 0;
             q8 |= strcmp(c[j].codec, "q8") == 0;
-            if (coded && mode_reads(c[j].mode, "allreduce") && o->allreduce && strcmp(o->allreduce, "mpi") == 0)
+            if (coded && mpi && mode_reads(c[j].mode, "allreduce"))
                 return dt_fail("--allreduce mpi sums fp32 in the MPI library, which knows no codec, and --mode auto's "
                                "candidate %s has one (expected candidates without a codec, or --allreduce ring)",
                                c[j].name);

@@ -32,14 +32,10 @@ static int add_infer(dt_layer *l, const char *where)
 static int add_forward(dt_layer *l, dt_backend *be, dt_pass *p)
 {
     size_t n = layer_act_size(l, be, p->rows);
-    int i = 2;
-    if (be->add2) {
-        if (be->add2(be, l->y, l->in[0]->y, l->in[1]->y, n, l->fuse_relu) != 0) return -1;
-    } else if (be->copy(be, l->y, l->in[0]->y, n * sizeof(float)) != 0) {
+    int i = be->add2 ? 2 : 1; /* the inputs summed so far */
+    if ((be->add2 ? be->add2(be, l->y, l->in[0]->y, l->in[1]->y, n, l->fuse_relu)
+                  : be->copy(be, l->y, l->in[0]->y, n * sizeof(float))) != 0)
         return -1;
-    } else {
-        i = 1;
-    }
     for (; i < l->n_in; i++)
         if (be->add(be, l->y, l->in[i]->y, n, 1.0f) != 0) return -1;
     return 0;
