@@ -1,5 +1,6 @@
 #include "util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -103,31 +104,57 @@ char *dt_strdup(const char *s)
     return p;
 }
 
+int dt_is_decimal(const char *s, int integer)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    int digits = 0;
+    if (*p == '+' || *p == '-') p++;
+    for (; isdigit(*p); p++) digits++;
+    if (!integer && *p == '.')
+        for (p++; isdigit(*p); p++) digits++;
+    if (!digits) return 0;
+    if (!integer && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (!isdigit(*p)) return 0;
+        while (isdigit(*p)) p++;
+    }
+    return *p == 0;
+}
+
+int dt_list_check(const char *list, char sep)
+{
+    size_t n = strlen(list);
+    int empty = n == 0 || list[0] == sep || list[n - 1] == sep;
+    for (size_t i = 1; i < n; i++) empty |= list[i] == sep && list[i - 1] == sep;
+    return empty ? dt_fail("'%s' has an empty item (expected items separated by '%c', none of them empty)", list, sep)
+                 : 0;
+}
+
 int dt_parse_long(const char *s, long lo, long hi, const char *what, long *out)
 {
-    char *end;
     long v;
     if (!s || !*s) return dt_fail("%s: expected an integer in [%ld, %ld], found an empty value", what, lo, hi);
+    if (!dt_is_decimal(s, 1)) return dt_fail("%s: expected an integer in [%ld, %ld], found '%s'", what, lo, hi, s);
     errno = 0;
-    v = strtol(s, &end, 10);
-    if (*end || errno == ERANGE)
-        return dt_fail("%s: expected an integer in [%ld, %ld], found '%s'", what, lo, hi, s);
-    if (v < lo || v > hi)
-        return dt_fail("%s: expected an integer in [%ld, %ld], found %ld", what, lo, hi, v);
+    v = strtol(s, NULL, 10);
+    if (errno == ERANGE || v < lo || v > hi)
+        return dt_fail("%s: expected an integer in [%ld, %ld], found %s", what, lo, hi, s);
     *out = v;
     return 0;
 }
 
 int dt_parse_double(const char *s, double lo, double hi, const char *what, double *out)
 {
-    char *end;
     double v;
     if (!s || !*s) return dt_fail("%s: expected a number in [%g, %g], found an empty value", what, lo, hi);
+    int inf = isinf(hi) && !strcmp(s, "inf"); /* a bound without limit, as --fusion-bytes's default */
+    if (!inf && !dt_is_decimal(s, 0)) return dt_fail("%s: expected a number in [%g, %g], found '%s'", what, lo, hi, s);
     errno = 0;
-    v = strtod(s, &end);
-    if (*end || errno == ERANGE || isnan(v))
-        return dt_fail("%s: expected a number in [%g, %g], found '%s'", what, lo, hi, s);
-    if (v < lo || v > hi) return dt_fail("%s: expected a number in [%g, %g], found %g", what, lo, hi, v);
+    v = strtod(s, NULL);
+    if (errno == ERANGE) /* beyond a double, or below its smallest (where strtod gives 0 or a denormal) */
+        return dt_fail("%s: expected a number in [%g, %g], found %s, beyond what a double holds", what, lo, hi, s);
+    if (v < lo || v > hi) return dt_fail("%s: expected a number in [%g, %g], found %s", what, lo, hi, s);
     *out = v;
     return 0;
 }

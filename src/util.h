@@ -50,7 +50,15 @@ void dt_host_free(const dt_host_allocator *a, void *p);
 void *dt_malloc(size_t bytes);
 char *dt_strdup(const char *s);
 
-/* Checked parsing: the whole string must be a number in [lo, hi]; the error names `what`. */
+/* Whether s is a decimal number as people write it: an optional sign and digits, and unless
+ * integer, at most one point and an exponent; no blanks, hexadecimal, inf or nan, which strtod and
+ * strtol would also take. */
+int dt_is_decimal(const char *s, int integer);
+/* A list of items separated by sep (which strtok_r would read) fails where it has an empty item:
+ * itself empty, a leading or trailing sep, or two in a row, which strtok_r would silently skip. */
+int dt_list_check(const char *list, char sep);
+/* Checked parsing: the whole string must be a decimal number in [lo, hi] (or inf where hi is
+ * infinite); the error names `what` and quotes the value as given. */
 int dt_parse_long(const char *s, long lo, long hi, const char *what, long *out);
 int dt_parse_double(const char *s, double lo, double hi, const char *what, double *out);
 

@@ -545,7 +545,7 @@ static int check_loss_scale(const char *v, const char *origin)
     double x;
     if (!strcmp(v, "none") || !strcmp(v, "dynamic")) return 0;
     x = strtod(v, &end);
-    if (end != v && !*end && x >= 1 && x <= 16777216) return 0;
+    if (dt_is_decimal(v, 0) && x >= 1 && x <= 16777216) return 0;
     return dt_fail("%s: expected none, dynamic or a scale in [1, 2^24] (a power of two keeps the sums exact), found "
                    "'%s'",
                    origin, v);
