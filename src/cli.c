@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "comm/comm.h"
 #include "data/data.h"
@@ -354,10 +355,32 @@ static int set_defaults(dt_opts *o)
 }
 
 /* What the options mean together: the comm mode judges its flags, the rest is here. */
-/* whether paths a and b name one regular file: the same existing file, or the same name in the same
- * directory (not devices: --log /dev/null --save /dev/null is fine) */
-static int same_file(const char *a, const char *b)
+/* p with its symbolic links followed as far as they go, also where the last one dangles: the name
+ * a write through p creates */
+static void follow_links(const char *p, char *out, size_t n)
 {
+    snprintf(out, n, "%s", p);
+    for (int hop = 0; hop < 40; hop++) { /* as the kernel's limit on a path's links */
+        char to[PATH_MAX], next[2 * PATH_MAX];
+        ssize_t k = readlink(out, to, sizeof to - 1);
+        if (k < 0) return;
+        to[k] = 0;
+        const char *slash = strrchr(out, '/');
+        if (to[0] == '/' || !slash) snprintf(next, sizeof next, "%s", to);
+        else snprintf(next, sizeof next, "%.*s%s", (int)(slash - out) + 1, out, to);
+        size_t len = strlen(next);
+        if (len >= n) return; /* too long to be a path: compared as it was */
+        memcpy(out, next, len + 1);
+    }
+}
+
+/* whether paths a and b name one regular file: the same existing file, or the same name in the same
+ * directory once links are followed (not devices: --log /dev/null --save /dev/null is fine) */
+static int same_file(const char *path_a, const char *path_b)
+{
+    char a[PATH_MAX], b[PATH_MAX];
+    follow_links(path_a, a, sizeof a);
+    follow_links(path_b, b, sizeof b);
     struct stat sa, sb;
     int ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
     if (ea && eb) return S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
@@ -433,6 +456,11 @@ static int check_combinations(const dt_opts *o)
         return dt_fail("--synthetic-samples applies to --dataset synthetic");
     if (o->synthetic_once && (!o->dataset || strcmp(o->dataset, "synthetic") != 0))
         return dt_fail("--synthetic-once applies to --dataset synthetic");
+    if (cli_given(o, "on-bad-image") && o->dataset && !dataset_crops(o->dataset))
+        return dt_fail("--on-bad-image applies to --dataset imagenet (a tree of image files), not to --dataset %s",
+                       o->dataset);
+    if (o->data_dir && o->dataset && strcmp(o->dataset, "synthetic") == 0)
+        return dt_fail("--data-dir applies to a dataset read from files, not to --dataset synthetic");
     return 0;
 }
 
@@ -453,13 +481,16 @@ static int finish(dt_opts *o)
 /* "500it" -> 500 iterations, "2ep" or "2" -> 2 epochs. */
 static int every_parse(const char *spec, long *n, int *epochs)
 {
-    char *end;
+    char num[32];
+    size_t len = strlen(spec), unit = len >= 2 && (!strcmp(spec + len - 2, "it") || !strcmp(spec + len - 2, "ep"));
+    len -= unit ? 2 : 0;
+    snprintf(num, sizeof num, "%.*s", (int)len, spec);
     errno = 0;
-    long v = strtol(spec, &end, 10);
-    if (end == spec || errno || v < 1 || v > 1000000000L || (*end && strcmp(end, "it") && strcmp(end, "ep")))
-        return dt_fail("expected N, Nit or Nep with N at least 1 (e.g. 500it, 2ep), found '%s'", spec);
+    long v = len < sizeof num && dt_is_decimal(num, 1) ? strtol(num, NULL, 10) : 0;
+    if (errno || v < 1 || v > 1000000000L)
+        return dt_fail("expected N, Nit or Nep with N from 1 to 1000000000 (e.g. 500it, 2ep), found '%s'", spec);
     *n = v;
-    *epochs = strcmp(end, "it") != 0;
+    *epochs = !unit || !strcmp(spec + len, "ep");
     return 0;
 }
 
@@ -611,6 +642,18 @@ int cli_parse(int argc, char **argv, dt_opts *o)
         if (c == '?') {
             const char *arg = argv[optind - 1];
             if (optopt && optopt < 256) return dt_fail("unknown option '-%c' (see dtrain --help)", optopt);
+            /* getopt_long takes a unique prefix of a name; one that starts several is ambiguous */
+            char names[512] = "";
+            size_t len = arg[0] == '-' && arg[1] == '-' ? strcspn(arg + 2, "=") : 0;
+            int n_match = 0;
+            for (int i = 0; len && i < n_all; i++)
+                if (!strncmp(all[i].d->name, arg + 2, len) && strlen(names) + strlen(all[i].d->name) + 8 < sizeof names)
+                    snprintf(names + strlen(names), sizeof names - strlen(names), "%s--%s", n_match++ ? ", " : "",
+                             all[i].d->name);
+            if (n_match > 1)
+                return dt_fail("option '--%.*s' is ambiguous: it starts %s (give more of the name)", (int)len, arg + 2,
+                               names);
+            if (n_match == 1 && arg[2 + len] == '=') return dt_fail("%s takes no value, found '%s'", names, arg);
             return dt_fail("unknown option '%s' (see dtrain --help)", arg);
         }
         if (c == ':') {
