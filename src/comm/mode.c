@@ -287,6 +287,10 @@ int mode_check_opts(const dt_mode_desc *m, const dt_comm_opts *o, int (*given)(c
     if (given(arg, "compress-block") && (!o->compress || strcmp(o->compress, "q8") != 0))
         return dt_fail("--compress-block applies to --compress q8, not to --compress %s",
                        o->compress ? o->compress : "none");
+    if (given(arg, "compute-nice") && mode_reads(m, "fusion-bytes") && !isfinite(o->fusion_bytes))
+        return dt_fail("--compute-nice applies to --mode %s with --fusion-bytes N (without it no communication "
+                       "thread runs to make way for)",
+                       m->name);
     return 0;
 }
 

@@ -32,6 +32,7 @@ static int parse_one(const char *s, size_t len, dt_auto_cand *c)
     memcpy(buf, s, len);
     buf[len] = 0;
     char *plus = strchr(buf, '+');
+    if (plus && !plus[1]) return dt_fail("--auto-allow: expected a codec after the '+' of '%s'", buf);
     if (plus) *plus = 0;
     int ok = 0;
     for (size_t i = 0; i < DT_ARRAY_LEN(rankable); i++) ok |= strcmp(buf, rankable[i]) == 0;
@@ -61,7 +62,7 @@ static int parse_one(const char *s, size_t len, dt_auto_cand *c)
 int auto_parse(const char *list, dt_auto_cand *out, int max, int *n)
 {
     *n = 0;
-    for (const char *p = list; p && *p;) {
+    for (const char *p = list; p;) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         if (*n == max) return dt_fail("--auto-allow: at most %d candidates", max);
@@ -69,7 +70,7 @@ int auto_parse(const char *list, dt_auto_cand *out, int max, int *n)
         for (int i = 0; i < *n; i++)
             if (strcmp(out[i].name, out[*n].name) == 0) return dt_fail("--auto-allow: %s is listed twice", out[i].name);
         ++*n;
-        p += len + (comma ? 1 : 0);
+        p = comma ? comma + 1 : NULL; /* "dsync," ends in an empty candidate, which parse_one refuses */
     }
     return *n > 0 ? 0 : dt_fail("--auto-allow: no candidates");
 }

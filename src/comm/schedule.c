@@ -24,6 +24,8 @@ int density_sched_parse(const char *spec, double target, dt_density_sched *s)
         return 0;
     }
     char buf[512], *save = NULL, *tok;
+    if (strlen(spec) >= sizeof buf) return dt_fail("'%.32s...' is too long", spec);
+    if (dt_list_check(spec, ',') != 0) return -1;
     snprintf(buf, sizeof buf, "%s", spec);
     for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (s->n == (int)DT_ARRAY_LEN(s->list)) return dt_fail("more than %zu densities", DT_ARRAY_LEN(s->list));

@@ -31,22 +31,26 @@ int augment_parse(const char *spec, const char *dataset, dt_augment *out)
         return 0;
     }
     char buf[256], *save = NULL, *tok;
-    if (strlen(spec) >= sizeof buf) return dt_fail("--augment: too long");
+    if (strlen(spec) >= sizeof buf) return dt_fail("'%.32s...' is too long", spec);
+    if (dt_list_check(spec, ',') != 0) return -1;
     strcpy(buf, spec);
     for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         long p;
+        if ((!strcmp(tok, "flip") && out->flip) || (!strcmp(tok, "resized-crop") && out->resized_crop) ||
+            (!strncmp(tok, "crop=", 5) && out->pad_crop))
+            return dt_fail("'%s' lists %.*s twice", spec, !strncmp(tok, "crop=", 5) ? 4 : (int)strlen(tok), tok);
         if (!strcmp(tok, "flip")) out->flip = 1;
         else if (!strcmp(tok, "resized-crop")) out->resized_crop = 1;
         else if (!strncmp(tok, "crop=", 5)) {
-            if (dt_parse_long(tok + 5, 0, 64, "--augment crop", &p) != 0) return -1;
+            if (dt_parse_long(tok + 5, 0, 64, "crop", &p) != 0) return -1;
             out->pad_crop = (int)p;
             if (p == 0) out->pad_crop = -1; /* a random window without padding */
         } else
-            return dt_fail("--augment: unknown item '%s' (expected default, none, or a comma list of crop=PAD, "
+            return dt_fail("unknown item '%s' (expected default, none, or a comma list of crop=PAD, "
                            "resized-crop, flip)",
                            tok);
     }
-    if (out->pad_crop && out->resized_crop) return dt_fail("--augment: crop= and resized-crop exclude each other");
+    if (out->pad_crop && out->resized_crop) return dt_fail("crop= and resized-crop exclude each other");
     return 0;
 }
 

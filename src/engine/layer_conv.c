@@ -58,6 +58,8 @@ static int conv_configure(dt_layer *l, dt_kv *kv, int n_kv, const char *where)
             int n = 0;
             long p;
             snprintf(buf, sizeof buf, "%s", k->val);
+            if (dt_list_check(k->val, ',') != 0)
+                return dt_fail("%s: conv: pad=%s: expected P, same, or T,B,L,R", where, k->val);
             for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
                 if (n == 4 || dt_parse_long(tok, 0, 1 << 16, "pad", &p) != 0)
                     return dt_fail("%s: conv: pad=%s: expected P, same, or T,B,L,R", where, k->val);

@@ -13,6 +13,8 @@ static int input_configure(dt_layer *l, dt_kv *kv, int n_kv, const char *where)
     int n = 0;
     if (!k) return dt_fail("%s: input: missing required key 'shape' (expected shape=CxHxW, e.g. 1x28x28)", where);
     snprintf(buf, sizeof buf, "%s", k->val);
+    if (dt_list_check(k->val, 'x') != 0)
+        return dt_fail("%s: input: shape=%s: expected CxHxW, e.g. 1x28x28", where, k->val);
     for (tok = strtok_r(buf, "x", &save); tok; tok = strtok_r(NULL, "x", &save)) {
         long v;
         if (n == 3) return dt_fail("%s: input: shape=%s has more than 3 dims (expected CxHxW)", where, k->val);

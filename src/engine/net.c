@@ -137,6 +137,7 @@ static int parse_line(dt_net *net, char *line, int lineno, const char *where, in
     if ((k = layer_kv(kv, n_kv, "in"))) {
         char buf[sizeof k->val], *save = NULL, *tok;
         snprintf(buf, sizeof buf, "%s", k->val);
+        if (dt_list_check(k->val, ',') != 0) return dt_fail_prefix("%s: in", where);
         for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             dt_layer *src = find_layer(net, tok);
             if (!src || src == l)
