@@ -274,6 +274,11 @@ static int setup_mode(dt_run *r, int p, size_t n_train)
     env->iters_per_epoch = (long)((n_train + (size_t)o->batch - 1) / (size_t)o->batch);
     env->total_iters = o->epochs * env->iters_per_epoch;
     if (o->iters > 0 && o->iters < env->total_iters) env->total_iters = o->iters;
+    if (env->total_iters == 0 && r->ds && r->ds->synthetic && !o->save && !o->load) {
+        r->usage_error = 1; /* --epochs 0 evaluates, and synthetic data has nothing to evaluate against */
+        return dt_fail("--epochs 0 on synthetic data would neither train nor evaluate (expected --epochs 1 or more, "
+                       "--save FILE for the initial weights, or --load FILE to check a weight file)");
+    }
     if (r->net->n_params == 0 && env->total_iters > 0) /* the sparse modes would select from nothing */
         return dt_fail("--net %s: no layer has parameters to train (all are frozen), so there is nothing to train "
                        "(--epochs 0 evaluates it)",
