@@ -108,6 +108,11 @@ mkdir -p "$T/tree/train/cat" "$T/tree/val/cat" && printf '\xff\xd8\xff\xe0JFIF' 
 expect_error "a damaged JPEG" 1 "train/cat/1.jpg: a damaged JPEG (libjpeg: " \
     "$DTRAIN" --net resnet18 --dataset imagenet --data-dir "$T/tree" --progress none
 expect_error "a checkpoint cadence without a file" 2 "--checkpoint-every needs --checkpoint FILE" "$DTRAIN" $D --checkpoint-every 2ep
+ln -s "$T/later.st" "$T/dangling" # the file a write through the link would create
+expect_error "a log through a dangling link onto --save" 2 "--log $T/dangling and --save $T/later.st are one file" \
+    "$DTRAIN" --dataset synthetic --iters 1 --progress none --log "$T/dangling" --save "$T/later.st"
+expect_error "--epochs 0 on synthetic data" 2 "--epochs 0 on synthetic data would neither train nor evaluate" \
+    "$DTRAIN" --dataset synthetic --epochs 0 --progress none
 expect_error "a bad checkpoint cadence" 2 "--checkpoint-every: expected N, Nit or Nep" "$DTRAIN" $D --checkpoint c.st --checkpoint-every 5min
 expect_error "resume and load" 2 "--resume and --load exclude each other" "$DTRAIN" $D --resume a.st --load b.st
 expect_error "tf32 and gpu-exact" 2 "--tf32 and --gpu-exact exclude each other" "$DTRAIN" $D --tf32 --gpu-exact
