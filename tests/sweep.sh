@@ -81,15 +81,20 @@ rc=0
 $SWEEP --timeout -1 "$T/two.sweep" > "$T/out7" 2>&1 || rc=$?
 [ $rc -eq 2 ] && grep -q "argument --timeout: expected seconds" "$T/out7" || { cat "$T/out7"; fail "--timeout -1: exit $rc"; }
 
-# every experiment of configs/experiments: each point, full and --quick, passes dtrain --dry-run
-# (not in the sanitized build: hundreds of start-ups checking the configs' logic; configs.sh runs
-# dtrain's --dry-run there)
+# every experiment of configs/experiments: each point, full and --quick (--check without --quick
+# checks both), passes dtrain --dry-run (not in the sanitized build: hundreds of start-ups checking
+# the configs' logic; configs.sh runs dtrain's --dry-run there)
 [ "${DT_SANITIZED:-no}" = yes ] ||
 for f in "$top_srcdir"/configs/experiments/*.sweep; do
-    for q in "" --quick; do
-        $SWEEP --check $q "$f" > "$T/check" 2>&1 || { cat "$T/check"; fail "$(basename "$f") $q: a point fails dtrain --dry-run"; }
-    done
+    $SWEEP --check "$f" > "$T/check" 2>&1 || { cat "$T/check"; fail "$(basename "$f"): a point fails dtrain --dry-run"; }
+    grep -q "points pass dtrain --dry-run (.* with the quick lines)" "$T/check" || ! grep -q '^quick' "$f" ||
+        { cat "$T/check"; fail "$(basename "$f"): --check did not check the quick lines"; }
 done
+# a typo in a quick line fails --check, also without --quick
+printf '%s\n' "base = $top_srcdir/configs/mlp-fashion-dsync.conf" "axis mode = dsync ps" "quick epochz = 1" > "$T/q.sweep"
+rc=0
+$SWEEP --check "$T/q.sweep" > "$T/q.out" 2>&1 || rc=$?
+[ $rc -ne 0 ] && grep -q "(--quick): .*epochz" "$T/q.out" || { cat "$T/q.out"; fail "a quick-line typo: exit $rc"; }
 
 # bad sweep files
 bad() { # WHAT MESSAGE LINE...
@@ -118,6 +123,8 @@ bad "points that share a configuration" "points variant=a and variant=b run the 
 bad "too many points" "10 x 10 x 10 x 10 x 10 = 100000 points, more than a sweep's 10000" "$b" \
     "axis seed = $(seq -s ' ' 10)" "axis epochs = $(seq -s ' ' 10)" "axis batch = $(seq -s ' ' 10)" \
     "axis lr = $(seq -s ' ' 10)" "axis threads = $(seq -s ' ' 10)"
+bad "a link that is no rate" "link: expected none or a rate like 1gbit, 100mbit or 500kbit, found '10parsecs'" "$b" \
+    "axis mode = dsync ps" "link = 10parsecs"
 bad "an excluded baseline" "baseline mode=ps: every such point is excluded" "$b" "axis mode = dsync ps" \
     "exclude mode=ps" "baseline mode=ps"
 
