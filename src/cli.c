@@ -36,6 +36,13 @@ static int check_comm_timeout(const char *v, const char *origin)
     return dt_fail("%s: expected 0 (wait forever) or at least 1 second, found '%s'", origin, v);
 }
 
+/* one class would make the loss constant: the net's layer would say so, blaming the net file */
+static int check_classes(const char *v, const char *origin)
+{
+    if (strtol(v, NULL, 10) != 1) return 0;
+    return dt_fail("%s: expected 0 (as the net says) or 2 to 65535 classes, found %s", origin, v);
+}
+
 /* Names and specs that other modules' tables define, checked as they are parsed, so a typo fails
  * before any rank starts work. */
 static int check_mode(const char *v, const char *origin)
@@ -87,7 +94,7 @@ static const dt_optdef table[] = {
      "network: a built-in name (--list-nets) or a .net file", NULL},
     {"Run", "classes", OPT_INT, "N", OFF(classes), 0, 65535, NULL, "0", 0, 0,
      "size the net's last dense layer to N classes (0: as the net file says; a built-in net takes the dataset's)",
-     NULL},
+     check_classes},
     {"Run", "dataset", OPT_STRING, "NAME", OFF(dataset), 0, 0, NULL, NULL, 0, 0,
      "dataset (--list-datasets; default: the net's, --list-nets); synthetic: made on the fly, for speed", check_dataset},
     {"Run", "synthetic-samples", OPT_INT, "N", OFF(synthetic_samples), 0, 4294967295.0, NULL, "0", 0, 0,
@@ -289,6 +296,7 @@ static int apply(dt_opts *o, const entry *e, const char *value, const char *orig
         return 0;
     case OPT_INT:
         if (dt_parse_long(value, (long)d->lo, (long)d->hi, origin, &l) != 0) return -1;
+        if (d->check && d->check(value, origin) != 0) return -1;
         *(long *)field(o, e) = l;
         return 0;
     case OPT_DOUBLE:
@@ -531,10 +539,13 @@ static int rerun_record(const char *path, json **out)
     char *text, *line, *save = NULL;
     size_t n;
     json *best = NULL;
+    char why[300] = ""; /* why the last line that looked like a record did not parse */
     if (dt_read_file(path, &text, &n) != 0) return dt_fail_prefix("--rerun");
     for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         json *j;
-        if (!strstr(line, "\"options\"") || json_parse(line, strlen(line), path, &j) != 0) {
+        if (!strstr(line, "\"options\"")) continue;
+        if (json_parse(line, strlen(line), path, &j) != 0) {
+            snprintf(why, sizeof why, "; a line that looks like one does not parse: %s", dt_errmsg());
             dt_err_clear();
             continue;
         }
@@ -550,8 +561,8 @@ static int rerun_record(const char *path, json **out)
     free(text);
     if (!best)
         return dt_fail("--rerun %s: no run record in it (expected the JSON-lines log of a run, --log FILE, whose start "
-                       "record holds its options)",
-                       path);
+                       "record holds its options%s)",
+                       path, why);
     *out = best;
     return 0;
 }
@@ -583,11 +594,18 @@ static int rerun_after(dt_opts *o, const char *path, const json *rec, const int 
         const entry *e;
         if (!eq) continue;
         *eq = 0;
-        if (!(e = find_opt(line))) {
+        int bad = 0; /* the message names line, a part of text: made before text is freed */
+        if (!(e = find_opt(line)))
+            bad = dt_fail("--rerun %s: the run set --%s, which this dtrain does not have (expected the dtrain that "
+                          "wrote the log, or a later one)",
+                          path, line);
+        else if (e->d->flags & OPT_NO_CONFIG) /* a run records none of them: --dry-run, --config, --help ... */
+            bad = dt_fail("--rerun %s: the record's options set --%s, which only a command line sets (is the log "
+                          "edited or damaged?)",
+                          path, line);
+        if (bad) {
             free(text);
-            return dt_fail("--rerun %s: the run set --%s, which this dtrain does not have (expected the dtrain that "
-                           "wrote the log, or a later one)",
-                           path, line);
+            return -1;
         }
         value_text(o, e, now, sizeof now);
         if (o->given[e - all] || !strcmp(now, eq + 3)) continue; /* given here, or this dtrain's default is the same */
@@ -607,6 +625,7 @@ static int rerun_after(dt_opts *o, const char *path, const json *rec, const int 
             return dt_fail("--rerun %s: the record's ranks is %g (expected a rank count, 1 to %d: is the log damaged?)",
                            path, ranks->num, 1 << 20);
         o->ranks = (long)ranks->num;
+        o->ranks_of_rerun = 1;
     }
     return 0;
 }

@@ -70,7 +70,12 @@ static int parse_string(parser *p, const char **c, char **out)
                         return perr(p, q, "4 hex digits");
                     }
                 }
-                /* names we read are ASCII; other code points become '?' rather than failing */
+                /* names we read are ASCII; other code points become '?' rather than failing; a NUL
+                 * would end the string where its reader looks, so it is refused */
+                if (v == 0) {
+                    free(buf);
+                    return perr(p, q - 6, "a string without \\u0000");
+                }
                 ch = v < 0x80 ? (unsigned char)v : '?';
                 break;
             }

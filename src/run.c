@@ -115,6 +115,10 @@ static int check_ranks(dt_run *r)
     int have = comm_size(r->comm);
     if (want <= 0 || want == have || (r->opts->dry_run && have == 1)) return 0;
     r->usage_error = 1;
+    if (r->opts->ranks_of_rerun)
+        return dt_fail("--rerun %s: the run it repeats had %ld ranks, and this one has %d (expected mpirun -np %ld, or "
+                       "--ranks %d to repeat it on these)",
+                       r->opts->rerun, want, have, want, have);
     return dt_fail("--ranks %ld: this run is meant for %ld ranks, but it has %d (expected mpirun -np %ld)", want, want,
                    have, want);
 }

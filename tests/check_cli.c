@@ -74,6 +74,7 @@ static const struct {
     {{"--mode", "auto", "--auto-allow", "dsync+"}, "--auto-allow: expected a codec after the '+' of 'dsync+'"},
     {{"--dataset", "synthetic", "--data-dir", "/tmp"}, "--data-dir applies to a dataset read from files"},
     {{"--dataset", "mnist", "--on-bad-image", "skip"}, "--on-bad-image applies to --dataset imagenet"},
+    {{"--classes", "1"}, "--classes: expected 0 (as the net says) or 2 to 65535 classes, found 1"},
     {{"--compute-nice", "5"}, "--compute-nice applies to --mode dsync with --fusion-bytes N"},
     {{"--batch", "0"}, "--batch: expected an integer in [1, 16777216], found 0"},
     {{"--momentum", "1"}, "--momentum: expected a number in [0, 0.9999], found 1"},

@@ -48,13 +48,24 @@ H=(--net "$T/h #1/lin.net" --dataset mnist --data-dir "$T/data" --iters 3 --prog
 for log in r1 cut; do # the rank count is in the start record too
     mpi -np 3 "$DTRAIN" --rerun "$T/$log.jsonl" --progress none > "$T/bad.out" 2>&1
     rc=$?
-    [ $rc -eq 2 ] && grep -q "this run is meant for 2 ranks, but it has 3" "$T/bad.out" ||
+    [ $rc -eq 2 ] && grep -q "the run it repeats had 2 ranks, and this one has 3 (expected mpirun -np 2, or --ranks 3" "$T/bad.out" ||
         { cat "$T/bad.out"; fail "--rerun $log.jsonl on 3 ranks: exit $rc"; }
 done
 sed 's/"ranks":2/"ranks":-3/' "$T/r1.jsonl" > "$T/neg.jsonl"
 "$DTRAIN" --rerun "$T/neg.jsonl" > "$T/bad.out" 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q "the record's ranks is -3 (expected a rank count" "$T/bad.out" || { cat "$T/bad.out"; fail "--rerun of a record with ranks -3: exit $rc"; }
+# an edited record: an option only a command line sets, a NUL inside a string
+sed 's/"options":"/"options":"dry-run = true\\n/' "$T/r1.jsonl" > "$T/dry.jsonl"
+"$DTRAIN" --rerun "$T/dry.jsonl" > "$T/bad.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "the record's options set --dry-run, which only a command line sets" "$T/bad.out" ||
+    { cat "$T/bad.out"; fail "--rerun of a record whose options set --dry-run: exit $rc"; }
+sed 's/"given":"/"given":"lr = 0.1\\u0000/' "$T/r1.jsonl" > "$T/nul.jsonl"
+"$DTRAIN" --rerun "$T/nul.jsonl" > "$T/bad.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "does not parse: .*expected a string without \\\\u0000" "$T/bad.out" ||
+    { cat "$T/bad.out"; fail "--rerun of a record with a NUL in given: exit $rc"; }
 "$DTRAIN" --rerun "$T/r1.jsonl" --log "$T/r1.jsonl" > "$T/bad.out" 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q "are one file: the new log would replace the one --rerun reads" "$T/bad.out" &&
