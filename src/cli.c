@@ -321,6 +321,9 @@ static int apply(dt_opts *o, const entry *e, const char *value, const char *orig
     return 0;
 }
 
+/* per option, the file and line that set it ("x.conf:3"), empty where the command line or nothing did */
+static char set_at[MAX_OPTS][160];
+
 int cli_apply(dt_opts *o, const char *name, const char *value, const char *origin, int from_config)
 {
     const entry *e = find_opt(name);
@@ -329,7 +332,28 @@ int cli_apply(dt_opts *o, const char *name, const char *value, const char *origi
         return dt_fail("%s: '%s' is an option of the command line only (not of a config file)", origin, name);
     if (apply(o, e, value, origin) != 0) return -1;
     o->given[e - all] = 1;
+    size_t at = strlen(origin), key = strlen(name) + 2; /* a config's origin: "PATH:LINE: key" */
+    set_at[e - all][0] = 0;
+    if (from_config && at > key && !strcmp(origin + at - key + 2, name) && !strncmp(origin + at - key, ": ", 2))
+        snprintf(set_at[e - all], sizeof set_at[0], "%.*s", (int)(at - key), origin);
     return 0;
+}
+
+void cli_explain(void)
+{
+    char msg[1024], add[512] = "";
+    snprintf(msg, sizeof msg, "%s", dt_errmsg());
+    for (int i = 0; i < n_all; i++) {
+        const char *name = all[i].d->name, *p = msg;
+        size_t len = strlen(name);
+        if (!set_at[i][0] || strstr(msg, set_at[i])) continue;
+        while ((p = strstr(p, "--")) && (strncmp(p + 2, name, len) || isalnum((unsigned char)p[2 + len]) ||
+                                         p[2 + len] == '-'))
+            p += 2;
+        if (p && strlen(add) + len + strlen(set_at[i]) + 8 < sizeof add)
+            snprintf(add + strlen(add), sizeof add - strlen(add), "%s--%s from %s", add[0] ? "; " : "", name, set_at[i]);
+    }
+    if (add[0]) dt_fail("%s (%s)", msg, add);
 }
 
 /* the options only a GPU backend reads (a build without CUDA has none of them) */
@@ -642,6 +666,7 @@ int cli_parse(int argc, char **argv, dt_opts *o)
     json *rec = NULL;
 
     if (set_defaults(o) != 0) return -1;
+    memset(set_at, 0, sizeof set_at);
     for (int i = 0; i < n_all; i++) {
         longopts[i].name = all[i].d->name;
         longopts[i].has_arg =

@@ -32,6 +32,9 @@ char *cli_agreement(const dt_opts *o);
 /* The lines of cli_canonical for the options that were given (command line, config or --rerun):
  * what --rerun applies. */
 char *cli_given_text(const dt_opts *o);
+/* Where the message of the last failure names an option that a config file (or --rerun's record)
+ * set, and does not say so, adds where: "... (--staleness from x.conf:2)". */
+void cli_explain(void);
 
 
 #endif

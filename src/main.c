@@ -159,7 +159,10 @@ int main(int argc, char **argv)
     /* a bad option on any rank stops every rank; the lowest such rank says why */
     rc = comm_agree(comm, parse_rc != 0);
     if (rc >= 0) {
-        if (rank == rc) fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
+        if (rank == rc) {
+            cli_explain();
+            fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
+        }
         cli_free(&opts);
         comm_finalize(comm);
         return 2;
@@ -182,10 +185,14 @@ int main(int argc, char **argv)
     rc = opts.dry_run ? run_dry(&run) : opts.pack_only ? run_pack(&run) : run_setup(&run);
     if (rc == 0 && !opts.dry_run && !opts.pack_only) rc = train_run(&run);
     if (rc != 0 && (run.failed_rank < 0 || comm_broken(comm))) { /* only this rank knows: the others may wait */
+        cli_explain();
         fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
         if (comm_size(comm) > 1) comm_abort(comm, 1);
         run.failed_rank = rank;
-    } else if (rc != 0 && rank == run.failed_rank) fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
+    } else if (rc != 0 && rank == run.failed_rank) {
+        cli_explain();
+        fprintf(stderr, "dtrain: [rank %d] %s\n", rank, dt_errmsg());
+    }
     run_teardown(&run);
     free(canon);
     free(agree);

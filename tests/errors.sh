@@ -88,6 +88,14 @@ expect_error "--load of another net's weights" 1 "tensor 'fc2.weight' has shape 
     "$DTRAIN" --net mlp $D --load "$T/narrow.st"
 printf 'lr = 0.1\nbatch size = 10\n' > "$T/bad.conf"
 expect_error "bad config" 2 "$T/bad.conf:2: batch size: unknown option 'batch size'" "$DTRAIN" --config "$T/bad.conf"
+# a check across options, or one made later, names the lines that set them
+printf 'mode = dsync\nstaleness = 2\n' > "$T/cross.conf"
+expect_error "a config's options that do not fit" 2 \
+    "--staleness applies to --mode ps, not to --mode dsync (--mode from $T/cross.conf:1; --staleness from $T/cross.conf:2)" \
+    "$DTRAIN" --config "$T/cross.conf"
+printf 'net = bogus\n' > "$T/net.conf"
+expect_error "a config's unknown net" 2 "--net: unknown net 'bogus'" "$DTRAIN" --config "$T/net.conf"
+grep -qF "(--net from $T/net.conf:1)" "$T/out" || { cat "$T/out"; fail "the unknown net of a config: its line not named"; }
 expect_error "unwritable --log" 1 "--log /nonexistent/dir/log.jsonl: cannot create" "$DTRAIN" $D --log /nonexistent/dir/log.jsonl
 expect_error "unwritable --save" 1 "cannot create" "$DTRAIN" $D --iters 2 --save /nonexistent/dir/w.st
 # a directory where no file can be created though access() says it may be written (as root): at
