@@ -158,6 +158,12 @@ int st_parse(void *raw, size_t n, const char *path, st_file **out)
         dt_fail("%s: the header does not start with '{' (not a safetensors file)", path);
         goto fail;
     }
+    size_t bad = dt_utf8_invalid(text, (size_t)hlen); /* the format's header is UTF-8 JSON; names end up in messages */
+    if (bad < (size_t)hlen) {
+        dt_fail("%s: the header is not UTF-8 text (byte %zu of it, 0x%02x; not a safetensors file, or a damaged one)",
+                path, bad, (unsigned char)text[bad]);
+        goto fail;
+    }
     if (json_parse(text, (size_t)hlen, path, &hdr) != 0) goto fail;
     if (hdr->type != JSON_OBJ) {
         dt_fail("%s: the header is not a JSON object", path);

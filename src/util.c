@@ -122,6 +122,24 @@ int dt_is_decimal(const char *s, int integer)
     return *p == 0;
 }
 
+size_t dt_utf8_invalid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+        if (!len || i + len > n || (len == 2 && c < 0xc2) || (len == 4 && c > 0xf4)) return i;
+        for (size_t k = 1; k < len; k++)
+            if ((p[i + k] & 0xc0) != 0x80) return i;
+        /* overlong 3- and 4-byte forms, UTF-16 surrogates, beyond U+10FFFF */
+        if ((len == 3 && ((c == 0xe0 && p[i + 1] < 0xa0) || (c == 0xed && p[i + 1] > 0x9f))) ||
+            (len == 4 && ((c == 0xf0 && p[i + 1] < 0x90) || (c == 0xf4 && p[i + 1] > 0x8f))))
+            return i;
+        i += len;
+    }
+    return n;
+}
+
 int dt_list_check(const char *list, char sep)
 {
     size_t n = strlen(list);

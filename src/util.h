@@ -54,6 +54,8 @@ char *dt_strdup(const char *s);
  * integer, at most one point and an exponent; no blanks, hexadecimal, inf or nan, which strtod and
  * strtol would also take. */
 int dt_is_decimal(const char *s, int integer);
+/* The offset of the first byte of s[0..n) that is not part of valid UTF-8, n if all is. */
+size_t dt_utf8_invalid(const char *s, size_t n);
 /* A list of items separated by sep (which strtok_r would read) fails where it has an empty item:
  * itself empty, a leading or trailing sep, or two in a row, which strtok_r would silently skip. */
 int dt_list_check(const char *list, char sep);

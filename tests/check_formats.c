@@ -73,6 +73,20 @@ static const char *st_bytes(const char *header, size_t data_bytes, long claim)
     return p;
 }
 
+START_TEST(utf8_validation)
+{
+    const struct {
+        const char *s;
+        size_t bad;
+    } c[] = {{"plain", 5}, {"caf\xc3\xa9", 5}, {"\xe2\x82\xac!", 4}, {"\xf0\x9f\x98\x80", 4}, {"caf\xe9", 3},
+             {"\xc0\xaf", 0} /* overlong '/' */, {"a\xed\xa0\x80", 1} /* a surrogate */, {"\xf4\x90\x80\x80", 0},
+             {"ab\xe2\x82", 2} /* cut short */, {"\x80", 0}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        ck_assert_msg(dt_utf8_invalid(c[i].s, strlen(c[i].s)) == c[i].bad, "case %zu: %zu, expected %zu", i,
+                      dt_utf8_invalid(c[i].s, strlen(c[i].s)), c[i].bad);
+}
+END_TEST
+
 START_TEST(safetensors_damage)
 {
     st_file *f;
@@ -95,6 +109,9 @@ START_TEST(safetensors_damage)
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, -1, "data_offsets must be [begin, end]"},
         {"{\"a\":{\"dtype\":\"F32\"}}", 8, -1, "tensor 'a': expected {\"dtype\", \"shape\", \"data_offsets\"}"},
         {"{\"__metadata__\":{\"k\":1}}", 0, -1, "__metadata__ value of 'k' is not a string"},
+        /* a name in Latin-1, not UTF-8: it would reach messages as raw bytes */
+        {"{\"caf\xe9\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, -1,
+         "the header is not UTF-8 text (byte 5 of it, 0xe9"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *p = st_bytes(bad[i].header, bad[i].data, bad[i].claim);
@@ -172,6 +189,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, json_reader);
     tcase_add_test(tc, safetensors_round_trip);
+    tcase_add_test(tc, utf8_validation);
     tcase_add_test(tc, safetensors_damage);
     tcase_add_test(tc, weights_checked_against_net);
     tcase_add_test(tc, atomic_write_leaves_no_temp_file);
