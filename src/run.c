@@ -99,7 +99,7 @@ static int open_data(dt_run *r, int may_pack)
                        o->dataset ? "" : " (the net's)");
     }
     if (synthetic) return open_synthetic(r, d.image_size);
-    if (o->data_dir && access(o->data_dir, F_OK) != 0) r->usage_error = 1; /* no such directory */
+    if (o->data_dir && !dt_is_kind(o->data_dir, 1)) r->usage_error = 1; /* no such directory */
     rc = dataset_open_opts(r->dataset, o->data_dir, &d, &r->ds);
     if (rc == DT_DATA_NOT_FOUND) {
         r->usage_error = 1;
@@ -153,7 +153,7 @@ static int open_net(dt_run *r)
         if (!(r->scaler.flag = r->be->alloc(r->be, sizeof(int32_t)))) return -1;
     }
     if (net_load_classes(o->net, (int)o->classes, &r->net) != 0) {
-        r->usage_error = access(o->net, F_OK) != 0; /* no such net or file: the command line is wrong */
+        r->usage_error = !dt_is_kind(o->net, 0); /* no such net or file: the command line is wrong */
         if (!r->usage_error && o->classes > 0) { /* or a net that --classes cannot size */
             char why[512];
             dt_net *plain;
@@ -324,7 +324,7 @@ static int read_load(dt_run *r, float *host, float *state)
         rc = dt_fail("%s: refused (expected finite weights; --allow-nonfinite loads them anyway)", dt_errmsg());
     if (rc != 0) {
         dt_fail_prefix("--load");
-        r->usage_error = access(r->opts->load, F_OK) != 0; /* no such file */
+        r->usage_error = !dt_is_kind(r->opts->load, 0); /* no such file */
     }
     return rc;
 }
@@ -353,7 +353,7 @@ static int dry_resume(dt_run *r)
                        .options = r->options};
     long it = 0;
     if (ckpt_peek(&s, path, &it) != 0) {
-        r->usage_error = access(path, F_OK) != 0; /* no such file */
+        r->usage_error = !dt_is_kind(path, 0); /* no such file */
         return dt_fail_prefix("--resume");
     }
     return resume_within(r, it);
@@ -868,7 +868,7 @@ int run_setup(dt_run *r)
                               r->scaler.on ? &r->scaler.scale : NULL, r->scaler.on ? &r->scaler.good : NULL};
     if (r->opts->resume && ckpt_restore(&r->ckpt, r->opts->resume, &r->it0) != 0) {
         r->failed_rank = r->ckpt.failed_rank;
-        r->usage_error = access(r->opts->resume, F_OK) != 0; /* no such file: the command line is wrong */
+        r->usage_error = !dt_is_kind(r->opts->resume, 0); /* no such file: the command line is wrong */
         dt_fail_prefix("--resume");
         return -1;
     }

@@ -184,6 +184,12 @@ static const char *file_kind(mode_t m)
            : S_ISFIFO(m) ? "a pipe" : S_ISSOCK(m) ? "a socket" : "not a regular file";
 }
 
+int dt_is_kind(const char *path, int dir)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && (dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode));
+}
+
 int dt_host_memory(size_t *avail, size_t *total)
 {
     FILE *f = fopen("/proc/meminfo", "r");

@@ -64,6 +64,9 @@ int dt_list_check(const char *list, char sep);
 int dt_parse_long(const char *s, long lo, long hi, const char *what, long *out);
 int dt_parse_double(const char *s, double lo, double hi, const char *what, double *out);
 
+/* Whether path is a directory (dir) or a regular file, links followed: where a command line names
+ * none, or one of the other kind, the command line is wrong (exit 2), not the file. */
+int dt_is_kind(const char *path, int dir);
 /* Reads a whole file into a NUL-terminated buffer (caller frees with free()). */
 int dt_read_file(const char *path, char **data, size_t *n_bytes);
 /* The host's memory: MemAvailable (what the kernel can give without swapping) and MemTotal. */

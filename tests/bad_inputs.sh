@@ -106,8 +106,8 @@ for at in 3 100 $((size / 2)) $((size - 3)); do
 done
 cp "$T/good.ckpt" "$T/bad.ckpt" && truncate -s $((size - 1000)) "$T/bad.ckpt"
 check "checkpoint truncated" 1 "--resume: $T/bad.ckpt" "$DTRAIN" $D --iters 4 --resume "$T/bad.ckpt"
-check "a directory as the checkpoint" 1 "--resume: $T: " "$DTRAIN" $D --iters 4 --resume "$T"
-check "a device as the checkpoint" 1 "--resume: /dev/zero: " "$DTRAIN" $D --iters 4 --resume /dev/zero
+check "a directory as the checkpoint" 2 "--resume: $T: " "$DTRAIN" $D --iters 4 --resume "$T"
+check "a device as the checkpoint" 2 "--resume: /dev/zero: " "$DTRAIN" $D --iters 4 --resume /dev/zero
 # weights with an infinity (the message names the file and the tensor)
 "$DTRAIN" $D --save "$T/good.st" > "$T/out" 2>&1 || { cat "$T/out"; fail "could not save weights"; }
 $PYTHON - "$T/good.st" "$T/inf.st" <<'EOF2' || fail "could not write the weights with an infinity"
