@@ -332,6 +332,12 @@ static int cu_add(dt_backend *be, float *y, const float *x, size_t n, float beta
     return cuda_launched(cuk_add(S(be), y, x, n, beta), "add", "%zu elements", n);
 }
 
+static int cu_add2(dt_backend *be, float *y, const float *a, const float *b, size_t n, int relu)
+{
+    ENTER(be);
+    return cuda_launched(cuk_add2(S(be), y, a, b, n, relu), relu ? "add and relu" : "add", "%zu elements", n);
+}
+
 static const char *wire_name(int kind)
 {
     return kind == DT_WIRE_T16 ? "t16" : kind == DT_WIRE_FP16 ? "fp16" : kind == DT_WIRE_Q8 ? "q8" : "unknown codec";
@@ -767,6 +773,7 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     be->grad_unscale = cu_grad_unscale;
     be->bn_running = cu_bn_running;
     be->add = cu_add;
+    be->add2 = cu_add2;
     be->wire_encode = cu_wire_encode;
     be->wire_decode = cu_wire_decode;
     be->residual_add = cu_residual_add;

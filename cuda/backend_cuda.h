@@ -130,6 +130,7 @@ int cuk_softmax_xent_bwd(cudaStream_t s, float *dx, const float *prob, const int
 int cuk_sgd(cudaStream_t s, float *w, const float *g, float *v, size_t n, float lr, float m, float wd, int nesterov);
 int cuk_scale(cudaStream_t s, float *x, float a, size_t n);
 int cuk_add(cudaStream_t s, float *y, const float *x, size_t n, float beta);
+int cuk_add2(cudaStream_t s, float *y, const float *a, const float *b, size_t n, int relu);
 /* --precision bf16 or fp16 (fp16 1): rows x cols of x (rows ld apart) rounded to 16 bits into out,
  * densely; y = v widened (beta 0) or y + v */
 int cuk_to_lowp(cudaStream_t s, int fp16, const float *x, size_t rows, size_t cols, size_t ld, uint16_t *out);

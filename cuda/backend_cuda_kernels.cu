@@ -78,6 +78,11 @@ __global__ void k_add(float *y, const float *x, size_t n, float beta)
     FOR_EACH(i, n) y[i] = ew_add(y[i], x[i], beta);
 }
 
+__global__ void k_add2(float *y, const float *a, const float *b, size_t n, int relu)
+{
+    FOR_EACH(i, n) y[i] = ew_add2(a[i], b[i], relu);
+}
+
 // --precision bf16 or fp16: x rounded into out (dense), and back into y; rows of cols values ld apart
 __global__ void k_to_lowp(int fp16, const float *x, size_t n, uint16_t *out)
 {
@@ -225,6 +230,11 @@ int cuk_sgd(cudaStream_t s, float *w, const float *g, float *v, size_t n, float 
 int cuk_scale(cudaStream_t s, float *x, float a, size_t n) { LAUNCH(k_scale, n, s, x, a, n); }
 
 int cuk_add(cudaStream_t s, float *y, const float *x, size_t n, float beta) { LAUNCH(k_add, n, s, y, x, n, beta); }
+
+int cuk_add2(cudaStream_t s, float *y, const float *a, const float *b, size_t n, int relu)
+{
+    LAUNCH(k_add2, n, s, y, a, b, n, relu);
+}
 
 int cuk_to_lowp(cudaStream_t s, int fp16, const float *x, size_t rows, size_t cols, size_t ld, uint16_t *out)
 {

@@ -66,6 +66,13 @@ DT_HD void ew_sgd(float *w, const float *g, float *v, size_t i, float lr, float 
 
 /* y = beta y + x (beta 0: y = x, whatever y held) */
 DT_HD float ew_add(float y, float x, float beta) { return beta == 0.0f ? x : beta * y + x; }
+/* the add layer's forward in one pass (add2): a + b, the bits of a copy of a and ew_add of b with
+ * beta 1 (1 * a is a), then relu_fwd's select where the layer takes the relu after it */
+DT_HD float ew_add2(float a, float b, int relu)
+{
+    float s = a + b;
+    return relu ? ew_relu(s) : s;
+}
 
 /* The gradient of a bias: column c of dy summed over rows in row order, in float, as the CPU
  * does (so the two agree bit for bit). */

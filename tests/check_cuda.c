@@ -145,6 +145,11 @@ START_TEST(elementwise)
         OK(gpu->add(gpu, dyy, dx_, n, betas[i]));
         expect(dyy, yy, n, 1e-6, "add");
     }
+    for (int relu = 0; relu < 2; relu++) { /* the add layer's forward (add2): the CPU's bits */
+        OK(cpu->add2(cpu, yy, x, dy, n, relu));
+        OK(gpu->add2(gpu, dyy, dx_, ddy, n, relu));
+        expect(dyy, yy, n, 0, relu ? "add2 with relu" : "add2");
+    }
     /* batch norm's running statistics: the CPU's bits */
     {
         size_t c = 517;

@@ -103,6 +103,14 @@ START_TEST(optimizer_and_vectors)
         for (size_t i = 0; i < n; i++) yt[i] = ew_add(yt[i], x[i], betas[b]);
         CLOSE(yt, y, n, 1e-7, "add");
     }
+    /* the add layer's forward, with its relu and without: bit for bit */
+    for (int relu = 0; relu < 2; relu++) {
+        float *a = randv(n, 60 + relu, -1, 1), *s = malloc(n * sizeof(float)), *st = malloc(n * sizeof(float));
+        cpu->add2(cpu, s, a, x, n, relu);
+        for (size_t i = 0; i < n; i++) st[i] = ew_add2(a[i], x[i], relu);
+        ck_assert_msg(memcmp(s, st, n * sizeof(float)) == 0, "add2 (relu %d): the twin differs from the CPU", relu);
+        free(a), free(s), free(st);
+    }
     /* batch norm's running statistics: bit for bit (the unbiasing in double, nothing fused) */
     for (int k = 0; k < 3; k++) {
         float *rm = randv(n, 20 + k, -1, 1), *rv = randv(n, 30 + k, 0.1f, 2), *mean = randv(n, 40 + k, -1, 1),
