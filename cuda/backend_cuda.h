@@ -146,13 +146,15 @@ int cuk_lrn_fwd(cudaStream_t s, const dt_lrn_cfg *c, int rows, const float *x, f
 int cuk_lrn_bwd(cudaStream_t s, const dt_lrn_cfg *c, int rows, const float *x, const float *dy, float *dx, float beta);
 int cuk_shortcut_fwd(cudaStream_t s, const dt_shortcut_cfg *c, int rows, const float *x, float *y);
 int cuk_shortcut_bwd(cudaStream_t s, const dt_shortcut_cfg *c, int rows, const float *dy, float *dx, float beta);
-/* backend_cuda_bn.cu: batch norm with per-channel sums in double (as backend_cpu_bn.c); tmp is
- * device scratch of CUDA_BN_TMP(C) doubles */
+/* backend_cuda_bn.cu: batch norm with per-channel sums in double (as backend_cpu_bn.c), with the
+ * relu after it under c->relu (y: its output, read by the backward then); tmp is device scratch of
+ * CUDA_BN_TMP(C) doubles */
 #define CUDA_BN_TMP(c) ((size_t)(c) * (3 + 64 * 3))
 int cuk_bn_fwd(cudaStream_t s, const dt_bn_cfg *c, int rows, int train, const float *x, const float *scale,
                const float *shift, float *mean, float *var, float *y, double *tmp);
 int cuk_bn_bwd(cudaStream_t s, const dt_bn_cfg *c, int rows, const float *x, const float *scale, const float *mean,
-               const float *var, const float *dy, float *dx, float beta, float *dscale, float *dshift, double *tmp);
+               const float *var, const float *dy, const float *y, float *dx, float beta, float *dscale, float *dshift,
+               double *tmp);
 /* backend_cuda_codec.cu: the gradient codecs (be->wire_encode, wire_decode: DT_WIRE_* of backend.h) */
 int cuk_wire_encode(cudaStream_t s, int kind, int block, const float *x, size_t n, void *out);
 int cuk_wire_decode(cudaStream_t s, int kind, int block, const void *in, size_t n, float *x, int add);

@@ -5,7 +5,9 @@
 // batch mean and biased variance that the layer folds into its running statistics; cuDNN sums in
 // float and returns the inverse standard deviation instead. Here up to 64 blocks per channel sum in
 // double, the per-channel coefficients come from the same functions as the CPU's
-// (elementwise.h), and an elementwise pass applies them.
+// (elementwise.h), and an elementwise pass applies them. With dt_bn_cfg's relu the forward writes
+// max(y, 0) and the backward takes dy where that output is > 0 (ew_relu_mask), inside the same
+// kernels, as the CPU's fused batch norm does: the relu layer after it then runs no kernels.
 #include "backend_cuda.h"
 #include "elementwise.h"
 
@@ -71,18 +73,20 @@ __global__ void k_bn_coeffs(int C, float eps, const float *scale, const float *m
 }
 
 template <typename I>
-__global__ void k_bn_norm(int C, int hw, I n, const float *x, const float *shift, const double *tmp, float *y)
+__global__ void k_bn_norm(int C, int hw, I n, const float *x, const float *shift, const double *tmp, int relu, float *y)
 {
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
         int c = (int)(i / (I)hw % (I)C);
-        y[i] = ew_bn_norm(x[i], (float)tmp[c], (float)tmp[C + c], shift[c]);
+        float v = ew_bn_norm(x[i], (float)tmp[c], (float)tmp[C + c], shift[c]);
+        y[i] = relu ? ew_relu(v) : v;
     }
 }
 
-// Backward, slot blockIdx.x of channel blockIdx.y: the sums of dy, dy (x - mean), x - mean.
+// Backward, slot blockIdx.x of channel blockIdx.y: the sums of dy, dy (x - mean), x - mean; y: the
+// fused relu's output (dy taken where it is > 0), or NULL.
 template <typename I>
-__global__ void k_bn_grad_part(int C, int hw, I n, int parts, const float *x, const float *dy, const float *mean,
-                               double *part)
+__global__ void k_bn_grad_part(int C, int hw, I n, int parts, const float *x, const float *dy, const float *y,
+                               const float *mean, double *part)
 {
     __shared__ double sh[3][THREADS];
     int c = blockIdx.y;
@@ -90,8 +94,8 @@ __global__ void k_bn_grad_part(int C, int hw, I n, int parts, const float *x, co
     for (I t = blockIdx.x * (I)THREADS + threadIdx.x; t < n; t += (I)parts * THREADS) {
         I r = t / (I)hw;
         size_t o = ((size_t)r * C + c) * (size_t)hw + (t - r * (I)hw);
-        double xm = (double)x[o] - m;
-        v[0] += dy[o], v[1] += (double)dy[o] * xm, v[2] += xm;
+        double xm = (double)x[o] - m, d = y ? ew_relu_mask(dy[o], y[o]) : dy[o];
+        v[0] += d, v[1] += d * xm, v[2] += xm;
     }
     block_sum(v, 3, sh);
     if (threadIdx.x == 0)
@@ -115,12 +119,13 @@ __global__ void k_bn_grad(int C, size_t n, int parts, float eps, const float *sc
 }
 
 template <typename I>
-__global__ void k_bn_dx(int C, int hw, I n, const float *x, const float *dy, const float *mean, const double *tmp,
-                        float beta, float *dx)
+__global__ void k_bn_dx(int C, int hw, I n, const float *x, const float *dy, const float *y, const float *mean,
+                        const double *tmp, float beta, float *dx)
 {
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
         int c = (int)(i / (I)hw % (I)C);
-        dx[i] = ew_bn_dx(dx[i], dy[i], x[i], mean[c], (float)tmp[c], (float)tmp[C + c], (float)tmp[2 * C + c], beta);
+        float d = y ? ew_relu_mask(dy[i], y[i]) : dy[i];
+        dx[i] = ew_bn_dx(dx[i], d, x[i], mean[c], (float)tmp[c], (float)tmp[C + c], (float)tmp[2 * C + c], beta);
     }
 }
 
@@ -147,14 +152,16 @@ int cuk_bn_fwd(cudaStream_t s, const dt_bn_cfg *c, int rows, int train, const fl
         else k_bn_stats_part<size_t><<<dim3(parts, c->c), THREADS, 0, s>>>(c->c, hw, per, parts, x, part);
         k_bn_stats<<<blocks((size_t)c->c), THREADS, 0, s>>>(c->c, hw, per, parts, c->eps, x, scale, part, mean, var, tmp);
     } else k_bn_coeffs<<<blocks((size_t)c->c), THREADS, 0, s>>>(c->c, c->eps, scale, mean, var, tmp);
-    if (small) k_bn_norm<unsigned><<<blocks(n), THREADS, 0, s>>>(c->c, hw, (unsigned)n, x, shift, tmp, y);
-    else k_bn_norm<size_t><<<blocks(n), THREADS, 0, s>>>(c->c, hw, n, x, shift, tmp, y);
+    if (small) k_bn_norm<unsigned><<<blocks(n), THREADS, 0, s>>>(c->c, hw, (unsigned)n, x, shift, tmp, c->relu, y);
+    else k_bn_norm<size_t><<<blocks(n), THREADS, 0, s>>>(c->c, hw, n, x, shift, tmp, c->relu, y);
     return (int)cudaGetLastError();
 }
 
 int cuk_bn_bwd(cudaStream_t s, const dt_bn_cfg *c, int rows, const float *x, const float *scale, const float *mean,
-               const float *var, const float *dy, float *dx, float beta, float *dscale, float *dshift, double *tmp)
+               const float *var, const float *dy, const float *y, float *dx, float beta, float *dscale, float *dshift,
+               double *tmp)
 {
+    if (!c->relu) y = NULL;
     int hw = c->h * c->w;
     size_t n = (size_t)rows * c->c * hw;
     int small = n + 65536u * THREADS < 0xffffffffu; /* every index, and the strides past the end, fit 32 bits */
@@ -162,11 +169,11 @@ int cuk_bn_bwd(cudaStream_t s, const dt_bn_cfg *c, int rows, const float *x, con
     size_t per = (size_t)rows * hw;
     int parts = parts_for(per);
     double *part = tmp + 3 * (size_t)c->c;
-    if (small) k_bn_grad_part<unsigned><<<dim3(parts, c->c), THREADS, 0, s>>>(c->c, hw, (unsigned)per, parts, x, dy, mean, part);
-    else k_bn_grad_part<size_t><<<dim3(parts, c->c), THREADS, 0, s>>>(c->c, hw, per, parts, x, dy, mean, part);
+    if (small) k_bn_grad_part<unsigned><<<dim3(parts, c->c), THREADS, 0, s>>>(c->c, hw, (unsigned)per, parts, x, dy, y, mean, part);
+    else k_bn_grad_part<size_t><<<dim3(parts, c->c), THREADS, 0, s>>>(c->c, hw, per, parts, x, dy, y, mean, part);
     k_bn_grad<<<blocks((size_t)c->c), THREADS, 0, s>>>(c->c, per, parts, c->eps, scale, var, part, dscale, dshift, tmp);
-    if (dx && small) k_bn_dx<unsigned><<<blocks(n), THREADS, 0, s>>>(c->c, hw, (unsigned)n, x, dy, mean, tmp, beta, dx);
-    else if (dx) k_bn_dx<size_t><<<blocks(n), THREADS, 0, s>>>(c->c, hw, n, x, dy, mean, tmp, beta, dx);
+    if (dx && small) k_bn_dx<unsigned><<<blocks(n), THREADS, 0, s>>>(c->c, hw, (unsigned)n, x, dy, y, mean, tmp, beta, dx);
+    else if (dx) k_bn_dx<size_t><<<blocks(n), THREADS, 0, s>>>(c->c, hw, n, x, dy, y, mean, tmp, beta, dx);
     return (int)cudaGetLastError();
 }
 

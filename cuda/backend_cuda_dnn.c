@@ -474,10 +474,6 @@ static int cu_lrn_bwd(dt_backend *be, void *pv, int rows, const float *x, const 
 
 static void *cu_bn_plan(dt_backend *be, const dt_bn_cfg *cfg)
 {
-    if (cfg->relu) {
-        dt_fail("CUDA: batch norm with a fused relu is not built (the backend does not set fuses_bn_relu)");
-        return NULL;
-    }
     plan *p = plan_new(PLAN_BN, cfg, sizeof *cfg);
     if (!p) return NULL;
     cudaError_t e = cuda_enter(be) == 0 ? cudaMalloc((void **)&p->tmp, sizeof(double) * CUDA_BN_TMP(cfg->c))
@@ -507,10 +503,9 @@ static int cu_bn_bwd(dt_backend *be, void *pv, int rows, const float *x, const f
                      float *dshift)
 {
     plan *p = pv;
-    (void)y; /* no fused relu here: fuses_bn_relu is 0 */
     if (rows <= 0) return 0;
     if (cuda_enter(be) != 0) return -1;
-    int rc = cuk_bn_bwd(cuda_of(be)->stream, &p->cfg.bn, rows, x, scale, mean, var, dy, dx, dx_beta, dscale, dshift,
+    int rc = cuk_bn_bwd(cuda_of(be)->stream, &p->cfg.bn, rows, x, scale, mean, var, dy, y, dx, dx_beta, dscale, dshift,
                         p->tmp);
     return cuda_launched(rc, "batch norm backward", "%dx%dx%d, %d rows", p->cfg.bn.c, p->cfg.bn.h, p->cfg.bn.w, rows);
 }
@@ -575,6 +570,7 @@ void cuda_dnn_init(dt_backend *be)
     be->bn_plan = cu_bn_plan;
     be->bn_fwd = cu_bn_fwd;
     be->bn_bwd = cu_bn_bwd;
+    be->fuses_bn_relu = 1; /* backend_cuda_bn.cu's kernels take dt_bn_cfg's relu */
     be->lrn_plan = cu_lrn_plan;
     be->lrn_fwd = cu_lrn_fwd;
     be->lrn_bwd = cu_lrn_bwd;

@@ -30,7 +30,9 @@
 DT_HD float ew_put(float acc, float v, float beta) { return beta == 0.0f ? v : acc + v; }
 
 DT_HD float ew_relu(float x) { return x > 0.0f ? x : 0.0f; }
-DT_HD float ew_relu_bwd(float dx, float dy, float y, float beta) { return ew_put(dx, y > 0.0f ? dy : 0.0f, beta); }
+/* dy where the relu's output y is > 0, else +0 (also where y is NaN) */
+DT_HD float ew_relu_mask(float dy, float y) { return y > 0.0f ? dy : 0.0f; }
+DT_HD float ew_relu_bwd(float dx, float dy, float y, float beta) { return ew_put(dx, ew_relu_mask(dy, y), beta); }
 
 /* Dropout: element idx (global: (row0 + r) * cols + c) is kept when 24 bits of the counter-based
  * hash reach thresh = p * 2^24; kept values are scaled by s = 1 / (1 - p). Integer arithmetic, so

@@ -175,8 +175,8 @@ START_TEST(softmax_xent)
 END_TEST
 
 /* batch norm as its kernels run it: per-channel double sums, then the element functions */
-static void bn_twin_fwd(int rows, int C, int hw, float eps, const float *x, const float *scale, const float *shift,
-                        float *mean, float *var, float *y)
+static void bn_twin_fwd(int rows, int C, int hw, float eps, int relu, const float *x, const float *scale,
+                        const float *shift, float *mean, float *var, float *y)
 {
     for (int c = 0; c < C; c++) {
         double k = x[(size_t)c * hw], s1 = 0.0, s2 = 0.0, dm, dv;
@@ -191,27 +191,29 @@ static void bn_twin_fwd(int rows, int C, int hw, float eps, const float *x, cons
             for (int i = 0; i < hw; i++) {
                 size_t o = ((size_t)r * C + c) * hw + i;
                 y[o] = ew_bn_norm(x[o], m, a, shift[c]);
+                if (relu) y[o] = ew_relu(y[o]);
             }
     }
 }
 
 static void bn_twin_bwd(int rows, int C, int hw, float eps, const float *x, const float *scale, const float *mean,
-                        const float *var, const float *dy, float *dx, float beta, float *dscale, float *dshift)
+                        const float *var, const float *dy, const float *y, float *dx, float beta, float *dscale,
+                        float *dshift)
 {
     for (int c = 0; c < C; c++) {
         double sdy = 0, sdx = 0, sx = 0;
         for (int r = 0; r < rows; r++)
             for (int i = 0; i < hw; i++) {
                 size_t o = ((size_t)r * C + c) * hw + i;
-                double xm = (double)x[o] - mean[c];
-                sdy += dy[o], sdx += (double)dy[o] * xm, sx += xm;
+                double xm = (double)x[o] - mean[c], d = y ? ew_relu_mask(dy[o], y[o]) : dy[o];
+                sdy += d, sdx += d * xm, sx += xm;
             }
         float u, k, a;
         ew_bn_bwd_coeffs(sdy, sdx, sx, (double)rows * hw, var[c], eps, scale[c], &dscale[c], &dshift[c], &u, &k, &a);
         for (int r = 0; r < rows; r++)
             for (int i = 0; i < hw; i++) {
                 size_t o = ((size_t)r * C + c) * hw + i;
-                dx[o] = ew_bn_dx(dx[o], dy[o], x[o], mean[c], u, k, a, beta);
+                dx[o] = ew_bn_dx(dx[o], y ? ew_relu_mask(dy[o], y[o]) : dy[o], x[o], mean[c], u, k, a, beta);
             }
     }
 }
@@ -220,27 +222,30 @@ START_TEST(batch_norm)
 {
     const int rows = 3, C = 7, h = 5, w = 3, hw = h * w;
     size_t n = (size_t)rows * C * hw;
-    dt_bn_cfg cfg = {.c = C, .h = h, .w = w, .eps = 1e-5f, .layout = DT_LAYOUT_PLAIN};
-    void *plan = cpu->bn_plan(cpu, &cfg);
-    ck_assert_ptr_nonnull(plan);
-    float *x = randv(n, 14, 2, 4), *sc = randv(C, 15, 0.5, 1.5), *sh = randv(C, 16, -1, 1), *dy = randv(n, 17, -1, 1);
-    float m[7], v[7], mt[7], vt[7], *y = malloc(n * 4), *yt = malloc(n * 4);
-    cpu->bn_fwd(cpu, plan, rows, 1, x, sc, sh, m, v, y);
-    bn_twin_fwd(rows, C, hw, cfg.eps, x, sc, sh, mt, vt, yt);
-    CLOSE(mt, m, C, 1e-6, "batch mean");
-    CLOSE(vt, v, C, 1e-6, "batch variance");
-    CLOSE(yt, y, n, 1e-5, "batch norm forward");
-    for (int beta = 0; beta < 2; beta++) {
-        float *dx = randv(n, 18, -1, 1), *dt = dup(dx, n), ds[7], db[7], dst[7], dbt[7];
-        cpu->bn_bwd(cpu, plan, rows, x, sc, m, v, dy, NULL, dx, (float)beta, ds, db);
-        bn_twin_bwd(rows, C, hw, cfg.eps, x, sc, m, v, dy, dt, (float)beta, dst, dbt);
-        CLOSE(dt, dx, n, 1e-5, "batch norm dx");
-        CLOSE(dst, ds, C, 1e-5, "batch norm dscale");
-        CLOSE(dbt, db, C, 1e-5, "batch norm dshift");
-        free(dx), free(dt);
+    for (int relu = 0; relu < 2; relu++) { /* and fused with the relu after it, as the GPU runs it too */
+        dt_bn_cfg cfg = {.c = C, .h = h, .w = w, .eps = 1e-5f, .layout = DT_LAYOUT_PLAIN, .relu = relu};
+        void *plan = cpu->bn_plan(cpu, &cfg);
+        ck_assert_ptr_nonnull(plan);
+        /* x around 0 after normalising: the relu cuts about half */
+        float *x = randv(n, 14, 2, 4), *sc = randv(C, 15, 0.5, 1.5), *sh = randv(C, 16, -1, 1), *dy = randv(n, 17, -1, 1);
+        float m[7], v[7], mt[7], vt[7], *y = malloc(n * 4), *yt = malloc(n * 4);
+        cpu->bn_fwd(cpu, plan, rows, 1, x, sc, sh, m, v, y);
+        bn_twin_fwd(rows, C, hw, cfg.eps, relu, x, sc, sh, mt, vt, yt);
+        CLOSE(mt, m, C, 1e-6, "batch mean");
+        CLOSE(vt, v, C, 1e-6, "batch variance");
+        CLOSE(yt, y, n, 1e-5, relu ? "batch norm and relu forward" : "batch norm forward");
+        for (int beta = 0; beta < 2; beta++) {
+            float *dx = randv(n, 18, -1, 1), *dt = dup(dx, n), ds[7], db[7], dst[7], dbt[7];
+            cpu->bn_bwd(cpu, plan, rows, x, sc, m, v, dy, relu ? y : NULL, dx, (float)beta, ds, db);
+            bn_twin_bwd(rows, C, hw, cfg.eps, x, sc, m, v, dy, relu ? y : NULL, dt, (float)beta, dst, dbt);
+            CLOSE(dt, dx, n, 1e-5, "batch norm dx");
+            CLOSE(dst, ds, C, 1e-5, "batch norm dscale");
+            CLOSE(dbt, db, C, 1e-5, "batch norm dshift");
+            free(dx), free(dt);
+        }
+        cpu->plan_free(cpu, plan);
+        free(x), free(sc), free(sh), free(dy), free(y), free(yt);
     }
-    cpu->plan_free(cpu, plan);
-    free(x), free(sc), free(sh), free(dy), free(y), free(yt);
 }
 END_TEST
 
