@@ -488,6 +488,15 @@ static int check_combinations(const dt_opts *o)
         return dt_fail("--synthetic-samples applies to --dataset synthetic");
     if (o->synthetic_once && (!o->dataset || strcmp(o->dataset, "synthetic") != 0))
         return dt_fail("--synthetic-once applies to --dataset synthetic");
+    if (o->synthetic_once && cli_given(o, "prefetch"))
+        return dt_fail("--prefetch and --synthetic-once exclude each other (with one batch made once, no loader "
+                       "thread runs to prefetch)");
+    if (cli_given(o, "log-every") && !o->log && o->progress && !strcmp(o->progress, "none"))
+        return dt_fail("--log-every applies to --log's records and the progress lines, and this run has neither "
+                       "(--progress none, no --log)");
+    if (o->nesterov && o->momentum == 0)
+        return dt_fail("--nesterov needs --momentum above 0 (Nesterov's step is a momentum method; with none it "
+                       "is plain SGD)");
     if (cli_given(o, "on-bad-image") && o->dataset && !dataset_crops(o->dataset))
         return dt_fail("--on-bad-image applies to --dataset imagenet (a tree of image files), not to --dataset %s",
                        o->dataset);

@@ -244,8 +244,12 @@ static int check_targets(dt_run *r)
 {
     const dt_opts *o = r->opts;
     if (comm_rank(r->comm) != 0) return 0;
-    if (o->save && dt_check_creatable(o->save) != 0) return dt_fail_prefix("--save");
-    if (o->checkpoint && dt_check_creatable(o->checkpoint) != 0) return dt_fail_prefix("--checkpoint");
+    const char *paths[] = {o->save, o->checkpoint}, *names[] = {"--save", "--checkpoint"};
+    for (int i = 0; i < 2; i++)
+        if (paths[i] && dt_check_creatable(paths[i]) != 0) {
+            r->usage_error = dt_target_misnamed(paths[i]);
+            return dt_fail_prefix("%s", names[i]);
+        }
     return 0;
 }
 
@@ -310,8 +314,10 @@ static int setup_local(dt_run *r)
     if (lr_schedule_parse(o->lr_schedule, o->lr, o->lr_warmup_epochs, (double)o->epochs, &r->lr) != 0) return -1;
     env->arena = net_arena(r->net);
     env->optim = r->optim;
-    if (log_open(&r->log, comm_rank(r->comm) == 0, o->log, o->progress, (int)o->log_every, r->launched) != 0)
+    if (log_open(&r->log, comm_rank(r->comm) == 0, o->log, o->progress, (int)o->log_every, r->launched) != 0) {
+        r->usage_error = o->log && dt_target_misnamed(o->log);
         return -1;
+    }
     return 0;
 }
 
@@ -651,9 +657,22 @@ static void banner(dt_run *r)
         snprintf(length, sizeof length, "%ld iteration%s (--iters; %ld epoch%s asked)", env->total_iters,
                  env->total_iters == 1 ? "" : "s", o->epochs, o->epochs == 1 ? "" : "s");
     else snprintf(length, sizeof length, "%ld epoch%s", o->epochs, o->epochs == 1 ? "" : "s");
-    log_text(r->log, "global batch %ld (%d per worker), %ld iterations/epoch, %s, lr %g (%s), momentum %g%s, wd %g\n",
-             o->batch, r->local_batch, env->iters_per_epoch, length, o->lr, o->lr_schedule, o->momentum,
+    char warm[64] = "";
+    if (o->lr_warmup_epochs > 0) snprintf(warm, sizeof warm, ", warm-up %g epoch%s", o->lr_warmup_epochs,
+                                          o->lr_warmup_epochs == 1 ? "" : "s");
+    log_text(r->log, "global batch %ld (%d per worker), %ld iterations/epoch, %s, lr %g (%s%s), momentum %g%s, wd %g\n",
+             o->batch, r->local_batch, env->iters_per_epoch, length, o->lr, o->lr_schedule, warm, o->momentum,
              o->nesterov ? " (Nesterov)" : "", o->wd);
+    /* a schedule longer than the run is legal (a short run of a long configuration), but said */
+    double run_epochs = (double)env->total_iters / (double)DT_MAX(env->iters_per_epoch, 1);
+    if (o->lr_warmup_epochs > run_epochs && env->total_iters > 0)
+        log_text(r->log, "note: the warm-up (%g epochs) outlasts the run (%g epochs): lr reaches %.3g%% of --lr\n",
+                 o->lr_warmup_epochs, run_epochs, 100.0 * run_epochs / o->lr_warmup_epochs);
+    int beyond = 0;
+    for (int i = 0; i < r->lr.n_milestones; i++) beyond += r->lr.milestones[i] >= run_epochs;
+    if (beyond && env->total_iters > 0)
+        log_text(r->log, "note: %d of the %d steps of --lr-schedule %s fall at or after the run's end (%g epochs)\n",
+                 beyond, r->lr.n_milestones, o->lr_schedule, run_epochs);
     log_text(r->log, "augmentation: %s; %ld batch%s prefetched%s%s%s\n", aug, o->prefetch, o->prefetch == 1 ? "" : "es",
              UPLOADS(r->be) ? ", copied to " : "", UPLOADS(r->be) ? r->be->name : "",
              UPLOADS(r->be) ? " memory a batch ahead on a queue of their own" : "");

@@ -108,21 +108,37 @@ static int by_begin(const void *a, const void *b)
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
 }
 
-/* no two tensors share bytes (the bounds were checked one by one already) */
-static int check_overlap(const char *path, st_file *f)
+/* The tensors tile the data section, as the format requires (the Rust library refuses a file
+ * otherwise: InvalidOffset, MetadataIncompleteBuffer): no overlap, no gap, no bytes after the last. */
+static int check_layout(const char *path, st_file *f)
 {
-    if (f->n < 2) return 0;
+    if (f->n == 0)
+        return f->data_bytes == 0 ? 0 : dt_fail("%s: %zu data bytes but no tensor (a damaged file)", path, f->data_bytes);
     const st_entry **s = malloc(sizeof *s * (size_t)f->n);
     int rc = 0;
     if (!s) return dt_fail("out of memory");
     for (int i = 0; i < f->n; i++) s[i] = &f->e[i];
     qsort(s, (size_t)f->n, sizeof *s, by_begin);
+    if (s[0]->begin != 0)
+        rc = dt_fail("%s: the data section's first %llu bytes belong to no tensor (the first, '%s', begins there; a "
+                     "damaged file)",
+                     path, (unsigned long long)s[0]->begin, s[0]->name);
     for (int i = 1; i < f->n && rc == 0; i++)
         if (s[i]->begin < s[i - 1]->end)
             rc = dt_fail("%s: tensors '%s' (bytes %llu-%llu) and '%s' (bytes %llu-%llu) overlap (a damaged or hostile "
                          "file)",
                          path, s[i - 1]->name, (unsigned long long)s[i - 1]->begin, (unsigned long long)s[i - 1]->end,
                          s[i]->name, (unsigned long long)s[i]->begin, (unsigned long long)s[i]->end);
+        else if (s[i]->begin > s[i - 1]->end)
+            rc = dt_fail("%s: bytes %llu-%llu of the data, between tensors '%s' and '%s', belong to no tensor (a "
+                         "damaged file)",
+                         path, (unsigned long long)s[i - 1]->end, (unsigned long long)s[i]->begin, s[i - 1]->name,
+                         s[i]->name);
+    if (rc == 0 && s[f->n - 1]->end != f->data_bytes)
+        rc = dt_fail("%s: %llu bytes after the last tensor ('%s', which ends at byte %llu of %zu; a damaged file, or "
+                     "one with something appended)",
+                     path, (unsigned long long)(f->data_bytes - s[f->n - 1]->end), s[f->n - 1]->name,
+                     (unsigned long long)s[f->n - 1]->end, f->data_bytes);
     free(s);
     return rc;
 }
@@ -216,7 +232,7 @@ int st_parse(void *raw, size_t n, const char *path, st_file **out)
         f->n++;
         if (parse_entry(path, hdr->keys[i], v, f->data_bytes, e) != 0) goto fail;
     }
-    if (check_overlap(path, f) != 0) goto fail;
+    if (check_layout(path, f) != 0) goto fail;
     json_free(hdr);
     *out = f;
     return 0;

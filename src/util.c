@@ -259,6 +259,17 @@ int dt_check_target(const char *path)
     return 0;
 }
 
+int dt_target_misnamed(const char *path)
+{
+    struct stat st;
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!*path || (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))) return 1;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return 1; /* a link to a directory */
+    snprintf(dir, sizeof dir, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1, slash ? path : ".");
+    return stat(dir, &st) != 0 || !S_ISDIR(st.st_mode);
+}
+
 int dt_check_creatable(const char *path)
 {
     if (dt_check_target(path) != 0) return -1;

@@ -76,6 +76,9 @@ int dt_host_memory(size_t *avail, size_t *total);
 int dt_check_target(const char *path);
 /* dt_check_target, and a file can be created beside PATH (tried: created and removed) */
 int dt_check_creatable(const char *path);
+/* Whether a file to write, path, is named wrongly on the command line: it is a directory or device,
+ * or its directory is not there (exit 2), rather than one the run may not write (exit 1). */
+int dt_target_misnamed(const char *path);
 /* Writes a file atomically: temp file beside it, fsync, rename. */
 int dt_write_file_atomic(const char *path, const void *data, size_t n_bytes);
 /* The same, streamed: dt_atomic_open gives a FILE* on a temp file beside `path`; dt_atomic_commit

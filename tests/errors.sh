@@ -78,8 +78,17 @@ expect_error "truncated IDX" 1 "train-images-idx3-ubyte: truncated (header says 
 expect_error "missing --load" 2 "--load: $T/none.st: cannot open" "$DTRAIN" $D --load "$T/none.st"
 expect_error "missing --resume" 2 "--resume: $T/none.ckpt: cannot open" "$DTRAIN" $D --resume "$T/none.ckpt"
 mkdir -p "$T/emptydir"
-expect_error "a data dir without the data" 2 "$T/emptydir: no train-images-idx3-ubyte[.gz] (expected the four IDX files" \
+expect_error "a data dir without the data" 2 "$T/emptydir: none of the four IDX files of mnist (train-images-idx3-ubyte[.gz]," \
     "$DTRAIN" --dataset mnist --data-dir "$T/emptydir" --progress none
+# some of the files, whichever is missing: a partial set (exit 1) that names what is missing
+for f in train-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    mkdir -p "$T/part-$f" && cp "$T"/data/* "$T/part-$f"/ && rm "$T/part-$f/$f"*
+    expect_error "a data dir without $f" 1 "$T/part-$f: no $f[.gz] (expected the four IDX files of mnist" \
+        "$DTRAIN" --dataset mnist --data-dir "$T/part-$f" --progress none
+done
+mkdir -p "$T/part-dir" && cp "$T"/data/* "$T/part-dir"/ && rm "$T"/part-dir/t10k-images* && mkdir "$T/part-dir/t10k-images-idx3-ubyte"
+expect_error "a directory for an IDX file" 1 "$T/part-dir/t10k-images-idx3-ubyte: a directory (expected the IDX file)" \
+    "$DTRAIN" --dataset mnist --data-dir "$T/part-dir" --progress none
 head -c 50 /dev/urandom > "$T/junk.st"
 expect_error "malformed --load" 1 "--load: $T/junk.st:" "$DTRAIN" $D --load "$T/junk.st"
 printf 'input shape=1x28x28\ndense name=fc1 out=7\nrelu\ndense name=fc2 out=500\nrelu\ndense name=fc3 out=10\nsoftmax_xent\n' > "$T/narrow.net"
@@ -96,8 +105,9 @@ expect_error "a config's options that do not fit" 2 \
 printf 'net = bogus\n' > "$T/net.conf"
 expect_error "a config's unknown net" 2 "--net: unknown net 'bogus'" "$DTRAIN" --config "$T/net.conf"
 grep -qF "(--net from $T/net.conf:1)" "$T/out" || { cat "$T/out"; fail "the unknown net of a config: its line not named"; }
-expect_error "unwritable --log" 1 "--log /nonexistent/dir/log.jsonl: cannot create" "$DTRAIN" $D --log /nonexistent/dir/log.jsonl
-expect_error "unwritable --save" 1 "cannot create" "$DTRAIN" $D --iters 2 --save /nonexistent/dir/w.st
+expect_error "--log in no directory" 2 "--log /nonexistent/dir/log.jsonl: cannot create" "$DTRAIN" $D --log /nonexistent/dir/log.jsonl
+expect_error "--save in no directory" 2 "cannot create" "$DTRAIN" $D --iters 2 --save /nonexistent/dir/w.st
+expect_error "a directory as --checkpoint" 2 "--checkpoint: $T is a directory" "$DTRAIN" $D --iters 2 --checkpoint "$T"
 # a directory where no file can be created though access() says it may be written (as root): at
 # start-up, not after the run (--epochs 5000 would take minutes)
 expect_error "--save in /proc" 1 "--save: /proc/w.st: cannot" "$DTRAIN" $D --epochs 5000 \
@@ -127,7 +137,7 @@ expect_error "tf32 and gpu-exact" 2 "--tf32 and --gpu-exact exclude each other" 
 
 printf 'input shape=1x28x28\ndense out=500 init=normal:1e5\nrelu\ndense out=500 init=normal:1e5\nrelu\ndense out=10 init=normal:1e5\nsoftmax_xent\n' > "$T/huge.net"
 expect_error "a non-finite loss stops the run" 1 "training diverged: the loss is nan in iteration 2" \
-    mpi -np 2 "$DTRAIN" --net "$T/huge.net" $D --lr 1 --log-every 1
+    mpi -np 2 "$DTRAIN" --net "$T/huge.net" $D --lr 1
 
 # a fixed loss scale whose scaled gradients do not fit fp16 stops every rank (before, they saturated: no learning)
 expect_error "a loss scale that overflows fp16" 1 "csc: iteration 0: the sum of the gradients scaled by --loss-scale 16777216 does not fit fp16" \

@@ -173,7 +173,7 @@ expect_refused() {
     grep -qF -- "$want" "$T/out" || { cat "$T/out"; fail "$what: output lacks '$want'"; }
 }
 expect_refused "--log-every on one rank" "rank 0: 'log-every = 50', this rank: 'log-every = 10'" \
-    -np 1 "$DTRAIN" $D --iters 5 : -np 1 "$DTRAIN" $D --iters 5 --log-every 10
+    -np 1 "$DTRAIN" $D --iters 5 --progress lines : -np 1 "$DTRAIN" $D --iters 5 --progress lines --log-every 10
 expect_refused "--save on one rank" "rank 0: 'save = (not given)', this rank: 'save = (given)'" \
     -np 1 "$DTRAIN" $D --iters 5 : -np 1 "$DTRAIN" $D --iters 5 --save "$T/one.st"
 expect_refused "--comm-timeout differs" "rank 0: 'comm-timeout = 300', this rank: 'comm-timeout = 10'" \

@@ -144,14 +144,27 @@ static int probe(const dataset_desc *d, const char *dir)
     return 0;
 }
 
-/* DIR/BASE or DIR/BASE.gz, whichever exists (raw preferred). */
+/* DIR/BASE or DIR/BASE.gz, whichever exists (raw preferred): 0; -1 with a message where one of
+ * the names is there but no regular file (a directory, a pipe, a link to nowhere); 1 where neither
+ * is there. */
 static int find_file(const char *dir, const char *base, char *out, size_t n)
 {
-    snprintf(out, n, "%s/%s", dir, base);
-    if (is_file(out)) return 0;
-    snprintf(out, n, "%s/%s.gz", dir, base);
-    if (is_file(out)) return 0;
-    return -1;
+    struct stat st;
+    for (int gz = 0; gz < 2; gz++) {
+        snprintf(out, n, "%s/%s%s", dir, base, gz ? ".gz" : "");
+        if (is_file(out)) return 0;
+    }
+    for (int gz = 0; gz < 2; gz++) {
+        snprintf(out, n, "%s/%s%s", dir, base, gz ? ".gz" : "");
+        if (lstat(out, &st) != 0) continue;
+        int dangling = S_ISLNK(st.st_mode) && stat(out, &st) != 0;
+        return dt_fail("%s: %s (expected the IDX file)", out,
+                       dangling               ? "a symbolic link to nothing"
+                       : S_ISDIR(st.st_mode)  ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a pipe"
+                                              : "not a regular file");
+    }
+    return 1;
 }
 
 static int load_idx_split(dt_dataset *ds, const char *dir, const char *prefix, dt_split *s)
@@ -161,12 +174,27 @@ static int load_idx_split(dt_dataset *ds, const char *dir, const char *prefix, d
     uint8_t *labels = NULL;
     snprintf(ibase, sizeof ibase, "%s-images-idx3-ubyte", prefix);
     snprintf(lbase, sizeof lbase, "%s-labels-idx1-ubyte", prefix);
-    if (find_file(dir, ibase, ipath, sizeof ipath) != 0) {
-        dt_fail("%s: no %s[.gz] (expected the four IDX files of %s in this directory)", dir, ibase, ds->name);
-        return strcmp(prefix, "train") == 0 ? DT_DATA_NOT_FOUND : -1; /* none of them: not here (a partial set: -1) */
+    int ri = find_file(dir, ibase, ipath, sizeof ipath), rl = ri < 0 ? -1 : find_file(dir, lbase, lpath, sizeof lpath);
+    if (ri < 0 || rl < 0) return -1;
+    if (ri || rl) {
+        /* none of the four there: the dataset is not here (exit 2); some: a partial set (exit 1) */
+        static const char *const all[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                          "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+        char path[1024], missing[300] = "";
+        int n_there = 0;
+        for (int i = 0; i < 4; i++) {
+            int r = find_file(dir, all[i], path, sizeof path);
+            dt_err_clear();
+            n_there += r <= 0;
+            if (r > 0) snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s[.gz]",
+                                missing[0] ? ", " : "", all[i]);
+        }
+        if (n_there == 0) {
+            dt_fail("%s: none of the four IDX files of %s (%s)", dir, ds->name, missing);
+            return DT_DATA_NOT_FOUND;
+        }
+        return dt_fail("%s: no %s (expected the four IDX files of %s in this directory)", dir, missing, ds->name);
     }
-    if (find_file(dir, lbase, lpath, sizeof lpath) != 0)
-        return dt_fail("%s: no %s[.gz] (expected the four IDX files of %s in this directory)", dir, lbase, ds->name);
     if (idx_load(ipath, 3, idims, &s->own) != 0) return -1;
     s->x = s->own;
     if (idx_load(lpath, 1, ldims, &labels) != 0) return -1;

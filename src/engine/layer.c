@@ -107,7 +107,9 @@ int layer_kv_init(dt_kv *kv, int n_kv, const char *key, dt_init dflt, const char
                            kinds[i].has_value ? ":VALUE (e.g. normal:0.01)" : " without a value");
         if (colon) {
             double v;
-            if (dt_parse_double(colon + 1, -1e6, 1e6, key, &v) != 0) return dt_fail_prefix("%s: %s", where, type);
+            if (dt_parse_double(colon + 1, kinds[i].kind == DT_INIT_NORMAL ? 0.0 : -1e6, 1e6,
+                                kinds[i].kind == DT_INIT_NORMAL ? "normal:STD (a standard deviation)" : key, &v) != 0)
+                return dt_fail_prefix("%s: %s: %s", where, type, key);
             out->value = (float)v;
         }
         return 0;

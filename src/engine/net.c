@@ -289,8 +289,8 @@ typedef struct expander {
 static int emit(expander *x, const char *text, int line, const char *where)
 {
     if (x->n_out == MAX_LINES)
-        return dt_fail("%s: the blocks expand to more than %d layers (a block used inside itself too often?)", where,
-                       MAX_LINES);
+        return dt_fail("%s: the net has more than %d layers%s", where, MAX_LINES,
+                       x->n_blocks ? " once its blocks are expanded (a block used inside another too often?)" : "");
     if (x->n_out == x->cap_out) {
         int cap = x->cap_out ? 2 * x->cap_out : 64;
         src_line *g = realloc(x->out, sizeof *g * (size_t)cap);
@@ -380,8 +380,10 @@ static int expand_use(expander *x, const block_def *b, char *text, int line, con
     for (int i = 0; i < n; i++)
         if (!given[i]) return dt_fail("%s: block %s needs %s=...", where, b->name, keys[i]);
     for (int k = 0; k < b->n_lines; k++) {
-        char out[MAX_LINE], w[160];
-        snprintf(w, sizeof w, "%s:%d (in block %s, used at %s)", x->origin, b->line + 1 + k, b->name, where);
+        char out[MAX_LINE], w[2048]; /* where: the whole chain of uses, MAX_DEPTH deep at most */
+        int len = snprintf(w, sizeof w, "%s:%d (in block %s, used at %s)", x->origin, b->line + 1 + k, b->name, where);
+        if (len >= (int)sizeof w) /* the path is too long for the chain: the innermost line alone */
+            snprintf(w, sizeof w, "%s:%d (in block %s)", x->origin, b->line + 1 + k, b->name);
         if (substitute(x->lines[b->first + k], keys, vals, n, w, out, sizeof out) != 0) return -1;
         if (expand_line(x, out, line, w, depth + 1) != 0) return -1;
     }
