@@ -699,10 +699,18 @@ int cli_parse(int argc, char **argv, dt_opts *o)
             char names[512] = "";
             size_t len = arg[0] == '-' && arg[1] == '-' ? strcspn(arg + 2, "=") : 0;
             int n_match = 0;
-            for (int i = 0; len && i < n_all; i++)
-                if (!strncmp(all[i].d->name, arg + 2, len) && strlen(names) + strlen(all[i].d->name) + 8 < sizeof names)
-                    snprintf(names + strlen(names), sizeof names - strlen(names), "%s--%s", n_match++ ? ", " : "",
-                             all[i].d->name);
+            for (int i = 0; len && i < n_all; i++) {
+                const char *name = all[i].d->name;
+                if (strncmp(name, arg + 2, len) != 0) continue;
+                if (strlen(name) == len) { /* the name itself, which other names may start with */
+                    snprintf(names, sizeof names, "--%s", name);
+                    n_match = 1;
+                    break;
+                }
+                if (strlen(names) + strlen(name) + 8 < sizeof names)
+                    snprintf(names + strlen(names), sizeof names - strlen(names), "%s--%s", n_match ? ", " : "", name);
+                n_match++;
+            }
             if (n_match > 1)
                 return dt_fail("option '--%.*s' is ambiguous: it starts %s (give more of the name)", (int)len, arg + 2,
                                names);
