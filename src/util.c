@@ -177,8 +177,7 @@ int dt_parse_double(const char *s, double lo, double hi, const char *what, doubl
     return 0;
 }
 
-/* "a directory", "a symbolic link", ... for messages about a path that is not a regular file */
-static const char *file_kind(mode_t m)
+const char *dt_file_kind(mode_t m)
 {
     return S_ISDIR(m) ? "a directory" : S_ISLNK(m) ? "a symbolic link" : S_ISCHR(m) || S_ISBLK(m) ? "a device"
            : S_ISFIFO(m) ? "a pipe" : S_ISSOCK(m) ? "a socket" : "not a regular file";
@@ -219,7 +218,7 @@ int dt_read_file(const char *path, char **data, size_t *n_bytes)
     }
     if (!S_ISREG(st.st_mode)) {
         fclose(f);
-        return dt_fail("%s: %s (expected a file)", path, file_kind(st.st_mode));
+        return dt_fail("%s: %s (expected a file)", path, dt_file_kind(st.st_mode));
     }
     if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);
@@ -243,18 +242,25 @@ int dt_read_file(const char *path, char **data, size_t *n_bytes)
     return 0;
 }
 
+/* the directory a file named path goes in: "." for a bare name, "/" for one at the root */
+static void parent_dir(const char *path, char *dir, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    if (slash) snprintf(dir, n, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    else snprintf(dir, n, ".");
+}
+
 int dt_check_target(const char *path)
 {
     struct stat st;
     char dir[4096];
-    const char *slash = strrchr(path, '/');
     if (!*path) return dt_fail("an empty file name (expected a file to write)");
     if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
-        return dt_fail("%s is %s (expected a regular file or no file: dtrain replaces it)", path, file_kind(st.st_mode));
-    if (slash) snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    else snprintf(dir, sizeof dir, ".");
+        return dt_fail("%s is %s (expected a regular file or no file: dtrain replaces it)", path,
+                       dt_file_kind(st.st_mode));
+    parent_dir(path, dir, sizeof dir);
     if (stat(dir, &st) != 0) return dt_fail("%s: cannot create: no directory %s (%s)", path, dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) return dt_fail("%s: %s is %s, not a directory", path, dir, file_kind(st.st_mode));
+    if (!S_ISDIR(st.st_mode)) return dt_fail("%s: %s is %s, not a directory", path, dir, dt_file_kind(st.st_mode));
     if (access(dir, W_OK | X_OK) != 0) return dt_fail("%s: cannot write in %s (%s)", path, dir, strerror(errno));
     return 0;
 }
@@ -263,11 +269,10 @@ int dt_target_misnamed(const char *path)
 {
     struct stat st;
     char dir[4096];
-    const char *slash = strrchr(path, '/');
     if (!*path || (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))) return 1;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return 1; /* a link to a directory */
-    snprintf(dir, sizeof dir, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1, slash ? path : ".");
-    return stat(dir, &st) != 0 || !S_ISDIR(st.st_mode);
+    if (dt_is_kind(path, 1)) return 1; /* a link to a directory */
+    parent_dir(path, dir, sizeof dir);
+    return !dt_is_kind(dir, 1);
 }
 
 int dt_check_creatable(const char *path)

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #if defined(__GNUC__)
 #define DT_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -64,6 +65,8 @@ int dt_list_check(const char *list, char sep);
 int dt_parse_long(const char *s, long lo, long hi, const char *what, long *out);
 int dt_parse_double(const char *s, double lo, double hi, const char *what, double *out);
 
+/* "a directory", "a symbolic link", "a pipe" ... for messages about a path that is not a regular file */
+const char *dt_file_kind(mode_t m);
 /* Whether path is a directory (dir) or a regular file, links followed: where a command line names
  * none, or one of the other kind, the command line is wrong (exit 2), not the file. */
 int dt_is_kind(const char *path, int dir);

@@ -541,10 +541,8 @@ static void csc_describe(const dt_mode_env *env, char *buf, size_t n)
 
 static int check_loss_scale(const char *v, const char *origin)
 {
-    char *end;
-    double x;
     if (!strcmp(v, "none") || !strcmp(v, "dynamic")) return 0;
-    x = strtod(v, &end);
+    double x = strtod(v, NULL);
     if (dt_is_decimal(v, 0) && x >= 1 && x <= 16777216) return 0;
     return dt_fail("%s: expected none, dynamic or a scale in [1, 2^24] (a power of two keeps the sums exact), found "
                    "'%s'",

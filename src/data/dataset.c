@@ -120,17 +120,6 @@ const char *dataset_default_dirs(const char *name)
     return buf;
 }
 
-static int is_file(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-static int is_dir(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 /* does dir hold the dataset (one of its probe paths)? */
 static int probe(const dataset_desc *d, const char *dir)
@@ -139,7 +128,7 @@ static int probe(const dataset_desc *d, const char *dir)
     for (int i = 0; i < 2 && d->probe[i]; i++) {
         size_t n = strlen(d->probe[i]);
         snprintf(p, sizeof p, "%s/%s", dir, d->probe[i]);
-        if (d->probe[i][n - 1] == '/' ? is_dir(p) : is_file(p)) return 1;
+        if (d->probe[i][n - 1] == '/' ? dt_is_kind(p, 1) : dt_is_kind(p, 0)) return 1;
     }
     return 0;
 }
@@ -152,17 +141,14 @@ static int find_file(const char *dir, const char *base, char *out, size_t n)
     struct stat st;
     for (int gz = 0; gz < 2; gz++) {
         snprintf(out, n, "%s/%s%s", dir, base, gz ? ".gz" : "");
-        if (is_file(out)) return 0;
+        if (dt_is_kind(out, 0)) return 0;
     }
     for (int gz = 0; gz < 2; gz++) {
         snprintf(out, n, "%s/%s%s", dir, base, gz ? ".gz" : "");
         if (lstat(out, &st) != 0) continue;
-        int dangling = S_ISLNK(st.st_mode) && stat(out, &st) != 0;
+        int dangling = S_ISLNK(st.st_mode) && stat(out, &st) != 0; /* else st: what the link leads to */
         return dt_fail("%s: %s (expected the IDX file)", out,
-                       dangling               ? "a symbolic link to nothing"
-                       : S_ISDIR(st.st_mode)  ? "a directory"
-                       : S_ISFIFO(st.st_mode) ? "a pipe"
-                                              : "not a regular file");
+                       dangling ? "a symbolic link to nothing" : dt_file_kind(st.st_mode));
     }
     return 1;
 }
