@@ -144,9 +144,11 @@ int main(int argc, char **argv)
         comm_finalize(comm);
         return 1;
     }
-    /* what every rank does: a rank that only prints (--version), checks (--dry-run) or packs would
-     * leave the others waiting */
-    if (parse_rc == 0) {
+    /* a bad option on any rank stops every rank; the lowest such rank says why. Every rank takes the same
+     * collectives: first whether any parse failed, then (all parsed) whether all do the same thing, since a rank
+     * that only prints (--version), checks (--dry-run) or packs would leave the others waiting */
+    rc = comm_agree(comm, parse_rc != 0);
+    if (rc < 0) {
         static const char *const acts[] = {"train", "--help", "--version", "--list-modes", "--list-nets",
                                            "--list-datasets", "--list-layers", "--list-devices"};
         char what[128];
@@ -155,9 +157,8 @@ int main(int argc, char **argv)
                                             : opts.pack_only           ? "--pack-only"
                                                                        : "train");
         parse_rc = comm_check_same(comm, what, "action");
+        rc = comm_agree(comm, parse_rc != 0);
     }
-    /* a bad option on any rank stops every rank; the lowest such rank says why */
-    rc = comm_agree(comm, parse_rc != 0);
     if (rc >= 0) {
         if (rank == rc) {
             cli_explain();

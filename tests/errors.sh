@@ -152,6 +152,14 @@ expect_error "bad flag under mpirun, said once" 2 "unknown option '--bogus'" mpi
 # one rank with a different data directory: the whole job ends, that rank says why
 expect_error "an error on one rank ends the job" 2 "[rank 2] --data-dir $T/nowhere: No such file or directory" \
     mpi -np 2 "$DTRAIN" $D : -np 1 "$DTRAIN" --dataset mnist --data-dir "$T/nowhere" --progress none : -np 1 "$DTRAIN" $D
+# a usage error on only some ranks, rank 0 or another: before, the others waited in a different collective
+# (a hang, or an MPI abort that hid the message)
+expect_error "a bad flag on rank 1 only" 2 "[rank 1] unknown option '--bogus'" \
+    mpi -np 1 "$DTRAIN" $D --iters 2 : -np 1 "$DTRAIN" $D --iters 2 --bogus
+expect_error "a bad flag on rank 0 only" 2 "[rank 0] unknown option '--bogus'" \
+    mpi -np 1 "$DTRAIN" $D --iters 2 --bogus : -np 1 "$DTRAIN" $D --iters 2
+expect_error "one rank prints, the other trains" 2 "the action differs from rank 0's (rank 0: '--version', this rank: 'train')" \
+    mpi -np 1 "$DTRAIN" $D --version : -np 1 "$DTRAIN" $D --iters 2
 # ranks started with different options refuse to train together
 expect_error "configuration mismatch" 1 "[rank 1] the configuration differs from rank 0's (rank 0: 'lr = 0.1', this rank: 'lr = 0.2')" \
     mpi -np 1 "$DTRAIN" $D --lr 0.1 : -np 1 "$DTRAIN" $D --lr 0.2
