@@ -439,10 +439,17 @@ static int check_paths(const dt_opts *o)
         {"log", "rerun", "the new log would replace the one --rerun reads"},
         {"save", "checkpoint", "the weights and the checkpoints would replace one another"},
         {"save", "resume", "the final weights would replace the checkpoint, which --resume may need again"},
+        {"save", "config", "the weights would replace the configuration"},
+        {"checkpoint", "config", "the checkpoints would replace the configuration"},
+        {"checkpoint", "load", "the checkpoints would replace the weights --load reads (a rerun could not start again)"},
+        {"log", "net", "the log would replace the net file before it is read"},
+        {"save", "net", "the weights would replace the net file"},
+        {"checkpoint", "net", "the checkpoints would replace the net file"},
     };
     for (size_t i = 0; i < DT_ARRAY_LEN(pairs); i++) {
         const entry *a = find_opt(pairs[i].out), *b = find_opt(pairs[i].other);
         const char *pa = *(char *const *)cfield(o, a), *pb = *(char *const *)cfield(o, b);
+        if (strcmp(pairs[i].other, "net") == 0 && pb && !net_is_path(pb)) continue; /* a built-in net: no file */
         if (pa && pb && *pa && *pb && same_file(pa, pb))
             return dt_fail("--%s %s and --%s %s are one file: %s (give another name)", pairs[i].out, pa, pairs[i].other,
                            pb, pairs[i].why);

@@ -2,9 +2,11 @@
  * together), the banner, and teardown. The training itself is train.c's. */
 #include "run.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cpu.h"
@@ -239,17 +241,39 @@ static int check_fit(dt_run *r)
     return rc;
 }
 
-/* Rank 0 writes the outputs: a target it cannot replace is found now, not after training. */
+/* --log: a device or a pipe (/dev/stdout) is written as it is; else a file as --save's */
+static int check_log_target(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0) { /* links followed, as fopen follows them */
+        if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return 0;
+        if (!S_ISREG(st.st_mode))
+            return dt_fail("%s is %s (expected a regular file, a device or no file)", path, dt_file_kind(st.st_mode));
+        return access(path, W_OK) == 0 ? 0 : dt_fail("%s: cannot write (%s)", path, strerror(errno));
+    }
+    if (lstat(path, &st) == 0) return 0; /* a dangling link: the run creates its target */
+    return dt_check_creatable(path);
+}
+
+/* Rank 0 writes the outputs: a target it cannot replace, or a file the data is read from, is found
+ * now (also by --dry-run), not after training. */
 static int check_targets(dt_run *r)
 {
     const dt_opts *o = r->opts;
     if (comm_rank(r->comm) != 0) return 0;
-    const char *paths[] = {o->save, o->checkpoint}, *names[] = {"--save", "--checkpoint"};
-    for (int i = 0; i < 2; i++)
-        if (paths[i] && dt_check_creatable(paths[i]) != 0) {
+    const char *paths[] = {o->save, o->checkpoint, o->log}, *names[] = {"--save", "--checkpoint", "--log"};
+    for (int i = 0; i < 3; i++) {
+        const char *data = paths[i] ? dataset_file_named(r->ds, paths[i]) : NULL;
+        if (data) {
+            r->usage_error = 1;
+            return dt_fail("%s %s is %s's file %s: the run would replace the data it reads (give another name)",
+                           names[i], paths[i], r->dataset, data);
+        }
+        if (paths[i] && (i < 2 ? dt_check_creatable(paths[i]) : check_log_target(paths[i])) != 0) {
             r->usage_error = dt_target_misnamed(paths[i]);
             return dt_fail_prefix("%s", names[i]);
         }
+    }
     return 0;
 }
 

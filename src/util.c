@@ -269,7 +269,12 @@ int dt_target_misnamed(const char *path)
 {
     struct stat st;
     char dir[4096];
-    if (!*path || (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))) return 1;
+    if (!*path) return 1;
+    if (lstat(path, &st) != 0) {
+        if (errno == ENAMETOOLONG) return 1; /* a name no file can have */
+    } else if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+        return 1;
+    }
     if (dt_is_kind(path, 1)) return 1; /* a link to a directory */
     parent_dir(path, dir, sizeof dir);
     return !dt_is_kind(dir, 1);

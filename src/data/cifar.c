@@ -122,14 +122,20 @@ int cifar_open(dt_dataset *ds, const char *dir, int hundred)
         for (int b = 1; b <= 5; b++) {
             snprintf(p, sizeof p, "%s/data_batch_%d.bin", d, b);
             if (read_file(p, 1, 10, &ds->train, &cap_train) != 0) return absent(b == 1, p);
+            dataset_note_file(ds, p);
         }
         snprintf(p, sizeof p, "%s/test_batch.bin", d);
-        return read_file(p, 1, 10, &ds->test, &cap_test);
+        if (read_file(p, 1, 10, &ds->test, &cap_test) != 0) return -1;
+        dataset_note_file(ds, p);
+        return 0;
     }
     ds->n_classes = 100;
     locate(dir, "cifar-100-binary", "train.bin", d, sizeof d);
     snprintf(p, sizeof p, "%s/train.bin", d);
     if (read_file(p, 2, 100, &ds->train, &cap_train) != 0) return absent(1, p);
+    dataset_note_file(ds, p);
     snprintf(p, sizeof p, "%s/test.bin", d);
-    return read_file(p, 2, 100, &ds->test, &cap_test);
+    if (read_file(p, 2, 100, &ds->test, &cap_test) != 0) return -1;
+    dataset_note_file(ds, p);
+    return 0;
 }

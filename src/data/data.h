@@ -48,6 +48,11 @@ typedef struct dt_dataset {
     int synthetic;        /* samples made on the fly (synthetic.c): the splits hold no x or y */
     uint64_t synth_seed;
     char like[32];        /* synthetic: the dataset whose layout it copies ("": none) */
+    struct {
+        uint64_t dev, ino;
+        char path[512];
+    } files[8]; /* the files the splits were read from (not an image tree's images): dataset_file_named */
+    int n_files;
 } dt_dataset;
 
 /* What opening may need beyond the name and directory. */
@@ -74,6 +79,8 @@ int sampler_fits(size_t n);
 size_t sampler_bytes(size_t n);
 int dataset_open_opts(const char *name, const char *dir, const dt_data_opts *o, dt_dataset **out);
 void dataset_close(dt_dataset *ds);
+/* The file of the dataset that path names (links followed), or NULL: an output must not replace one. */
+const char *dataset_file_named(const dt_dataset *ds, const char *path);
 /* "fashion-mnist, mnist, cifar10, cifar100, imagenet, synthetic" */
 const char *dataset_list(void);
 int dataset_known(const char *name);

@@ -184,6 +184,8 @@ static int load_idx_split(dt_dataset *ds, const char *dir, const char *prefix, d
     if (idx_load(ipath, 3, idims, &s->own) != 0) return -1;
     s->x = s->own;
     if (idx_load(lpath, 1, ldims, &labels) != 0) return -1;
+    dataset_note_file(ds, ipath);
+    dataset_note_file(ds, lpath);
     if (idims[0] != ldims[0]) {
         free(labels);
         return dt_fail("%s: %u labels for %u images in %s (expected one label per image)", lpath, ldims[0], idims[0],
@@ -301,6 +303,25 @@ static void split_free(dt_split *s)
     free(s->y);
     free(s->checked);
     if (s->map) munmap(s->map, s->map_bytes);
+}
+
+void dataset_note_file(dt_dataset *ds, const char *path)
+{
+    struct stat st;
+    if (ds->n_files >= (int)DT_ARRAY_LEN(ds->files) || stat(path, &st) != 0) return;
+    ds->files[ds->n_files].dev = (uint64_t)st.st_dev;
+    ds->files[ds->n_files].ino = (uint64_t)st.st_ino;
+    snprintf(ds->files[ds->n_files].path, sizeof ds->files[0].path, "%s", path);
+    ds->n_files++;
+}
+
+const char *dataset_file_named(const dt_dataset *ds, const char *path)
+{
+    struct stat st;
+    if (!ds || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
+    for (int i = 0; i < ds->n_files; i++)
+        if (ds->files[i].dev == (uint64_t)st.st_dev && ds->files[i].ino == (uint64_t)st.st_ino) return ds->files[i].path;
+    return NULL;
 }
 
 void dataset_close(dt_dataset *ds)

@@ -7,6 +7,8 @@
 
 #include "data.h"
 
+/* Records path as a file the dataset was read from (dataset_file_named). */
+void dataset_note_file(dt_dataset *ds, const char *path);
 /* IDX (MNIST-family) files, raw or gzip: want_dims 3 (images N x rows x cols) or 1 (labels). */
 int idx_load(const char *path, int want_dims, uint32_t *dims, uint8_t **data);
 /* The same from a whole file in memory (malloc'd: taken, also on failure); path for messages. */

@@ -453,6 +453,7 @@ static int open_split(dt_dataset *ds, const char *root, const char *dir, const c
     int have_tree = is_dir(tree);
     if (have_tree && imgtree_fingerprint(root, split, &fp) != 0) return -1;
     int rc = pack_open(path, o->channels, o->image_size, have_tree, fp, s, pi, why, sizeof why);
+    if (rc == 0) dataset_note_file(ds, path);
     if (rc <= 0) return rc;
     if (!have_tree) {
         dt_fail("%s: %s, and no %s/<class>/ images to make it from (expected train/ and val/ class folders of JPEG or "
@@ -465,7 +466,7 @@ static int open_split(dt_dataset *ds, const char *root, const char *dir, const c
     if (pack_write(root, split, classes, n_classes, fp, path, o) != 0) return -1;
     rc = pack_open(path, o->channels, o->image_size, 1, fp, s, pi, why, sizeof why);
     if (rc > 0) return dt_fail("%s right after packing it", why);
-    (void)ds;
+    if (rc == 0) dataset_note_file(ds, path);
     return rc;
 }
 

@@ -537,11 +537,15 @@ out:
 
 int net_load(const char *name_or_path, dt_net **out) { return net_load_classes(name_or_path, 0, out); }
 
-int net_load_classes(const char *name_or_path, int classes, dt_net **out)
+int net_is_path(const char *name_or_path)
 {
     size_t len = strlen(name_or_path);
-    int is_file = strchr(name_or_path, '/') || (len > 4 && strcmp(name_or_path + len - 4, ".net") == 0);
-    if (!is_file) {
+    return strchr(name_or_path, '/') || (len > 4 && strcmp(name_or_path + len - 4, ".net") == 0);
+}
+
+int net_load_classes(const char *name_or_path, int classes, dt_net **out)
+{
+    if (!net_is_path(name_or_path)) {
         const char *text = net_builtin_text(name_or_path);
         char origin[128];
         if (!text)

@@ -43,7 +43,9 @@ typedef struct dt_net {
 int net_parse(const char *text, const char *origin, const char *name, dt_net **out);
 /* The same with the last dense layer's out= set to classes (> 0), as --classes asks. */
 int net_parse_classes(const char *text, const char *origin, const char *name, int classes, dt_net **out);
-/* NAME of a built-in net, or a path to a .net file (contains '/' or ends in .net). */
+/* Whether --net's value names a .net file (contains '/' or ends in .net) rather than a built-in net. */
+int net_is_path(const char *name_or_path);
+/* NAME of a built-in net, or a path to a .net file (net_is_path). */
 int net_load(const char *name_or_path, dt_net **out);
 /* The same, sized to classes (0: as the file says). */
 int net_load_classes(const char *name_or_path, int classes, dt_net **out);
