@@ -656,6 +656,16 @@ static int rerun_after(dt_opts *o, const char *path, const json *rec, const int 
         }
     }
     free(text);
+    if (!cmdline[find_opt("mode") - all] && strcmp(o->mode, "auto") == 0) { /* the model measures and may choose anew */
+        const json *m = json_get(rec, "mode"), *z = json_get(rec, "compress");
+        if (m && m->type == JSON_STR && strcmp(m->str, "auto") != 0)
+            return dt_fail("--rerun %s: the run had --mode auto, which measures the links and may choose another mode "
+                           "now; give the mode it chose, --mode %s --compress %s, or --mode auto to choose again",
+                           path, m->str, z && z->type == JSON_STR && z->str[0] ? z->str : "none");
+        return dt_fail("--rerun %s: the run had --mode auto, which measures the links and may choose another mode now "
+                       "(the log records no choice); give --mode, or --mode auto to choose again",
+                       path);
+    }
     if (dir && dir->type == JSON_STR && !cmdline[find_opt("data-dir") - all]) {
         free(o->data_dir);
         if (!(o->data_dir = dt_strdup(dir->str))) return -1;

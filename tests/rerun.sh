@@ -6,7 +6,7 @@
 #    as the run that wrote LOG (a config file, flags and a relative --data-dir)
 #  - a log cut after its start record (a run that died) reruns too; flags given with --rerun
 #    override the record's; a net path with '#' in it reruns as given
-#  - another rank count, a file without a record, --rerun with --config: exit 2
+#  - another rank count, a file without a record, --rerun with --config, of a --mode auto run: exit 2
 . "$(dirname "$0")/lib.sh"
 need_mpirun
 make_idx "$T/data" 600 100
@@ -70,6 +70,12 @@ rc=$?
 rc=$?
 [ $rc -eq 2 ] && grep -q "are one file: the new log would replace the one --rerun reads" "$T/bad.out" &&
     grep -q '"type":"summary"' "$T/r1.jsonl" || { cat "$T/bad.out"; fail "--rerun LOG --log LOG: exit $rc, or the log lost"; }
+# a --mode auto run: the timing model measures anew and may choose another mode, so the rerun asks for the chosen one
+sed 's/mode = pipesgd/mode = auto/g' "$T/r1.jsonl" > "$T/auto.jsonl"
+"$DTRAIN" --rerun "$T/auto.jsonl" > "$T/bad.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "the run had --mode auto, .*; give the mode it chose, --mode pipesgd --compress q8, or --mode auto" "$T/bad.out" ||
+    { cat "$T/bad.out"; fail "--rerun of a --mode auto run: exit $rc"; }
 echo '{"type":"iter","epoch":1}' > "$T/none.jsonl"
 "$DTRAIN" --rerun "$T/none.jsonl" > "$T/bad.out" 2>&1
 rc=$?
