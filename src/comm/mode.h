@@ -85,6 +85,7 @@ typedef struct dt_netmodel {
      * beta were given: then a step of m bytes costs alpha + m beta */
     int n_steps;
     double step_bytes[DT_NETMODEL_STEPS], step_t[DT_NETMODEL_STEPS], step_beta;
+    char note[200]; /* what the probe could not measure and assumed instead ("": nothing) */
 } dt_netmodel;
 
 typedef struct dt_mode_env {

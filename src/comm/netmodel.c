@@ -126,8 +126,9 @@ double netmodel_codec_gamma(const dt_codec *codec)
 int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_comm_opts *o)
 {
     const size_t tiny = 64, small = 64u << 10, mid = 256u << 10, big = 1u << 20, stream = 4u << 20;
-    double v[11] = {0}; /* alpha, beta, gamma, beta_stream, cpu_byte, -cores, beta_busy, the 4 steps */
+    double v[12] = {0}; /* alpha, beta, gamma, beta_stream, cpu_byte, -cores, beta_busy, the 4 steps, no slope */
     int p = comm_size(c), on_machine = 1;
+    m->note[0] = 0;
     m->measured = o->model_alpha < 0 || o->model_beta < 0 || o->model_gamma < 0;
     if (comm_machine_ranks(c, &on_machine) != 0) return -1;
     if (p > 1 && (o->model_alpha < 0 || o->model_beta < 0)) {
@@ -141,6 +142,12 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
         if (rc == 0) rc = chain_time(c, s, r, small, steps, 3, &ts);
         if (rc == 0) rc = chain_time(c, s, r, mid, steps, 3, &tm);
         if (rc == 0) rc = chain_time(c, s, r, big, steps, 3, &tb);
+        /* 1 MiB steps no slower than 64 KiB ones (a rank descheduled in the small chain): measured again,
+         * longer; the retry's outcome is every rank's, so all take the same path */
+        double again = rc == 0 && tb <= ts;
+        if (rc == 0) rc = comm_allreduce_max_f64(c, &again, 1);
+        if (rc == 0 && again > 0) rc = chain_time(c, s, r, small, steps, 7, &ts);
+        if (rc == 0 && again > 0) rc = chain_time(c, s, r, big, steps, 7, &tb);
         if (rc == 0) rc = chain_time(c, s, r, stream, 1, 3, &tl);
         if (rc == 0) rc = chain_time(c, s, r, big, DT_MAX(steps, SUSTAINED_STEPS), 1, &tbusy);
         /* cpu_byte's chain lasts CPU_WINDOW: at 2(p-1) steps (~50 ms on 1 Gbit/s links) one tick of
@@ -157,7 +164,10 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
         dt_free(s);
         dt_free(r);
         if (rc != 0) return dt_fail_prefix("timing-model probe");
-        v[1] = DT_MAX(tb - ts, 1e-12) / (double)(big - small);
+        /* still no slope: an upper bound, the whole 1 MiB step as bytes (a beta of 1e-18 s per byte made
+         * every link look free to --mode auto) */
+        v[11] = tb <= ts;
+        v[1] = v[11] ? tb / (double)big : (tb - ts) / (double)(big - small);
         v[0] = DT_MAX(tt - (double)tiny * v[1], 1e-7);
         v[3] = DT_MAX(tl - v[0], 1e-12) / (double)stream;
         v[6] = DT_MAX(tbusy - v[0], 1e-12) / (double)big;
@@ -165,7 +175,10 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
     }
     v[2] = netmodel_codec_gamma(codec);
     v[5] = -(double)cpu_count() / on_machine;
-    if (comm_allreduce_max_f64(c, v, 11) != 0) return -1;
+    if (comm_allreduce_max_f64(c, v, 12) != 0) return -1;
+    if (v[11] > 0)
+        snprintf(m->note, sizeof m->note, "the link probe's 1 MiB steps ran no slower than its 64 KiB ones twice (a busy "
+                 "machine?): beta is the upper bound %.3g ns per byte; --model-beta gives it", 1e9 * v[1]);
     m->n_steps = 0;
     if (p > 1 && o->model_alpha < 0 && o->model_beta < 0) { /* each step no faster than a smaller one */
         const double bytes[DT_NETMODEL_STEPS] = {(double)tiny, (double)small, (double)mid, (double)big};
