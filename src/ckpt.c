@@ -471,7 +471,10 @@ int ckpt_restore(dt_ckpt_state *r, const char *path, long *it0_out)
     if (rc == 0 && !same_ranks && mine.n > 0)
         rc = dt_fail("%s: made by %ld ranks, this run has %d (resume %s with %ld ranks: it keeps per-rank state)", path,
                      meta[1], p, r->mode->name, meta[1]);
-    if (AGREE(r, rc)) goto fail;
+    if (AGREE(r, rc)) {
+        r->usage_error = !same_ranks; /* on every rank (a PS server keeps no state of its own): the rank count */
+        goto fail;
+    }
     if (me == 0) {
         for (int i = 0; i < mine.n && rc == 0; i++) {
             const st_entry *e = st_find(f, mine.name[i]);

@@ -30,6 +30,7 @@ typedef struct dt_ckpt_state {
     uint64_t data_fingerprint; /* of its samples and labels (dt_dataset's) */
     const char *options; /* the canonical options (cli_canonical); epochs and iters are left out */
     int failed_rank;     /* out: after a failure, the lowest rank that failed (it holds the message) */
+    int usage_error;     /* out: the failure is the command line's (a rank count the checkpoint cannot take) */
     char precision_was[16]; /* out (rank 0, after a restore): the precision the checkpoint was
                              * written in (a resume may change it) */
     double *loss_scale; /* --precision fp16: the loss scale and its good steps (the same on every rank), */

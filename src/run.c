@@ -93,12 +93,12 @@ static int open_data(dt_run *r, int may_pack)
         d.channels = in->d[0];
         d.image_size = o->image_size ? (int)o->image_size : (DT_MAX(in->d[1], in->d[2]) * 8 + 6) / 7;
         if (d.image_size < in->d[1] || d.image_size < in->d[2])
-            return dt_fail("--image-size %d is smaller than the net's %dx%d input (expected at least %d)", d.image_size,
+            return r->usage_error = 1, dt_fail("--image-size %d is smaller than the net's %dx%d input (expected at least %d)", d.image_size,
                            in->d[1], in->d[2], DT_MAX(in->d[1], in->d[2]));
-    } else if (o->image_size) {
+    } else if (o->image_size || strcmp(o->on_bad_image, "stop") != 0) { /* not the default: given */
         r->usage_error = 1;
-        return dt_fail("--image-size applies to ImageNet-shaped data, not to --dataset %s%s", r->dataset,
-                       o->dataset ? "" : " (the net's)");
+        return dt_fail("--%s applies to ImageNet-shaped data, not to --dataset %s%s",
+                       o->image_size ? "image-size" : "on-bad-image", r->dataset, o->dataset ? "" : " (the net's)");
     }
     if (synthetic) return open_synthetic(r, d.image_size);
     if (o->data_dir && !dt_is_kind(o->data_dir, 1)) r->usage_error = 1; /* no such directory */
@@ -908,11 +908,12 @@ int run_setup(dt_run *r)
     comm_set_label(r->comm, r->comm_label);
     if (run_agree(r, rc) != 0 || run_agree(r, setup_graphs(r)) != 0) return -1;
     r->ckpt = (dt_ckpt_state){r->comm, r->be, r->net, r->optim->v, r->mode, r->mode_state, &r->env,
-                              r->dataset, r->ds->train.n, r->ds->fingerprint, r->options, -1, "",
+                              r->dataset, r->ds->train.n, r->ds->fingerprint, r->options, -1, 0, "",
                               r->scaler.on ? &r->scaler.scale : NULL, r->scaler.on ? &r->scaler.good : NULL};
     if (r->opts->resume && ckpt_restore(&r->ckpt, r->opts->resume, &r->it0) != 0) {
         r->failed_rank = r->ckpt.failed_rank;
-        r->usage_error = !dt_is_kind(r->opts->resume, 0); /* no such file: the command line is wrong */
+        /* no such file, or a rank count it cannot take: the command line is wrong */
+        r->usage_error = !dt_is_kind(r->opts->resume, 0) || r->ckpt.usage_error;
         dt_fail_prefix("--resume");
         return -1;
     }

@@ -129,6 +129,11 @@ expect_error "--save in /proc" 1 "--save: /proc/w.st: cannot" "$DTRAIN" $D --epo
 # images
 expect_error "bad augmentation" 2 "--augment: unknown item 'twist' (expected default, none, or a comma list" "$DTRAIN" $D --augment crop=4,twist
 expect_error "image size off imagenet" 2 "--image-size applies to --dataset imagenet, not to --dataset mnist" "$DTRAIN" $D --image-size 64
+expect_error "bad-image policy off imagenet, the net's dataset" 2 "--on-bad-image applies to ImageNet-shaped data, not to --dataset fashion-mnist (the net's)" \
+    "$DTRAIN" --net mlp --data-dir "$T/data" --progress none --on-bad-image skip
+mkdir -p "$T/imn"
+expect_error "an image size below the net's input" 2 "--image-size 100 is smaller than the net's 227x227 input (expected at least 227)" \
+    "$DTRAIN" --net alexnet --dataset imagenet --data-dir "$T/imn" --image-size 100 --dry-run
 mkdir -p "$T/c10" && $PYTHON "$top_srcdir/tests/mkimages.py" cifar10 "$T/c10" 50 10 || fail "no CIFAR files"
 expect_error "an ImageNet net on CIFAR" 2 "the input layer expects 3x227x227 samples, but cifar10 has 3x32x32" \
     "$DTRAIN" --net alexnet --dataset cifar10 --data-dir "$T/c10" --progress none

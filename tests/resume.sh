@@ -119,6 +119,7 @@ run "$DTRAIN" $C --epochs 0 --load "$T/dsync4.st"
 expect() { # WHAT SUBSTRING CMD...
     local what=$1 want=$2; shift 2
     if [ "$1" = mpi ]; then "$@" > "$T/out" 2>&1; else timeout 120 "$@" > "$T/out" 2>&1; fi && { cat "$T/out"; fail "$what: exit status 0"; }
+    last_rc=$?
     grep -qF -- "$want" "$T/out" || { cat "$T/out"; fail "$what: output lacks '$want'"; }
 }
 expect "another net" "a checkpoint of net small-cifar, not resnet20" \
@@ -135,6 +136,8 @@ expect "a damaged checkpoint" "the file is damaged" "$DTRAIN" $C --resume "$T/ba
 run mpi -np 2 "$DTRAIN" $C --mode topk --density 0.05 --iters 5 --checkpoint "$T/topk.st"
 expect "other rank count with per-rank state" "made by 2 ranks, this run has 1" \
     "$DTRAIN" $C --mode topk --density 0.05 --iters 10 --resume "$T/topk.st"
+[ $last_rc -eq 2 ] || fail "another rank count than the checkpoint's: exit $last_rc (expected 2, the command line's)"
 expect "ps, other rank count" "made by 3 ranks, this run has 4" mpi -np 4 "$DTRAIN" $C --mode ps --iters $N --resume "$T/ps3.st"
+[ $last_rc -eq 2 ] || fail "ps, another rank count than the checkpoint's: exit $last_rc (expected 2)"
 run "$DTRAIN" $C --iters 30 --resume "$T/dsync4.st" # D-Sync: another rank count is fine
 echo "PASS: resumed runs equal straight ones (1 to 4 ranks, 6 modes, kill -9)"

@@ -162,9 +162,11 @@ rm -r "$1"
 head -n 2 "$2/log.jsonl" > "$2/log.cut" && mv "$2/log.cut" "$2/log.jsonl"
 echo '[]' > "$3/status.json"
 sed -i 's/"samples_per_s":[0-9.e+]*/"samples_per_s":"fast"/' "$4/log.jsonl"
+sed -i '1a {"type":"epoch",garbage' "$4/log.jsonl" # a damaged line inside the log: left out and said
 $REPORT --reproduction "$T/DAMAGED.md" "$T/damaged" > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report of damaged results failed"; }
 ! grep -q Traceback "$T/rep" && grep -q "3 of the sweep's 4 points (1 without results)" "$T/rep" &&
     grep -q "ran, but its log.jsonl has no summary record" "$T/rep" &&
+    grep -q "log.jsonl: 1 line is not a JSON record (damaged or edited): left out" "$T/rep" &&
     grep -q "3 of the sweep's 4 points (1 without results)" "$T/damaged/report/results.md" &&
     grep -q "3 of the sweep's 4 points (1 without results)" "$T/DAMAGED.md" &&
     grep -q "| not finished |" "$T/damaged/report/results.md" || { cat "$T/rep" "$T/damaged/report/results.md"; fail "tools/report: damaged results"; }
@@ -172,6 +174,10 @@ touch "$T/afile"
 rc=0
 $REPORT --out "$T/afile" "$T/damaged" > "$T/rep" 2>&1 || rc=$?
 [ $rc -eq 1 ] && grep -q "afile: not a directory" "$T/rep" || { cat "$T/rep"; fail "tools/report --out FILE: exit $rc"; }
+rc=0
+$REPORT "$T" > "$T/rep" 2>&1 || rc=$? # a directory, but no results: the command line's mistake
+[ $rc -eq 2 ] && grep -q "no readable sweep.json .*: expected a results directory tools/sweep wrote" "$T/rep" ||
+    { cat "$T/rep"; fail "tools/report of a directory without results: exit $rc"; }
 
 # the same results marked --quick: no verdicts, and the full sweep's notes left out
 cp -r "$top_srcdir/tests/fixtures/report" "$T/quick" && chmod -R u+w "$T/quick"
