@@ -187,7 +187,7 @@ static const dt_optdef table[] = {
      0, "end the job when a rank waits more than S seconds for another (0: wait forever; else at least 1)",
      check_comm_timeout},
 
-    {"Output", "log", OPT_STRING, "FILE", OFF(log), 0, 0, NULL, NULL, OPT_LOCAL, 0,
+    {"Output", "log", OPT_STRING, "FILE", OFF(log), 0, 0, NULL, NULL, OPT_LOCAL | OPT_AGREE_SET, 0,
      "write JSON lines (iterations, epochs, summary) to FILE", NULL},
     {"Output", "log-every", OPT_INT, "N", OFF(log_every), 1, 1e9, NULL, "50", OPT_LOCAL | OPT_AGREE, 0,
      "iterations between \"iter\" records and progress lines", NULL},

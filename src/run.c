@@ -311,6 +311,11 @@ static int setup_mode(dt_run *r, int p, size_t n_train)
         return dt_fail("--epochs 0 on synthetic data would neither train nor evaluate (expected --epochs 1 or more, "
                        "--save FILE for the initial weights, or --load FILE to check a weight file)");
     }
+    if (env->total_iters == 0 && o->checkpoint && !o->resume) {
+        r->usage_error = 1; /* --epochs 0 only evaluates: no iteration ends in a checkpoint */
+        return dt_fail("--checkpoint with --epochs 0 would write nothing: the run only evaluates "
+                       "(expected --epochs 1 or more, or --save FILE for the weights)");
+    }
     if (r->net->n_params == 0 && env->total_iters > 0) /* the sparse modes would select from nothing */
         return dt_fail("--net %s: no layer has parameters to train (all are frozen), so there is nothing to train "
                        "(--epochs 0 evaluates it)",

@@ -143,6 +143,10 @@ expect_error "truncated CIFAR file" 1 "data_batch_2.bin: 30000 bytes is not a wh
 mkdir -p "$T/tree/train/cat" "$T/tree/val/cat" && printf '\xff\xd8\xff\xe0JFIF' > "$T/tree/train/cat/1.jpg"
 expect_error "a damaged JPEG" 1 "train/cat/1.jpg: a damaged JPEG (libjpeg: " \
     "$DTRAIN" --net resnet18 --dataset imagenet --data-dir "$T/tree" --progress none
+expect_error "a checkpoint of a run that only evaluates" 2 "--checkpoint with --epochs 0 would write nothing" \
+    "$DTRAIN" $D --epochs 0 --checkpoint "$T/e0.ck" --checkpoint-every 1it
+expect_error "--log on one rank only" 1 "[rank 1] the configuration differs from rank 0's (rank 0: 'log = (not given)', this rank: 'log = (given)')" \
+    mpi -np 1 "$DTRAIN" $D --iters 2 : -np 1 "$DTRAIN" $D --iters 2 --log "$T/one.jsonl"
 expect_error "a checkpoint cadence without a file" 2 "--checkpoint-every needs --checkpoint FILE" "$DTRAIN" $D --checkpoint-every 2ep
 ln -s "$T/later.st" "$T/dangling" # the file a write through the link would create
 expect_error "a log through a dangling link onto --save" 2 "--log $T/dangling and --save $T/later.st are one file" \
