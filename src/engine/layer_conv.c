@@ -3,7 +3,7 @@
  *   y  [rows][O][OH][OW],  OH = (H + pad_top + pad_bottom - KH) / stride_h + 1
  * Keys: out=O, k=K (or kh= kw=), stride=S (or sh= sw=), pad=P | same | T,B,L,R (asymmetric; same:
  * OH = ceil(H / S) with the odd pixel at the end, as TensorFlow), groups=G, bias=1|0,
- * init=torch|he|xavier|normal:STD. The backend computes it (oneDNN on the CPU). */
+ * init=torch|he|xavier|normal:STD|const:VALUE. The backend computes it (oneDNN on the CPU). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +82,8 @@ static int conv_infer(dt_layer *l, const char *where)
         return dt_fail("%s: conv: expected an input of C x H x W, found %s from '%s'", where, shape, l->in[0]->name);
     shape_chw(&l->in[0]->out, &c, &h, &w);
     if (c % s->groups || s->out % s->groups)
-        return dt_fail("%s: conv: groups=%d must divide the input channels (%d) and out=%d", where, s->groups, c, s->out);
+        return dt_fail("%s: conv: groups=%d must divide the input channels (%d) and out=%d", where, s->groups, c,
+                       s->out);
     if (s->same) {
         window_geometry(h, s->kh, s->sh, -1, 0, &oh, &pt, &pb);
         window_geometry(w, s->kw, s->sw, -1, 0, &ow, &pl, &pr);
@@ -148,7 +149,8 @@ static void conv_destroy(dt_layer *l, dt_backend *be)
 
 const dt_layer_ops layer_conv_ops = {
     .type = "conv",
-    .help = "2-D convolution; out=O k=K stride=S pad=P|same|T,B,L,R groups=G bias=1|0 init=...",
+    .help = "2-D convolution; out=O k=K stride=S pad=P|same|T,B,L,R groups=G bias=1|0 "
+            "init=torch|he|xavier|normal:STD|const:VALUE",
     .keys = "out k kh kw stride sh sw pad groups bias init",
     .min_in = 1,
     .max_in = 1,

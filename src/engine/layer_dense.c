@@ -5,7 +5,7 @@
  *   y  [rows][out]
  * backward: dW = dy^T x, db = sum_rows dy, dx = dy W (skipped when the input needs no gradient,
  * as for the first layer, whose input is data).
- * Keys: out=N, bias=1|0, init=torch|he|xavier|normal:STD (weight; bias is U(±1/sqrt(in)) for
+ * Keys: out=N, bias=1|0, init=torch|he|xavier|normal:STD|const:VALUE (weight; bias is U(±1/sqrt(in)) for
  * torch, else 0). */
 #include <stdlib.h>
 
@@ -114,7 +114,7 @@ static int dense_backward(dt_layer *l, dt_backend *be, dt_pass *p)
 
 const dt_layer_ops layer_dense_ops = {
     .type = "dense",
-    .help = "fully connected y = xW^T + b; out=N bias=1|0 init=torch|he|xavier|normal:STD",
+    .help = "fully connected y = xW^T + b; out=N bias=1|0 init=torch|he|xavier|normal:STD|const:VALUE",
     .keys = "out bias init",
     .min_in = 1,
     .max_in = 1,
