@@ -120,6 +120,12 @@ START_TEST(config_file_then_command_line)
     ck_assert_int_eq(o.epochs, 7);
     ck_assert_int_eq(o.nesterov, 1);
     cli_free(&o);
+    /* a UTF-8 byte-order mark, as some editors write, is not part of the first key */
+    const char *bom = write_text("bom.conf", "\xef\xbb\xbflr = 0.25\n");
+    const char *abom[] = {"--config", bom, NULL};
+    ck_assert_msg(parse(&o, abom) == 0, "%s", dt_errmsg());
+    ck_assert_double_eq(o.lr, 0.25);
+    cli_free(&o);
 
     const struct {
         const char *text, *expect;

@@ -150,6 +150,8 @@ START_TEST(truncated_raw)
     EXPECT_ERROR(open_with("train-images-idx3-ubyte", buf, n - 7, 0), "truncated (header says 240 data bytes, found 233)");
     EXPECT_ERROR(open_with("train-images-idx3-ubyte", buf, 10, 0), "truncated header (10 bytes, expected 16)");
     EXPECT_ERROR(open_with("train-images-idx3-ubyte", buf, 2, 0), "file has 2 bytes (expected an IDX header");
+    /* a gzip stream of nothing: what it decompresses to is named, not the file's size */
+    EXPECT_ERROR(open_with("train-images-idx3-ubyte", buf, 0, 1), "decompresses to 0 bytes (expected an IDX header");
 }
 END_TEST
 

@@ -60,6 +60,10 @@ START_TEST(named_inputs_comments_blank_lines)
     ck_assert_ptr_eq(net->layers[3]->in[0], net->layers[2]);
     ck_assert_int_eq(net_find_tensor(net, "a.bias") == NULL, 1);
     net_destroy(net);
+    /* a UTF-8 byte-order mark, as some editors write, is not part of the first line */
+    ck_assert_msg(net_parse("\xef\xbb\xbfinput shape=4\ndense out=2\nsoftmax_xent\n", "t.net", "t", &net) == 0, "%s",
+                  dt_errmsg());
+    net_destroy(net);
 }
 END_TEST
 
@@ -102,6 +106,8 @@ static const struct {
      "t.net:2: conv: groups=2 must divide the input channels (3)"},
     {"input shape=3x8x8\nconv out=4 k=3 pad=1,2\nflatten\ndense out=2\nsoftmax_xent\n",
      "t.net:2: conv: pad=1,2: expected P, same, or T,B,L,R"},
+    {"input shape=3x8x8\nconv out=4 k=3 pad=100000\nflatten\ndense out=2\nsoftmax_xent\n",
+     "t.net:2: conv: pad=100000: 100000 is more padding than 65536"},
     {"input shape=12\nconv out=4 k=3\ndense out=2\nsoftmax_xent\n", "t.net:2: conv: expected an input of C x H x W"},
     {"input shape=3x8x8\nconv out=4\nflatten\ndense out=2\nsoftmax_xent\n", "t.net:2: conv: missing required key 'k'"},
     {"input shape=3x8x8\nrelu frozen=1\nflatten\ndense out=2\nsoftmax_xent\n",

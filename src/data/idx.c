@@ -82,14 +82,16 @@ int idx_parse(const char *path, uint8_t *raw, size_t n, int want_dims, uint32_t 
 {
     uint8_t *buf = raw;
     size_t hdr, count = 1;
-    if (n >= 2 && raw[0] == 0x1f && raw[1] == 0x8b) { /* gzip */
+    int gz = n >= 2 && raw[0] == 0x1f && raw[1] == 0x8b;
+    if (gz) {
         int rc = gunzip(path, raw, n, &buf, &n);
         free(raw);
         if (rc != 0) return -1;
     }
     if (n < 4) {
         free(buf);
-        return dt_fail("%s: file has %zu bytes (expected an IDX header of at least 4 bytes)", path, n);
+        return dt_fail("%s: %s %zu bytes (expected an IDX header of at least 4 bytes)", path,
+                       gz ? "decompresses to" : "file has", n);
     }
     if (buf[0] != 0 || buf[1] != 0) {
         dt_fail("%s: bad magic %02x %02x %02x %02x (expected 00 00 08 %02x: an IDX file)", path, buf[0], buf[1],

@@ -4,6 +4,7 @@
  * Keys: out=O, k=K (or kh= kw=), stride=S (or sh= sw=), pad=P | same | T,B,L,R (asymmetric; same:
  * OH = ceil(H / S) with the odd pixel at the end, as TensorFlow), groups=G, bias=1|0,
  * init=torch|he|xavier|normal:STD|const:VALUE. The backend computes it (oneDNN on the CPU). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,8 +62,11 @@ static int conv_configure(dt_layer *l, dt_kv *kv, int n_kv, const char *where)
             if (dt_list_check(k->val, ',') != 0)
                 return dt_fail("%s: conv: pad=%s: expected P, same, or T,B,L,R", where, k->val);
             for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                if (n < 4 && dt_parse_long(tok, 0, LONG_MAX, "pad", &p) == 0 && p > (1 << 16))
+                    return dt_fail("%s: conv: pad=%s: %ld is more padding than %d", where, k->val, p, 1 << 16);
                 if (n == 4 || dt_parse_long(tok, 0, 1 << 16, "pad", &p) != 0)
-                    return dt_fail("%s: conv: pad=%s: expected P, same, or T,B,L,R", where, k->val);
+                    return dt_fail("%s: conv: pad=%s: expected P, same, or T,B,L,R (each 0 to %d)", where, k->val,
+                                   1 << 16);
                 s->pad[n++] = (int)p;
             }
             if (n == 1) s->pad[1] = s->pad[2] = s->pad[3] = s->pad[0];

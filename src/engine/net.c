@@ -480,7 +480,7 @@ int net_parse_classes(const char *text, const char *origin, const char *name, in
     expander x;
     int counts[64] = {0}, rc = -1;
     dt_layer *prev = NULL;
-    const char *p = text;
+    const char *p = strncmp(text, "\xef\xbb\xbf", 3) ? text : text + 3; /* a UTF-8 byte-order mark */
     memset(&x, 0, sizeof x);
     x.origin = origin;
     if (!net) return dt_fail("out of memory");
