@@ -185,6 +185,9 @@ static int fit_classes(dt_run *r)
     const dt_opts *o = r->opts;
     int k = r->ds->n_classes, n = net_n_classes(r->net);
     dt_net *sized;
+    if (k < 2) /* no net can be sized to it: a classifier needs two classes */
+        return dt_fail("%s: --dataset %s has %d class%s (expected at least 2: a classifier tells classes apart)",
+                       r->ds->dir, r->dataset, k, k == 1 ? "" : "es");
     if (o->classes > 0) {
         if (k <= n) return 0; /* every label has an output */
         return dt_fail("--dataset %s has %d classes, more than --classes %ld (expected --classes %d or more)", r->dataset,
@@ -237,7 +240,7 @@ static int fit(dt_run *r)
 static int check_fit(dt_run *r)
 {
     int rc = fit(r);
-    if (rc != 0) r->usage_error = 1;
+    if (rc != 0 && r->ds->n_classes >= 2) r->usage_error = 1; /* one class: the data is wrong, not the command */
     return rc;
 }
 

@@ -76,6 +76,8 @@ tree_with "a dangling link" "/x.png: cannot read (No such file or directory)" 'l
 tree_with "a folder in a class folder" "x: not a file (expected only" 'mkdir "$dir/train/$class/x"'
 tree_with "a file beside the class folders" "train/notes.txt: not a folder (expected only class folders" \
     'echo hi > "$dir/train/notes.txt"'
+tree_with "one class" "--dataset imagenet has 1 class (expected at least 2" \
+    'for s in train val; do for c in $(ls "$dir/$s" | tail -n +2); do rm -r "$dir/$s/$c"; done; done'
 
 # packs: made by dtrain from the PNG tree, then damaged
 P="--net $top_srcdir/tests/nets/tiny-images.net --dataset imagenet --image-size 36 --batch 10 --progress none --iters 2"

@@ -551,7 +551,7 @@ int net_load_classes(const char *name_or_path, int classes, dt_net **out)
         if (!text)
             return dt_fail("--net: unknown net '%s' (expected one of %s, or a path to a .net file)", name_or_path,
                            net_builtin_list());
-        snprintf(origin, sizeof origin, "nets/%s.net", name_or_path);
+        snprintf(origin, sizeof origin, "built-in net %s", name_or_path); /* not a path: no file of that name is read */
         return net_parse_classes(text, origin, name_or_path, classes, out);
     }
     char *text, base[DT_NAME_MAX];
