@@ -399,9 +399,16 @@ static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float
             const dt_param *q = net->tensors[i];
             snprintf(name, sizeof name, "optim:momentum:%.200s", q->name);
             const st_entry *e = st_find(f, name);
-            if (!e || e->end - e->begin != q->n * sizeof(float))
+            if (!e)
                 return dt_fail("%s: no momentum for %s (expected '%s' of %zu values: was it made with --momentum 0?)",
                                path, q->name, name, q->n);
+            uint64_t count = 1;
+            for (int d = 0; d < e->n_dims; d++) count *= (uint64_t)e->shape[d];
+            if (strcmp(e->dtype, "F32") != 0 || count != q->n || e->end - e->begin != q->n * sizeof(float))
+                return dt_fail("%s: tensor '%s' is %s of %llu values in %llu bytes (expected F32 of %zu values, as %s; "
+                               "is the file damaged or edited?)",
+                               path, name, e->dtype, (unsigned long long)count, (unsigned long long)(e->end - e->begin),
+                               q->n, q->name);
             memcpy(v + q->offset, f->data + e->begin, q->n * sizeof(float));
         }
     }

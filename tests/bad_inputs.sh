@@ -108,6 +108,17 @@ for at in 3 100 $((size / 2)) $((size - 3)); do
 done
 cp "$T/good.ckpt" "$T/bad.ckpt" && truncate -s $((size - 1000)) "$T/bad.ckpt"
 check "checkpoint truncated" 1 "--resume: $T/bad.ckpt" "$DTRAIN" $D --iters 4 --resume "$T/bad.ckpt"
+# a momentum tensor's dtype edited (the checksum covers names, shapes and data, not dtypes): refused, not read as floats
+$PYTHON - "$T/good.ckpt" "$T/dtype.ckpt" <<'EOF2' || fail "could not edit the checkpoint's dtype"
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+old = b'"optim:momentum:fc1.bias":{"dtype":"F32"'
+at = b.index(old)
+b[at:at + len(old)] = old.replace(b"F32", b"I32")
+open(sys.argv[2], "wb").write(b)
+EOF2
+check "a checkpoint's momentum of another dtype" 1 "tensor 'optim:momentum:fc1.bias' is I32 of 500 values" \
+    "$DTRAIN" $D --iters 4 --resume "$T/dtype.ckpt"
 check "a directory as the checkpoint" 2 "--resume: $T: " "$DTRAIN" $D --iters 4 --resume "$T"
 check "a device as the checkpoint" 2 "--resume: /dev/zero: " "$DTRAIN" $D --iters 4 --resume /dev/zero
 # weights with an infinity (the message names the file and the tensor)
