@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static _Thread_local char errbuf[1024];
+static _Thread_local char errbuf[8192]; /* room for a few paths of PATH_MAX */
 
 int dt_fail(const char *fmt, ...)
 {
@@ -28,7 +28,7 @@ int dt_fail(const char *fmt, ...)
 
 int dt_fail_prefix(const char *fmt, ...)
 {
-    char prefix[512], old[sizeof errbuf];
+    char prefix[4608], old[sizeof errbuf];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
@@ -223,6 +223,31 @@ int dt_read_file(const char *path, char **data, size_t *n_bytes)
     if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);
         return dt_fail("%s: cannot determine the size (%s)", path, strerror(errno));
+    }
+    if (n == 0) { /* a file the kernel makes as it is read (/proc): its size says 0, so read to the end */
+        size_t cap = 4096, got = 0, k;
+        buf = dt_malloc(cap + 1);
+        while (buf && (k = fread(buf + got, 1, cap - got, f)) > 0) {
+            got += k;
+            if (got == cap && cap < (64u << 20)) {
+                char *more = realloc(buf, 2 * cap + 1);
+                if (!more) free(buf);
+                buf = more, cap *= 2;
+            } else if (got == cap) {
+                break; /* 64 MiB: more than any file dtrain reads this way */
+            }
+        }
+        int e = ferror(f) ? errno : 0;
+        fclose(f);
+        if (!buf) return dt_fail("%s: out of memory", path);
+        if (e) {
+            free(buf);
+            return dt_fail("%s: read failed (%s)", path, strerror(e));
+        }
+        buf[got] = 0;
+        *data = buf;
+        if (n_bytes) *n_bytes = got;
+        return 0;
     }
     buf = dt_malloc((size_t)n + 1);
     if (!buf) {
