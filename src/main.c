@@ -129,7 +129,8 @@ int main(int argc, char **argv)
         return 0;
     }
     dt_signals_block(); /* before any thread starts: stop signals go to dt_signals_install's thread only */
-    if (comm_init(&argc, &argv, &comm) != 0) {
+    /* MPI's start-up waits for every rank: --comm-timeout bounds it too (its default where parsing failed) */
+    if (comm_init(&argc, &argv, parse_rc == 0 ? opts.comm_timeout : 300.0, &comm) != 0) {
         fprintf(stderr, "dtrain: %s\n", dt_errmsg());
         return 1;
     }

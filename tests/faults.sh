@@ -1,6 +1,7 @@
 #!/bin/bash
 # Faults end a job cleanly, each within a time bound:
 #  - kill -9 of one rank: the job ends within 30 s, non-zero, and mpirun names the rank
+#  - SIGSTOP of one rank before MPI_Init: the others give up there after --comm-timeout
 #  - SIGSTOP of one rank: another rank gives up after --comm-timeout, calls the roll and names the
 #    stopped rank, the operation and the iteration; the job ends within twice the timeout plus 10 s;
 #    over --transport nccl (on the guarded backend's stand-in) the device's transfers give up too, and
@@ -74,6 +75,18 @@ stop_rank stop 2 --comm-timeout 3
 grep -q "waited [0-9]* s for \(rank [0-9]\|the other ranks\) in .*(training, mode dsync, iteration [0-9]*) and gave up (--comm-timeout 3): rank 2 does not answer" \
     "$T/stop.out" || { cat "$T/stop.out"; fail "SIGSTOP: no message naming the stopped rank, the operation and the iteration"; }
 note "SIGSTOP of rank 2: ended in $dt s: $(grep -o 'waited.*answer' "$T/stop.out" | head -n 1)"
+
+# a rank stopped before MPI's start-up (here before it even execs dtrain): the others wait for it in
+# MPI_Init, which --comm-timeout bounds too; before, they waited forever
+t0=$(date +%s)
+mpi -np 2 "$DTRAIN" $D --iters 2 --comm-timeout 3 : -np 1 bash -c 'kill -STOP $$; exec "$0" "$@"' "$DTRAIN" $D --iters 2 \
+    --comm-timeout 3 > "$T/istop.out" 2>&1
+rc=$? dt=$(( $(date +%s) - t0 ))
+[ $rc -ne 0 ] || fail "SIGSTOP before MPI_Init: the job exited 0"
+[ $dt -le 20 ] || fail "SIGSTOP before MPI_Init: the job took $dt s to end (comm timeout 3 s)"
+grep -q "MPI's start-up did not finish within 3 s (--comm-timeout): a rank of the job never started or was stopped" \
+    "$T/istop.out" || { cat "$T/istop.out"; fail "SIGSTOP before MPI_Init: no message"; }
+note "a rank stopped before MPI_Init: the job ended in $dt s"
 
 # SIGSTOP of a rank over --transport nccl (the guarded backend's stand-in for NCCL, which gives up as
 # NCCL's wait does): the device's transfers give up after --comm-timeout too, on the compute thread

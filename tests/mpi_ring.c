@@ -48,7 +48,7 @@ static void check(int ok, int rank, const char *fmt, ...)
 int main(int argc, char **argv)
 {
     dt_comm *c;
-    if (comm_init(&argc, &argv, &c) != 0) {
+    if (comm_init(&argc, &argv, 0, &c) != 0) {
         fprintf(stderr, "%s\n", dt_errmsg());
         return 2;
     }

@@ -406,7 +406,7 @@ static void test_terngrad(dt_comm *c, int skip_last)
 int main(int argc, char **argv)
 {
     dt_comm *c;
-    if (comm_init(&argc, &argv, &c) != 0) return 2;
+    if (comm_init(&argc, &argv, 0, &c) != 0) return 2;
     me = comm_rank(c);
     p = comm_size(c);
     test_gtopk(c);

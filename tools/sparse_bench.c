@@ -86,7 +86,7 @@ int main(int argc, char **argv)
     cpu_flush_denormals();
     size_t d = (size_t)atoll(argv[2]);
     int reps = argc > 3 ? atoi(argv[3]) : 3;
-    if (comm_init(&argc, &argv, &c) != 0) return 2;
+    if (comm_init(&argc, &argv, 0, &c) != 0) return 2;
     float *w = dt_zalloc(d * sizeof(float)), *g = dt_alloc(d * sizeof(float));
     if (!w || !g) return 2;
     if (strcmp(argv[1], "sampled") == 0) {

@@ -13,8 +13,10 @@
 
 typedef struct dt_comm dt_comm;
 
-/* MPI_Init with MPI_THREAD_MULTIPLE where the library offers it (or a single rank without mpirun). */
-int comm_init(int *argc, char ***argv, dt_comm **out);
+/* MPI_Init with MPI_THREAD_MULTIPLE where the library offers it (or a single rank without mpirun).
+ * It waits for every rank of the job: where they have not all joined after `timeout` seconds (a rank
+ * that never started or was stopped), this process says so and exits with status 1; 0: no limit. */
+int comm_init(int *argc, char ***argv, double timeout, dt_comm **out);
 void comm_finalize(dt_comm *c);
 /* Ends every rank of the job at once (an error in the middle of training). */
 void comm_abort(dt_comm *c, int code);

@@ -11,6 +11,7 @@
  * other rank on a communicator of its own and names those that do not answer within a grace
  * period. Every wait loop answers pings, so every rank that waits (as all do soon, when one is
  * stopped) answers; a stopped rank does not. */
+#include <errno.h>
 #include <limits.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../util.h"
 #include "transport.h"
@@ -70,7 +72,54 @@ static int mpi_fail(int rc, const char *what)
         if (rc_ != MPI_SUCCESS) return mpi_fail(rc_, what);                                                            \
     } while (0)
 
-int comm_init(int *argc, char ***argv, dt_comm **out)
+/* comm_init's limit: a thread that ends the process unless MPI's start-up finishes first */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    double timeout;
+} init_watch;
+
+static void *watch_init(void *arg)
+{
+    init_watch *w = arg;
+    struct timespec until;
+    int rc = 0;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)w->timeout;
+    pthread_mutex_lock(&w->mu);
+    while (!w->done && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&w->cv, &w->mu, &until);
+    int fire = !w->done;
+    pthread_mutex_unlock(&w->mu);
+    if (fire) {
+        fprintf(stderr,
+                "dtrain: MPI's start-up did not finish within %g s (--comm-timeout): a rank of the job never started "
+                "or was stopped (the others wait for it in MPI_Init)\n",
+                w->timeout);
+        _exit(1);
+    }
+    return NULL;
+}
+
+static int init(int *argc, char ***argv, dt_comm **out);
+
+int comm_init(int *argc, char ***argv, double timeout, dt_comm **out)
+{
+    init_watch w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, timeout};
+    pthread_t t;
+    int watching = timeout > 0 && pthread_create(&t, NULL, watch_init, &w) == 0;
+    int rc = init(argc, argv, out);
+    if (watching) {
+        pthread_mutex_lock(&w.mu);
+        w.done = 1;
+        pthread_cond_signal(&w.cv);
+        pthread_mutex_unlock(&w.mu);
+        pthread_join(t, NULL);
+    }
+    return rc;
+}
+
+static int init(int *argc, char ***argv, dt_comm **out)
 {
     dt_comm *c = calloc(1, sizeof *c);
     int inited = 0;
