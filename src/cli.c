@@ -666,6 +666,8 @@ static int rerun_after(dt_opts *o, const char *path, const json *rec, const int 
                        "(the log records no choice); give --mode, or --mode auto to choose again",
                        path);
     }
+    const json *git = json_get(rec, "git");
+    if (git && git->type == JSON_STR) snprintf(o->rerun_git, sizeof o->rerun_git, "%s", git->str);
     if (dir && dir->type == JSON_STR && !cmdline[find_opt("data-dir") - all]) {
         free(o->data_dir);
         if (!(o->data_dir = dt_strdup(dir->str))) return -1;

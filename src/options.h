@@ -24,6 +24,7 @@ typedef struct dt_opts {
     char *net, *dataset, *data_dir, *device, *precision, *transport, *config, *augment, *on_bad_image, *rerun;
     long epochs, iters, batch, seed, threads, image_size, prefetch, synthetic_samples, ranks, classes;
     int ranks_of_rerun; /* --ranks is the record's (--rerun), not given */
+    char rerun_git[64]; /* --rerun: the git commit of the dtrain that made the record ("": not recorded) */
     int no_shuffle, dry_run, pack_only, synthetic_once;
     long gpu, gpu_workspace; /* --gpu (-1: by local rank), --gpu-workspace MB */
     int tf32, gpu_exact, gpu_graph;

@@ -710,6 +710,9 @@ static void banner(dt_run *r)
              UPLOADS(r->be) ? " memory a batch ahead on a queue of their own" : "");
     if (env->note[0]) log_text(r->log, "%s: %s\n", r->mode->name, env->note);
     if (env->model.note[0]) log_text(r->log, "note: %s\n", env->model.note);
+    if (o->rerun_git[0] && strcmp(o->rerun_git, DT_GIT_VERSION) != 0)
+        log_text(r->log, "note: --rerun of a run made by dtrain git %s; this one is git %s, so where the code changed "
+                 "the run may differ from the one it repeats\n", o->rerun_git, DT_GIT_VERSION);
     if (r->ckpt.precision_was[0] && strcmp(r->ckpt.precision_was, o->precision) != 0) /* rank 0, resumed */
         log_text(r->log, "resumed in %s a checkpoint written in %s: its fp32 weights and optimizer state go on, "
                          "computed from here in %s\n",

@@ -70,6 +70,11 @@ rc=$?
 rc=$?
 [ $rc -eq 2 ] && grep -q "are one file: the new log would replace the one --rerun reads" "$T/bad.out" &&
     grep -q '"type":"summary"' "$T/r1.jsonl" || { cat "$T/bad.out"; fail "--rerun LOG --log LOG: exit $rc, or the log lost"; }
+# a record of another build: rerun, with a note that the code may differ
+sed 's/"git":"[^"]*"/"git":"0000000-older"/g' "$T/r1.jsonl" > "$T/older.jsonl"
+mpi -np 2 "$DTRAIN" --rerun "$T/older.jsonl" --iters 1 > "$T/older.out" 2>&1 || { cat "$T/older.out"; fail "--rerun of another build's record failed"; }
+grep -q "note: --rerun of a run made by dtrain git 0000000-older; this one is git " "$T/older.out" ||
+    { cat "$T/older.out"; fail "--rerun of another build's record: no note"; }
 # a --mode auto run: the timing model measures anew and may choose another mode, so the rerun asks for the chosen one
 sed 's/mode = pipesgd/mode = auto/g' "$T/r1.jsonl" > "$T/auto.jsonl"
 "$DTRAIN" --rerun "$T/auto.jsonl" > "$T/bad.out" 2>&1
