@@ -441,7 +441,7 @@ static int check_paths(const dt_opts *o)
         {"save", "resume", "the final weights would replace the checkpoint, which --resume may need again"},
         {"save", "config", "the weights would replace the configuration"},
         {"checkpoint", "config", "the checkpoints would replace the configuration"},
-        {"checkpoint", "load", "the checkpoints would replace the weights --load reads (a rerun could not start again)"},
+        {"checkpoint", "load", "the checkpoints would replace the weights --load reads"},
         {"log", "net", "the log would replace the net file before it is read"},
         {"save", "net", "the weights would replace the net file"},
         {"checkpoint", "net", "the checkpoints would replace the net file"},

@@ -92,9 +92,11 @@ static int open_data(dt_run *r, int may_pack)
                            r->net->origin, r->dataset);
         d.channels = in->d[0];
         d.image_size = o->image_size ? (int)o->image_size : (DT_MAX(in->d[1], in->d[2]) * 8 + 6) / 7;
-        if (d.image_size < in->d[1] || d.image_size < in->d[2])
-            return r->usage_error = 1, dt_fail("--image-size %d is smaller than the net's %dx%d input (expected at least %d)", d.image_size,
+        if (d.image_size < in->d[1] || d.image_size < in->d[2]) {
+            r->usage_error = 1;
+            return dt_fail("--image-size %d is smaller than the net's %dx%d input (expected at least %d)", d.image_size,
                            in->d[1], in->d[2], DT_MAX(in->d[1], in->d[2]));
+        }
     } else if (o->image_size || strcmp(o->on_bad_image, "stop") != 0) { /* not the default: given */
         r->usage_error = 1;
         return dt_fail("--%s applies to ImageNet-shaped data, not to --dataset %s%s",

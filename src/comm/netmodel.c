@@ -177,8 +177,10 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
     v[5] = -(double)cpu_count() / on_machine;
     if (comm_allreduce_max_f64(c, v, 12) != 0) return -1;
     if (v[11] > 0)
-        snprintf(m->note, sizeof m->note, "the link probe's 1 MiB steps ran no slower than its 64 KiB ones twice (a busy "
-                 "machine?): beta is the upper bound %.3g ns per byte; --model-beta gives it", 1e9 * v[1]);
+        snprintf(m->note, sizeof m->note,
+                 "the link probe's 1 MiB steps ran no slower than its 64 KiB ones twice (a busy machine?): beta is "
+                 "the upper bound %.3g ns per byte; --model-beta gives it",
+                 1e9 * v[1]);
     m->n_steps = 0;
     if (p > 1 && o->model_alpha < 0 && o->model_beta < 0) { /* each step no faster than a smaller one */
         const double bytes[DT_NETMODEL_STEPS] = {(double)tiny, (double)small, (double)mid, (double)big};

@@ -320,7 +320,8 @@ const char *dataset_file_named(const dt_dataset *ds, const char *path)
     struct stat st;
     if (!ds || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
     for (int i = 0; i < ds->n_files; i++)
-        if (ds->files[i].dev == (uint64_t)st.st_dev && ds->files[i].ino == (uint64_t)st.st_ino) return ds->files[i].path;
+        if (ds->files[i].dev == (uint64_t)st.st_dev && ds->files[i].ino == (uint64_t)st.st_ino)
+            return ds->files[i].path;
     return NULL;
 }
 
