@@ -610,12 +610,36 @@ static int rerun_record(const char *path, json **out)
 /* --rerun: the record's given options as a config file would set them; then, after the command
  * line, every other option the record holds is set to its recorded value where this dtrain's
  * default differs, and the data directory and rank count come from the record unless given. */
+/* A record's options (text, of what) hold none of the options a run keeps to itself (--log, --save, --threads ...):
+ * one there was edited in, and obeying it could write where the user did not ask. */
+static int record_keys_check(const char *path, const char *text, const char *what)
+{
+    for (const char *line = text; *line;) {
+        const char *nl = strchr(line, '\n'), *eq = strstr(line, " = ");
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        if (eq && (size_t)(eq - line) < len && (size_t)(eq - line) < 64) {
+            char key[64];
+            snprintf(key, sizeof key, "%.*s", (int)(eq - line), line);
+            const entry *e = find_opt(key);
+            if (e && e->d->flags & OPT_LOCAL)
+                return dt_fail("--rerun %s: the record's %s set --%s, which a run record never holds (is the log edited "
+                               "or damaged?)",
+                               path, what, key);
+        }
+        line += len + (nl ? 1 : 0);
+    }
+    return 0;
+}
+
 static int rerun_before(dt_opts *o, const char *path, json **rec)
 {
     const json *given;
     char origin[600];
     if (rerun_record(path, rec) != 0) return -1;
     given = json_get(*rec, "given");
+    if (record_keys_check(path, given->str, "given options") != 0 ||
+        record_keys_check(path, json_get(*rec, "options")->str, "options") != 0)
+        return -1;
     char *text = dt_strdup(given->str);
     if (!text) return -1;
     snprintf(origin, sizeof origin, "--rerun %s (the options it records)", path);
@@ -638,10 +662,6 @@ static int rerun_after(dt_opts *o, const char *path, const json *rec, const int 
         if (!(e = find_opt(line)))
             bad = dt_fail("--rerun %s: the run set --%s, which this dtrain does not have (expected the dtrain that "
                           "wrote the log, or a later one)",
-                          path, line);
-        else if (e->d->flags & OPT_NO_CONFIG) /* a run records none of them: --dry-run, --config, --help ... */
-            bad = dt_fail("--rerun %s: the record's options set --%s, which only a command line sets (is the log "
-                          "edited or damaged?)",
                           path, line);
         if (bad) {
             free(text);

@@ -59,8 +59,14 @@ rc=$?
 sed 's/"options":"/"options":"dry-run = true\\n/' "$T/r1.jsonl" > "$T/dry.jsonl"
 "$DTRAIN" --rerun "$T/dry.jsonl" > "$T/bad.out" 2>&1
 rc=$?
-[ $rc -eq 2 ] && grep -q "the record's options set --dry-run, which only a command line sets" "$T/bad.out" ||
+[ $rc -eq 2 ] && grep -q "the record's options set --dry-run, which a run record never holds" "$T/bad.out" ||
     { cat "$T/bad.out"; fail "--rerun of a record whose options set --dry-run: exit $rc"; }
+# an output edited into the given options: refused, not written to
+sed 's|"given":"|"given":"log = '"$T"'/edited.jsonl\\n|' "$T/r1.jsonl" > "$T/edlog.jsonl"
+"$DTRAIN" --rerun "$T/edlog.jsonl" > "$T/bad.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "the record's given options set --log, which a run record never holds" "$T/bad.out" && [ ! -e "$T/edited.jsonl" ] ||
+    { cat "$T/bad.out"; fail "--rerun of a record whose given options set --log: exit $rc"; }
 sed 's/"given":"/"given":"lr = 0.1\\u0000/' "$T/r1.jsonl" > "$T/nul.jsonl"
 "$DTRAIN" --rerun "$T/nul.jsonl" > "$T/bad.out" 2>&1
 rc=$?
