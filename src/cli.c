@@ -607,9 +607,6 @@ static int rerun_record(const char *path, json **out)
     return 0;
 }
 
-/* --rerun: the record's given options as a config file would set them; then, after the command
- * line, every other option the record holds is set to its recorded value where this dtrain's
- * default differs, and the data directory and rank count come from the record unless given. */
 /* A record's options (text, of what) hold none of the options a run keeps to itself (--log, --save, --threads ...):
  * one there was edited in, and obeying it could write where the user did not ask. */
 static int record_keys_check(const char *path, const char *text, const char *what)
@@ -631,6 +628,9 @@ static int record_keys_check(const char *path, const char *text, const char *wha
     return 0;
 }
 
+/* --rerun: the record's given options as a config file would set them; then, after the command
+ * line, every other option the record holds is set to its recorded value where this dtrain's
+ * default differs, and the data directory and rank count come from the record unless given. */
 static int rerun_before(dt_opts *o, const char *path, json **rec)
 {
     const json *given;

@@ -45,37 +45,34 @@ H=(--net "$T/h #1/lin.net" --dataset mnist --data-dir "$T/data" --iters 3 --prog
 "$DTRAIN" --rerun "$T/h.jsonl" --progress none --save "$T/h2.st" > "$T/h.out" 2>&1 ||
     { cat "$T/h.out"; fail "--rerun of a run whose net path holds '#' failed"; }
 "$STDIFF" "$T/h2.st" "$T/h1.st" 0 0 || fail "--rerun of a run whose net path holds '#' trained other weights"
+# refused WHAT PATTERN CMD...: CMD exits 2 with PATTERN (grep's) in its output
+refused() {
+    local what=$1 want=$2
+    shift 2
+    "$@" > "$T/bad.out" 2>&1
+    local rc=$?
+    [ $rc -eq 2 ] && grep -q -- "$want" "$T/bad.out" || { cat "$T/bad.out"; fail "$what: exit $rc"; }
+}
 for log in r1 cut; do # the rank count is in the start record too
-    mpi -np 3 "$DTRAIN" --rerun "$T/$log.jsonl" --progress none > "$T/bad.out" 2>&1
-    rc=$?
-    [ $rc -eq 2 ] && grep -q "the run it repeats had 2 ranks, and this one has 3 (expected mpirun -np 2, or --ranks 3" "$T/bad.out" ||
-        { cat "$T/bad.out"; fail "--rerun $log.jsonl on 3 ranks: exit $rc"; }
+    refused "--rerun $log.jsonl on 3 ranks" "the run it repeats had 2 ranks, and this one has 3 (expected mpirun -np 2, or --ranks 3" \
+        mpi -np 3 "$DTRAIN" --rerun "$T/$log.jsonl" --progress none
 done
 sed 's/"ranks":2/"ranks":-3/' "$T/r1.jsonl" > "$T/neg.jsonl"
-"$DTRAIN" --rerun "$T/neg.jsonl" > "$T/bad.out" 2>&1
-rc=$?
-[ $rc -eq 2 ] && grep -q "the record's ranks is -3 (expected a rank count" "$T/bad.out" || { cat "$T/bad.out"; fail "--rerun of a record with ranks -3: exit $rc"; }
+refused "--rerun of a record with ranks -3" "the record's ranks is -3 (expected a rank count" "$DTRAIN" --rerun "$T/neg.jsonl"
 # an edited record: an option only a command line sets, a NUL inside a string
 sed 's/"options":"/"options":"dry-run = true\\n/' "$T/r1.jsonl" > "$T/dry.jsonl"
-"$DTRAIN" --rerun "$T/dry.jsonl" > "$T/bad.out" 2>&1
-rc=$?
-[ $rc -eq 2 ] && grep -q "the record's options set --dry-run, which a run record never holds" "$T/bad.out" ||
-    { cat "$T/bad.out"; fail "--rerun of a record whose options set --dry-run: exit $rc"; }
+refused "--rerun of a record whose options set --dry-run" "the record's options set --dry-run, which a run record never holds" \
+    "$DTRAIN" --rerun "$T/dry.jsonl"
 # an output edited into the given options: refused, not written to
 sed 's|"given":"|"given":"log = '"$T"'/edited.jsonl\\n|' "$T/r1.jsonl" > "$T/edlog.jsonl"
-"$DTRAIN" --rerun "$T/edlog.jsonl" > "$T/bad.out" 2>&1
-rc=$?
-[ $rc -eq 2 ] && grep -q "the record's given options set --log, which a run record never holds" "$T/bad.out" && [ ! -e "$T/edited.jsonl" ] ||
-    { cat "$T/bad.out"; fail "--rerun of a record whose given options set --log: exit $rc"; }
+refused "--rerun of a record whose given options set --log" "the record's given options set --log, which a run record never holds" \
+    "$DTRAIN" --rerun "$T/edlog.jsonl"
+[ ! -e "$T/edited.jsonl" ] || fail "--rerun of a record whose given options set --log: wrote that log"
 sed 's/"given":"/"given":"lr = 0.1\\u0000/' "$T/r1.jsonl" > "$T/nul.jsonl"
-"$DTRAIN" --rerun "$T/nul.jsonl" > "$T/bad.out" 2>&1
-rc=$?
-[ $rc -eq 2 ] && grep -q "does not parse: .*expected a string without \\\\u0000" "$T/bad.out" ||
-    { cat "$T/bad.out"; fail "--rerun of a record with a NUL in given: exit $rc"; }
-"$DTRAIN" --rerun "$T/r1.jsonl" --log "$T/r1.jsonl" > "$T/bad.out" 2>&1
-rc=$?
-[ $rc -eq 2 ] && grep -q "are one file: the new log would replace the one --rerun reads" "$T/bad.out" &&
-    grep -q '"type":"summary"' "$T/r1.jsonl" || { cat "$T/bad.out"; fail "--rerun LOG --log LOG: exit $rc, or the log lost"; }
+refused "--rerun of a record with a NUL in given" "does not parse: .*expected a string without \\\\u0000" "$DTRAIN" --rerun "$T/nul.jsonl"
+refused "--rerun LOG --log LOG" "are one file: the new log would replace the one --rerun reads" \
+    "$DTRAIN" --rerun "$T/r1.jsonl" --log "$T/r1.jsonl"
+grep -q '"type":"summary"' "$T/r1.jsonl" || fail "--rerun LOG --log LOG: the log lost"
 # a record of another build: rerun, with a note that the code may differ
 sed 's/"git":"[^"]*"/"git":"0000000-older"/g' "$T/r1.jsonl" > "$T/older.jsonl"
 mpi -np 2 "$DTRAIN" --rerun "$T/older.jsonl" --iters 1 > "$T/older.out" 2>&1 || { cat "$T/older.out"; fail "--rerun of another build's record failed"; }
@@ -83,15 +80,9 @@ grep -q "note: --rerun of a run made by dtrain git 0000000-older; this one is gi
     { cat "$T/older.out"; fail "--rerun of another build's record: no note"; }
 # a --mode auto run: the timing model measures anew and may choose another mode, so the rerun asks for the chosen one
 sed 's/mode = pipesgd/mode = auto/g' "$T/r1.jsonl" > "$T/auto.jsonl"
-"$DTRAIN" --rerun "$T/auto.jsonl" > "$T/bad.out" 2>&1
-rc=$?
-[ $rc -eq 2 ] && grep -q "the run had --mode auto, .*; give the mode it chose, --mode pipesgd --compress q8, or --mode auto" "$T/bad.out" ||
-    { cat "$T/bad.out"; fail "--rerun of a --mode auto run: exit $rc"; }
+refused "--rerun of a --mode auto run" "the run had --mode auto, .*; give the mode it chose, --mode pipesgd --compress q8, or --mode auto" \
+    "$DTRAIN" --rerun "$T/auto.jsonl"
 echo '{"type":"iter","epoch":1}' > "$T/none.jsonl"
-"$DTRAIN" --rerun "$T/none.jsonl" > "$T/bad.out" 2>&1
-rc=$?
-[ $rc -eq 2 ] && grep -q "rerun $T/none.jsonl: no run record in it" "$T/bad.out" || { cat "$T/bad.out"; fail "--rerun of a log without a record: exit $rc"; }
-"$DTRAIN" --rerun "$T/r1.jsonl" --config "$T/run.conf" > "$T/bad.out" 2>&1
-rc=$?
-[ $rc -eq 2 ] && grep -q "rerun and --config exclude each other" "$T/bad.out" || { cat "$T/bad.out"; fail "--rerun with --config: exit $rc"; }
+refused "--rerun of a log without a record" "rerun $T/none.jsonl: no run record in it" "$DTRAIN" --rerun "$T/none.jsonl"
+refused "--rerun with --config" "rerun and --config exclude each other" "$DTRAIN" --rerun "$T/r1.jsonl" --config "$T/run.conf"
 echo "PASS: run records hold what ran and every option; --rerun trains the same weights bit for bit"

@@ -11,7 +11,6 @@
  * other rank on a communicator of its own and names those that do not answer within a grace
  * period. Every wait loop answers pings, so every rank that waits (as all do soon, when one is
  * stopped) answers; a stopped rank does not. */
-#include <errno.h>
 #include <limits.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -72,53 +71,7 @@ static int mpi_fail(int rc, const char *what)
         if (rc_ != MPI_SUCCESS) return mpi_fail(rc_, what);                                                            \
     } while (0)
 
-/* comm_init's limit: a thread that ends the process unless MPI's start-up finishes first */
-typedef struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int done;
-    double timeout;
-} init_watch;
-
-static void *watch_init(void *arg)
-{
-    init_watch *w = arg;
-    struct timespec until;
-    int rc = 0;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)w->timeout;
-    pthread_mutex_lock(&w->mu);
-    while (!w->done && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&w->cv, &w->mu, &until);
-    int fire = !w->done;
-    pthread_mutex_unlock(&w->mu);
-    if (fire) {
-        fprintf(stderr,
-                "dtrain: MPI's start-up did not finish within %g s (--comm-timeout): a rank of the job never started "
-                "or was stopped (the others wait for it in MPI_Init)\n",
-                w->timeout);
-        _exit(1);
-    }
-    return NULL;
-}
-
-static int init(int *argc, char ***argv, dt_comm **out);
-
-int comm_init(int *argc, char ***argv, double timeout, dt_comm **out)
-{
-    init_watch w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, timeout};
-    pthread_t t;
-    int watching = timeout > 0 && pthread_create(&t, NULL, watch_init, &w) == 0;
-    int rc = init(argc, argv, out);
-    if (watching) {
-        pthread_mutex_lock(&w.mu);
-        w.done = 1;
-        pthread_cond_signal(&w.cv);
-        pthread_mutex_unlock(&w.mu);
-        pthread_join(t, NULL);
-    }
-    return rc;
-}
-
+/* MPI_Init and the communicators made from the world: comm_init, under its limit */
 static int init(int *argc, char ***argv, dt_comm **out)
 {
     dt_comm *c = calloc(1, sizeof *c);
@@ -286,9 +239,11 @@ static int wait_reqs(dt_comm *c, int n, MPI_Request *r, MPI_Status *st, int *any
 }
 
 /* comm_bounded's watch: answers pings while the call runs; past the deadline, gives up and ends
- * the job from this thread (the calling one is inside the other library, out of reach) */
+ * the job from this thread (the calling one is inside the other library, out of reach). Without a
+ * communicator (MPI's own start-up: nothing to ping or abort with) it ends this process. */
 typedef struct {
     dt_comm *c;
+    double timeout; /* where c is NULL; else c's, as it is now */
     const char *op;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -310,7 +265,14 @@ static void *bound_watch(void *arg)
         if (b->done) break;
         pthread_mutex_unlock(&b->mu);
         double now = dt_now();
-        if (now - t0 > c->ctx->timeout) {
+        if (!c && now - t0 > b->timeout) {
+            fprintf(stderr,
+                    "dtrain: %s did not finish within %g s (--comm-timeout): a rank of the job never started or was "
+                    "stopped (the others wait for it in MPI_Init)\n",
+                    b->op, b->timeout);
+            _exit(1);
+        }
+        if (c && now - t0 > c->ctx->timeout) {
             if (c->thread_multiple) give_up(c, now - t0, "the other ranks", b->op);
             else
                 dt_fail("waited %.0f s for the other ranks in %s (%s) and gave up (--comm-timeout %g): is a rank "
@@ -319,17 +281,16 @@ static void *bound_watch(void *arg)
             fprintf(stderr, "dtrain: [rank %d] %s\n", c->rank, dt_errmsg());
             comm_abort(c, 1);
         }
-        if (c->thread_multiple && c->size > 1) answer_pings(c->ctx);
+        if (c && c->thread_multiple && c->size > 1) answer_pings(c->ctx);
         pthread_mutex_lock(&b->mu);
     }
     pthread_mutex_unlock(&b->mu);
     return NULL;
 }
 
-int comm_bounded(dt_comm *c, const char *op, int (*fn)(void *), void *arg)
+static int run_bounded(dt_comm *c, double timeout, const char *op, int (*fn)(void *), void *arg)
 {
-    if (c->ctx->timeout <= 0) return fn(arg);
-    bound b = {.c = c, .op = op};
+    bound b = {.c = c, .timeout = timeout, .op = op};
     pthread_t t;
     pthread_mutex_init(&b.mu, NULL);
     pthread_cond_init(&b.cv, NULL);
@@ -347,6 +308,29 @@ int comm_bounded(dt_comm *c, const char *op, int (*fn)(void *), void *arg)
     pthread_mutex_destroy(&b.mu);
     pthread_cond_destroy(&b.cv);
     return rc;
+}
+
+int comm_bounded(dt_comm *c, const char *op, int (*fn)(void *), void *arg)
+{
+    return c->ctx->timeout > 0 ? run_bounded(c, c->ctx->timeout, op, fn, arg) : fn(arg);
+}
+
+typedef struct {
+    int *argc;
+    char ***argv;
+    dt_comm **out;
+} init_args;
+
+static int init_call(void *arg)
+{
+    init_args *a = arg;
+    return init(a->argc, a->argv, a->out);
+}
+
+int comm_init(int *argc, char ***argv, double timeout, dt_comm **out)
+{
+    init_args a = {argc, argv, out};
+    return timeout > 0 ? run_bounded(NULL, timeout, "MPI's start-up", init_call, &a) : init(argc, argv, out);
 }
 
 static int wait_all(dt_comm *c, int n, MPI_Request *r, MPI_Status *st, const char *op, int peer)

@@ -62,11 +62,11 @@ static int conv_configure(dt_layer *l, dt_kv *kv, int n_kv, const char *where)
             if (dt_list_check(k->val, ',') != 0)
                 return dt_fail("%s: conv: pad=%s: expected P, same, or T,B,L,R", where, k->val);
             for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                if (n < 4 && dt_parse_long(tok, 0, LONG_MAX, "pad", &p) == 0 && p > (1 << 16))
-                    return dt_fail("%s: conv: pad=%s: %ld is more padding than %d", where, k->val, p, 1 << 16);
-                if (n == 4 || dt_parse_long(tok, 0, 1 << 16, "pad", &p) != 0)
+                if (n == 4 || dt_parse_long(tok, 0, LONG_MAX, "pad", &p) != 0)
                     return dt_fail("%s: conv: pad=%s: expected P, same, or T,B,L,R (each 0 to %d)", where, k->val,
                                    1 << 16);
+                if (p > (1 << 16))
+                    return dt_fail("%s: conv: pad=%s: %ld is more padding than %d", where, k->val, p, 1 << 16);
                 s->pad[n++] = (int)p;
             }
             if (n == 1) s->pad[1] = s->pad[2] = s->pad[3] = s->pad[0];
