@@ -252,6 +252,8 @@ static int check_log_target(const char *path)
     struct stat st;
     if (stat(path, &st) == 0) { /* links followed, as fopen follows them */
         if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return 0;
+        const char *kernel = dt_kernel_fs(path);
+        if (kernel) return dt_fail("%s is one of the kernel's files (in %s), not one a log can go in", path, kernel);
         if (!S_ISREG(st.st_mode))
             return dt_fail("%s is %s (expected a regular file, a device or no file)", path, dt_file_kind(st.st_mode));
         return access(path, W_OK) == 0 ? 0 : dt_fail("%s: cannot write (%s)", path, strerror(errno));

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -301,8 +302,23 @@ int dt_target_misnamed(const char *path)
         return 1;
     }
     if (dt_is_kind(path, 1)) return 1; /* a link to a directory */
+    if (dt_kernel_fs(path)) return 1;  /* a kernel file */
     parent_dir(path, dir, sizeof dir);
     return !dt_is_kind(dir, 1);
+}
+
+const char *dt_kernel_fs(const char *path)
+{
+    struct statfs fs;
+    if (statfs(path, &fs) != 0) return NULL;
+    switch ((unsigned long)fs.f_type) {
+    case 0x9fa0UL: return "/proc"; /* PROC_SUPER_MAGIC */
+    case 0x62656572UL: return "/sys"; /* SYSFS_MAGIC */
+    case 0x27e0ebUL: /* CGROUP_SUPER_MAGIC */
+    case 0x63677270UL: return "/sys/fs/cgroup"; /* CGROUP2_SUPER_MAGIC */
+    case 0x64626720UL: return "/sys/kernel/debug"; /* DEBUGFS_MAGIC */
+    default: return NULL;
+    }
 }
 
 int dt_check_creatable(const char *path)

@@ -82,6 +82,9 @@ int dt_check_creatable(const char *path);
 /* Whether a file to write, path, is named wrongly on the command line: it is a directory or device,
  * or its directory is not there (exit 2), rather than one the run may not write (exit 1). */
 int dt_target_misnamed(const char *path);
+/* The kernel's file system PATH is on ("/proc", "/sys"; links followed), or NULL for any other (or
+ * no file): no place for an output, whatever open() and access() say as root (exit 2) */
+const char *dt_kernel_fs(const char *path);
 /* Writes a file atomically: temp file beside it, fsync, rename. */
 int dt_write_file_atomic(const char *path, const void *data, size_t n_bytes);
 /* The same, streamed: dt_atomic_open gives a FILE* on a temp file beside `path`; dt_atomic_commit

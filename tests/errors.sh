@@ -109,6 +109,9 @@ expect_error "--log in no directory" 2 "--log: /nonexistent/dir/log.jsonl: canno
 # --dry-run checks the outputs as a run does
 expect_error "--dry-run --log in no directory" 2 "--log: /nonexistent/dir/log.jsonl: cannot create" "$DTRAIN" $D --dry-run --log /nonexistent/dir/log.jsonl
 expect_error "--dry-run --log onto a directory" 2 "--log: $T is a directory" "$DTRAIN" $D --dry-run --log "$T"
+# a kernel file takes the open() and access() of root, and refuses only the write
+expect_error "--dry-run --log onto a file in /proc" 2 "--log: /proc/self/status is one of the kernel's files (in /proc)" \
+    "$DTRAIN" $D --dry-run --log /proc/self/status
 long=$(printf 'n%.0s' $(seq 300))
 expect_error "--save of a name too long" 2 "--save: $T/$long.st" "$DTRAIN" $D --iters 1 --save "$T/$long.st"
 expect_error "--log of a name too long" 2 "--log: $T/$long" "$DTRAIN" $D --iters 1 --log "$T/$long"
