@@ -870,7 +870,8 @@ static void cuda_list_devices(FILE *f)
                "  GPU, checkpoints across devices; only compiled: the codecs (t16, fp16, q8), the D-Sync and Pipe-SGD\n"
                "  rings, Top-k's residuals and selection (exact and sampled), TernGrad's coding and CSC's chunks on\n"
                "  the GPU, batches copied on a stream of their own, the NCCL transport (every mode),\n"
-               "  --precision bf16 and fp16 (cuBLAS and cuDNN on 16-bit operands, fp16's loss scaling);\n"
+               "  --precision bf16 and fp16 (cuBLAS and cuDNN on 16-bit operands, fp16's loss scaling), batch norm\n"
+               "  and add fused with the relu after them, batch norm of more than 65535 channels;\n"
                "  README.md, \"On a GPU\"\n");
 }
 
@@ -897,7 +898,9 @@ static const dt_backend_desc cuda_desc = {
                 "the GPU, batches "
                 "copied on a stream of their own, the NCCL "
                 "transport (--transport nccl; PS-Sync's pushes summed, Top-k's pairs summed and gTop-k's merged on "
-                "the GPU included), forward and backward recorded as a CUDA graph (--gpu-graph)",
+                "the GPU included), forward and backward recorded as a CUDA graph (--gpu-graph), batch norm and "
+                "add fused with the relu after them (add2), batch norm of more than 65535 channels, subnormals "
+                "flushed in every kernel (-ftz=true)",
 };
 
 const dt_backend_desc *dtrain_backend_module(int abi);

@@ -24,6 +24,7 @@ __device__ static void block_sum(double *v, int k, double (*sh)[THREADS])
         __syncthreads();
     }
     for (int j = 0; j < k; j++) v[j] = sh[j][0];
+    __syncthreads(); // read by all before the block's next channel writes sh again
 }
 
 // A channel's N x H x W values are summed by PARTS blocks (fewer for small layers), each into
@@ -33,21 +34,26 @@ __device__ static void block_sum(double *v, int k, double (*sh)[THREADS])
 
 static int parts_for(size_t n) { size_t p = (n + 8 * THREADS - 1) / (8 * THREADS); return p < 1 ? 1 : p > PARTS ? PARTS : (int)p; }
 
-// slot blockIdx.x of channel blockIdx.y: the sums of x - k and (x - k)^2 (k: the channel's first value)
+// gridDim.y is at most 65535: a block takes channels blockIdx.y, blockIdx.y + gridDim.y, ...
+static unsigned channel_blocks(int C) { return C > 65535 ? 65535u : (unsigned)C; }
+
+// slot blockIdx.x of channel blockIdx.y (and every gridDim.y-th after it): the sums of x - k and (x - k)^2 (k: the channel's first value)
 // (Index arithmetic in I: 32-bit where the tensor allows, as 64-bit division is slow on a GPU.)
 template <typename I>
 __global__ void k_bn_stats_part(int C, int hw, I n, int parts, const float *x, double *part)
 {
     __shared__ double sh[2][THREADS];
-    int c = blockIdx.y;
-    double k = x[(size_t)c * hw], v[2] = {0.0, 0.0};
-    for (I t = blockIdx.x * (I)THREADS + threadIdx.x; t < n; t += (I)parts * THREADS) {
-        I r = t / (I)hw;
-        double d = (double)x[((size_t)r * C + c) * (size_t)hw + (t - r * (I)hw)] - k;
-        v[0] += d, v[1] += d * d;
+    for (int c = blockIdx.y; c < C; c += gridDim.y) { // the same trip count for every thread of the block
+        double k = x[(size_t)c * hw], v[2] = {0.0, 0.0};
+        for (I t = blockIdx.x * (I)THREADS + threadIdx.x; t < n; t += (I)parts * THREADS) {
+            I r = t / (I)hw;
+            double d = (double)x[((size_t)r * C + c) * (size_t)hw + (t - r * (I)hw)] - k;
+            v[0] += d, v[1] += d * d;
+        }
+        block_sum(v, 2, sh);
+        if (threadIdx.x == 0)
+            part[((size_t)c * parts + blockIdx.x) * 2] = v[0], part[((size_t)c * parts + blockIdx.x) * 2 + 1] = v[1];
     }
-    block_sum(v, 2, sh);
-    if (threadIdx.x == 0) part[((size_t)c * parts + blockIdx.x) * 2] = v[0], part[((size_t)c * parts + blockIdx.x) * 2 + 1] = v[1];
 }
 
 // Training: the batch's mean and variance (to mean, var) and the affine map (m, a) in tmp.
@@ -82,24 +88,25 @@ __global__ void k_bn_norm(int C, int hw, I n, const float *x, const float *shift
     }
 }
 
-// Backward, slot blockIdx.x of channel blockIdx.y: the sums of dy, dy (x - mean), x - mean; y: the
+// Backward, slot blockIdx.x of channel blockIdx.y (and every gridDim.y-th after it): the sums of dy, dy (x - mean), x - mean; y: the
 // fused relu's output (dy taken where it is > 0), or NULL.
 template <typename I>
 __global__ void k_bn_grad_part(int C, int hw, I n, int parts, const float *x, const float *dy, const float *y,
                                const float *mean, double *part)
 {
     __shared__ double sh[3][THREADS];
-    int c = blockIdx.y;
-    double m = mean[c], v[3] = {0.0, 0.0, 0.0};
-    for (I t = blockIdx.x * (I)THREADS + threadIdx.x; t < n; t += (I)parts * THREADS) {
-        I r = t / (I)hw;
-        size_t o = ((size_t)r * C + c) * (size_t)hw + (t - r * (I)hw);
-        double xm = (double)x[o] - m, d = y ? ew_relu_mask(dy[o], y[o]) : dy[o];
-        v[0] += d, v[1] += d * xm, v[2] += xm;
+    for (int c = blockIdx.y; c < C; c += gridDim.y) {
+        double m = mean[c], v[3] = {0.0, 0.0, 0.0};
+        for (I t = blockIdx.x * (I)THREADS + threadIdx.x; t < n; t += (I)parts * THREADS) {
+            I r = t / (I)hw;
+            size_t o = ((size_t)r * C + c) * (size_t)hw + (t - r * (I)hw);
+            double xm = (double)x[o] - m, d = y ? ew_relu_mask(dy[o], y[o]) : dy[o];
+            v[0] += d, v[1] += d * xm, v[2] += xm;
+        }
+        block_sum(v, 3, sh);
+        if (threadIdx.x == 0)
+            for (int j = 0; j < 3; j++) part[((size_t)c * parts + blockIdx.x) * 3 + j] = v[j];
     }
-    block_sum(v, 3, sh);
-    if (threadIdx.x == 0)
-        for (int j = 0; j < 3; j++) part[((size_t)c * parts + blockIdx.x) * 3 + j] = v[j];
 }
 
 // The gradients of scale and shift, and dx's coefficients (u, k, a) in tmp.
@@ -148,8 +155,8 @@ int cuk_bn_fwd(cudaStream_t s, const dt_bn_cfg *c, int rows, int train, const fl
     int parts = parts_for(per);
     double *part = tmp + 3 * (size_t)c->c;
     if (train) {
-        if (small) k_bn_stats_part<unsigned><<<dim3(parts, c->c), THREADS, 0, s>>>(c->c, hw, (unsigned)per, parts, x, part);
-        else k_bn_stats_part<size_t><<<dim3(parts, c->c), THREADS, 0, s>>>(c->c, hw, per, parts, x, part);
+        if (small) k_bn_stats_part<unsigned><<<dim3(parts, channel_blocks(c->c)), THREADS, 0, s>>>(c->c, hw, (unsigned)per, parts, x, part);
+        else k_bn_stats_part<size_t><<<dim3(parts, channel_blocks(c->c)), THREADS, 0, s>>>(c->c, hw, per, parts, x, part);
         k_bn_stats<<<blocks((size_t)c->c), THREADS, 0, s>>>(c->c, hw, per, parts, c->eps, x, scale, part, mean, var, tmp);
     } else k_bn_coeffs<<<blocks((size_t)c->c), THREADS, 0, s>>>(c->c, c->eps, scale, mean, var, tmp);
     if (small) k_bn_norm<unsigned><<<blocks(n), THREADS, 0, s>>>(c->c, hw, (unsigned)n, x, shift, tmp, c->relu, y);
@@ -169,8 +176,8 @@ int cuk_bn_bwd(cudaStream_t s, const dt_bn_cfg *c, int rows, const float *x, con
     size_t per = (size_t)rows * hw;
     int parts = parts_for(per);
     double *part = tmp + 3 * (size_t)c->c;
-    if (small) k_bn_grad_part<unsigned><<<dim3(parts, c->c), THREADS, 0, s>>>(c->c, hw, (unsigned)per, parts, x, dy, y, mean, part);
-    else k_bn_grad_part<size_t><<<dim3(parts, c->c), THREADS, 0, s>>>(c->c, hw, per, parts, x, dy, y, mean, part);
+    if (small) k_bn_grad_part<unsigned><<<dim3(parts, channel_blocks(c->c)), THREADS, 0, s>>>(c->c, hw, (unsigned)per, parts, x, dy, y, mean, part);
+    else k_bn_grad_part<size_t><<<dim3(parts, channel_blocks(c->c)), THREADS, 0, s>>>(c->c, hw, per, parts, x, dy, y, mean, part);
     k_bn_grad<<<blocks((size_t)c->c), THREADS, 0, s>>>(c->c, per, parts, c->eps, scale, var, part, dscale, dshift, tmp);
     if (dx && small) k_bn_dx<unsigned><<<blocks(n), THREADS, 0, s>>>(c->c, hw, (unsigned)n, x, dy, y, mean, tmp, beta, dx);
     else if (dx) k_bn_dx<size_t><<<blocks(n), THREADS, 0, s>>>(c->c, hw, n, x, dy, y, mean, tmp, beta, dx);

@@ -474,6 +474,10 @@ static int cu_lrn_bwd(dt_backend *be, void *pv, int rows, const float *x, const 
 
 static void *cu_bn_plan(dt_backend *be, const dt_bn_cfg *cfg)
 {
+    if (cfg->layout != DT_LAYOUT_PLAIN) { /* the kernels index NCHW; cu_layout_for asks for no other */
+        dt_fail("CUDA: batch norm of %d channels in layout %d: only NCHW is built", cfg->c, (int)cfg->layout);
+        return NULL;
+    }
     plan *p = plan_new(PLAN_BN, cfg, sizeof *cfg);
     if (!p) return NULL;
     cudaError_t e = cuda_enter(be) == 0 ? cudaMalloc((void **)&p->tmp, sizeof(double) * CUDA_BN_TMP(cfg->c))

@@ -14,6 +14,7 @@
  * Check runs without fork here: a CUDA context does not survive one.
  */
 #include <check.h>
+#include <float.h>
 #include <immintrin.h>
 #include <math.h>
 #include <stdio.h>
@@ -98,6 +99,7 @@ START_TEST(elementwise)
 {
     const int rows = 7, cols = 33;
     const size_t n = (size_t)rows * cols;
+    cpu_flush_denormals(); /* as dtrain runs; the kernels flush too (-ftz=true) */
     float *x = randv(n, 4, -1, 1), *dy = randv(n, 5, -1, 1), *b = randv(cols, 6, -1, 1);
     float *dx_ = up(x, n * 4), *ddy = up(dy, n * 4), *dbias = up(b, cols * 4);
     float *y = malloc(n * 4), *dy_y = up(y, n * 4);
@@ -149,6 +151,23 @@ START_TEST(elementwise)
         OK(cpu->add2(cpu, yy, x, dy, n, relu));
         OK(gpu->add2(gpu, dyy, dx_, ddy, n, relu));
         expect(dyy, yy, n, 0, relu ? "add2 with relu" : "add2");
+    }
+    { /* add2 of every pair of special values: a subnormal sum flushed to +-0 (FTZ/DAZ), signed zeros; with
+       * the relu infinities and NaNs too (a NaN's own bits may differ between the two without it) */
+        const float sp[] = {0.0f, -0.0f, 1e-39f, -1e-39f, 1.5e-38f, -1.4e-38f, FLT_MIN, -FLT_MIN, 1.0f, -1.0f,
+                            INFINITY, -INFINITY, NAN};
+        enum { K = sizeof sp / sizeof *sp };
+        float u[K * K], w[K * K], r[K * K];
+        for (int relu = 0; relu < 2; relu++) {
+            int k = relu ? K : K - 3, m = 0; /* without the relu: the finite ones */
+            for (int i = 0; i < k; i++)
+                for (int j = 0; j < k; j++) u[m] = sp[i], w[m] = sp[j], m++;
+            float *du = up(u, 4 * (size_t)m), *dw = up(w, 4 * (size_t)m), *dr = up(u, 4 * (size_t)m);
+            OK(cpu->add2(cpu, r, u, w, (size_t)m, relu));
+            OK(gpu->add2(gpu, dr, du, dw, (size_t)m, relu));
+            expect(dr, r, (size_t)m, 0, relu ? "add2 with relu, special values" : "add2, special values");
+            gpu->free(gpu, du), gpu->free(gpu, dw), gpu->free(gpu, dr);
+        }
     }
     /* batch norm's running statistics: the CPU's bits */
     {
@@ -323,8 +342,11 @@ END_TEST
 
 START_TEST(batch_norm)
 {
-    /* the last two are summed by several blocks per channel */
-    const int shapes[][4] = {{3, 7, 5, 3}, {1, 33, 1, 1}, {8, 16, 8, 8}, {16, 16, 32, 32}, {2, 3, 100, 100}};
+    /* the last two but one are summed by several blocks per channel; the last has more channels
+     * than a grid has blocks in y (65535), as a batch norm after a wide dense layer can */
+    const int shapes[][4] = {{3, 7, 5, 3}, {1, 33, 1, 1}, {8, 16, 8, 8}, {16, 16, 32, 32}, {2, 3, 100, 100},
+                             {2, 70001, 1, 1}};
+    cpu_flush_denormals();
     for (size_t t = 0; t < 2 * sizeof shapes / sizeof *shapes; t++) { /* each shape without and with the relu */
         int rows = shapes[t / 2][0], relu = (int)(t % 2);
         dt_bn_cfg c = {.c = shapes[t / 2][1], .h = shapes[t / 2][2], .w = shapes[t / 2][3], .eps = 1e-5f, .relu = relu};
@@ -353,6 +375,19 @@ START_TEST(batch_norm)
             expect(gdx, dx, n, 1e-5, "batch norm dx");
             expect(gds, ds, C, 1e-5, "batch norm dscale");
             expect(gdb, db, C, 1e-5, "batch norm dshift");
+            gpu->free(gpu, gdx), gpu->free(gpu, gds), gpu->free(gpu, gdb);
+            free(dx), free(ds), free(db);
+        }
+        { /* the layer's other two calls: a first layer's (no dx) and a frozen one's (no dscale, dshift) */
+            float *dx = randv(n, 65, -1, 1), *ds = randv(C, 66, -1, 1), *db = randv(C, 67, -1, 1);
+            float *gdx = up(dx, n * 4), *gds = up(ds, C * 4), *gdb = up(db, C * 4);
+            OK(cpu->bn_bwd(cpu, pc, rows, x, sc, m, v, dy, relu ? y : NULL, NULL, 0.0f, ds, db));
+            OK(gpu->bn_bwd(gpu, pg, rows, gx, gsc, gm, gv, gdy, relu ? gmask : NULL, NULL, 0.0f, gds, gdb));
+            expect(gds, ds, C, 1e-5, "batch norm dscale without dx");
+            expect(gdb, db, C, 1e-5, "batch norm dshift without dx");
+            OK(cpu->bn_bwd(cpu, pc, rows, x, sc, m, v, dy, relu ? y : NULL, dx, 0.0f, NULL, NULL));
+            OK(gpu->bn_bwd(gpu, pg, rows, gx, gsc, gm, gv, gdy, relu ? gmask : NULL, gdx, 0.0f, NULL, NULL));
+            expect(gdx, dx, n, 1e-5, "batch norm dx without dscale and dshift");
             gpu->free(gpu, gdx), gpu->free(gpu, gds), gpu->free(gpu, gdb);
             free(dx), free(ds), free(db);
         }

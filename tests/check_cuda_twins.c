@@ -7,6 +7,7 @@
  * softmax 1e-6 relative (expf of two libraries); SGD, batch norm, LRN and pooling 1e-5 relative
  * (oneDNN orders its sums its own way, or fuses multiply-adds). */
 #include <check.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +111,24 @@ START_TEST(optimizer_and_vectors)
         for (size_t i = 0; i < n; i++) st[i] = ew_add2(a[i], x[i], relu);
         ck_assert_msg(memcmp(s, st, n * sizeof(float)) == 0, "add2 (relu %d): the twin differs from the CPU", relu);
         free(a), free(s), free(st);
+    }
+    { /* every pair of special values (check_cuda's): subnormal sums flushed, signed zeros; with the relu
+       * infinities and NaN too */
+        const float sp[] = {0.0f, -0.0f, 1e-39f, -1e-39f, 1.5e-38f, -1.4e-38f, FLT_MIN, -FLT_MIN, 1.0f, -1.0f,
+                            INFINITY, -INFINITY, NAN};
+        enum { K = sizeof sp / sizeof *sp };
+        float u[K * K], w[K * K], r[K * K], rt[K * K];
+        for (int relu = 0; relu < 2; relu++) {
+            int k = relu ? K : K - 3, m = 0;
+            for (int i = 0; i < k; i++)
+                for (int j = 0; j < k; j++) u[m] = sp[i], w[m] = sp[j], m++;
+            cpu->add2(cpu, r, u, w, (size_t)m, relu);
+            for (int i = 0; i < m; i++) rt[i] = ew_add2(u[i], w[i], relu);
+            for (int i = 0; i < m; i++)
+                ck_assert_msg(memcmp(&r[i], &rt[i], 4) == 0, "add2 (relu %d) of %g and %g: %g on the CPU, %g in the twin",
+                              relu, u[i], w[i], r[i], rt[i]);
+            if (!relu) ck_assert_msg(r[4 * k + 5] == 0.0f && !signbit(r[4 * k + 5]), "1.5e-38 + -1.4e-38 not flushed to +0");
+        }
     }
     /* batch norm's running statistics: bit for bit (the unbiasing in double, nothing fused) */
     for (int k = 0; k < 3; k++) {

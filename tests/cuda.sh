@@ -17,7 +17,8 @@
 #  - a checkpoint written on the GPU resumes on the CPU, and the reverse; --gpu-exact runs repeat
 #    bit for bit;
 #  - --gpu-graph: resnet20, cifar-quick and 2 ranks of Pipe-SGD (lenet) equal to the op-by-op runs
-#    bit for bit (--gpu-exact), one recording per shape;
+#    bit for bit (--gpu-exact), one recording per shape; resnet20's batch norms and adds fused with
+#    their relus equal to the layers run one by one (DTRAIN_FUSE=0), bit for bit;
 #  - NCCL: a one-rank run over it; two ranks on one GPU refused by --transport nccl, auto says why it
 #    takes mpi; Top-k and gTop-k on one rank over nccl equal mpi; with two GPUs or more, D-Sync,
 #    PS-Sync (a worker and a server), Pipe-SGD, TernGrad, Top-k and gTop-k over nccl against mpi, and
@@ -114,6 +115,13 @@ for net in resnet20 cifar-quick; do
     grep -q "^gpu graph: 19 passes launched from 1 recording" "$T/out--gpu-graph" ||
         { cat "$T/out--gpu-graph"; bad "$net --gpu-graph: not 19 passes launched from 1 recording"; }
     "$STDIFF" "$T/g.st" "$T/g--gpu-graph.st" 0 0 > "$T/diff" || { cat "$T/diff"; bad "$net --gpu-graph: weights differ"; }
+    if [ $net = resnet20 ]; then # its batch norms and adds with the relus after them fused (the default) and not
+        DTRAIN_FUSE=0 "$DTRAIN" --net $net --dataset synthetic --synthetic-samples 2000 --batch 64 --iters 20 --seed 5 \
+            --device cuda --gpu-exact --progress none --save "$T/nofuse.st" > "$T/out" 2>&1 ||
+            { cat "$T/out"; bad "$net DTRAIN_FUSE=0 failed"; }
+        "$STDIFF" "$T/g.st" "$T/nofuse.st" 0 0 > "$T/diff" ||
+            { cat "$T/diff"; bad "$net: fused and unfused layers give other weights on the GPU"; }
+    fi
 done
 for g in "" --gpu-graph; do
     mpi -np 2 "$DTRAIN" --net lenet --dataset fashion-mnist --iters 30 --seed 3 --device cuda --gpu-exact --mode pipesgd \
