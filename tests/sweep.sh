@@ -1,7 +1,8 @@
 #!/bin/bash
 # tools/sweep and tools/report:
 #  - a two-point sweep (2 ranks, --quick) runs both points, one directory each, keyed by the point
-#  - a second run of it runs nothing; --dry-run lists the points and their state
+#  - a second run of it runs nothing; --dry-run lists the points and their state, also from a moved
+#    base config and reordered lines (the same keys), not for a full run (other keys)
 #  - a point that fails is recorded (exit status, last lines) and the sweep completes, exit 1;
 #    --retry runs it again
 #  - every point of every configs/experiments/*.sweep, full and --quick, passes dtrain --dry-run
@@ -47,6 +48,17 @@ grep -q "2 points, 0 to run, 2 already run" "$T/out2" || { cat "$T/out2"; fail "
 [ "$before" = "$(cat "$T"/res/*/status.json | md5sum)" ] || fail "the second run rewrote results"
 $SWEEP --quick --dry-run --out "$T/res" "$T/two.sweep" > "$T/dry" || fail "--dry-run failed"
 [ "$(grep -c "  done  " "$T/dry")" -eq 2 ] || { cat "$T/dry"; fail "--dry-run: expected 2 done points"; }
+# the same points from a base config elsewhere (a moved or cloned tree) and with the sweep's lines in
+# another order: the same keys, so found done
+mkdir "$T/moved"
+cp "$top_srcdir/configs/mlp-fashion-dsync.conf" "$T/moved/"
+{ sed -n '/^quick epochs/p' "$T/two.sweep"; grep -v '^quick epochs' "$T/two.sweep"; } |
+    sed "s#^base  = .*#base = $T/moved/mlp-fashion-dsync.conf#" > "$T/moved/two.sweep"
+$SWEEP --quick --dry-run --out "$T/res" "$T/moved/two.sweep" > "$T/dry2" || fail "--dry-run of the moved sweep failed"
+[ "$(grep -c "  done  " "$T/dry2")" -eq 2 ] || { cat "$T/dry2"; fail "a moved, reordered sweep: its points not found done"; }
+# and a full run of it is not the --quick one
+$SWEEP --dry-run --out "$T/res" "$T/two.sweep" > "$T/dry3" || fail "--dry-run without --quick failed"
+[ "$(grep -c "  pending  " "$T/dry3")" -eq 2 ] || { cat "$T/dry3"; fail "full points found done among --quick ones"; }
 
 # a failing point: recorded, and the sweep goes on
 sed 's/^axis  mode = dsync pipesgd/axis  mode = dsync pipesgd\naxis  lr = 0.01 500/' "$T/two.sweep" > "$T/fail.sweep"
