@@ -190,6 +190,25 @@ rc=0
 $REPORT "$T" > "$T/rep" 2>&1 || rc=$? # a directory, but no results: the command line's mistake
 [ $rc -eq 2 ] && grep -q "no readable sweep.json .*: expected a results directory tools/sweep wrote" "$T/rep" ||
     { cat "$T/rep"; fail "tools/report of a directory without results: exit $rc"; }
+# one directory that is not results among good ones: said, the others and the page still written, exit 2
+rm -f "$T/BOTH.md"
+rc=0
+$REPORT --reproduction "$T/BOTH.md" "$T/nonexistent" "$T/fixture" > "$T/rep" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "nonexistent: no such directory" "$T/rep" && [ -s "$T/BOTH.md" ] ||
+    { cat "$T/rep"; fail "tools/report of a missing and a good directory: exit $rc, or no page"; }
+# fields that are not numbers (an epoch without its time, a phase null) and no matplotlib (python -S
+# finds no site packages): said, no traceback, the tables written
+cp -r "$top_srcdir/tests/fixtures/report" "$T/fields" && chmod -R u+w "$T/fields"
+set -- "$T"/fields/*/
+sed -i '/"type":"epoch"/s/"time":[0-9.e+-]*,//' "$1/log.jsonl"
+sed -i '/"type":"summary"/s/"t_forward":[0-9.e+-]*/"t_forward":null/' "$2/log.jsonl"
+$REPORT "$T/fields" > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report of records with fields that are not numbers failed"; }
+! grep -q Traceback "$T/rep" && grep -q "epoch records\? without a number for epoch, time or test_acc" "$T/rep" &&
+    grep -q "the summary's t_forward is not a number" "$T/rep" || { cat "$T/rep"; fail "tools/report: fields not numbers"; }
+rm -r "$T/fields/report"
+$PYTHON -S "$top_srcdir/tools/report" "$T/fields" > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report without matplotlib failed"; }
+grep -q "matplotlib not found" "$T/rep" && [ -s "$T/fields/report/results.md" ] ||
+    { cat "$T/rep"; fail "tools/report without matplotlib: no warning or no tables"; }
 
 # the same results marked --quick: no verdicts, and the full sweep's notes left out
 cp -r "$top_srcdir/tests/fixtures/report" "$T/quick" && chmod -R u+w "$T/quick"
