@@ -9,7 +9,8 @@
 #  - SIGTERM stops the running point's processes and the sweep (exit 143), which resumes; a second
 #    sweep in the same results directory is refused
 #  - bad sweep files are refused with file:line, exit 2: repeated keys, points that would share a
-#    directory, more than 10,000 points, a baseline whose points are all excluded
+#    directory, more than 10,000 points, a baseline whose points are all excluded, a setting dtrain
+#    has no option for; --dtrain of a program that is not dtrain
 #  - tools/report turns a fixed set of results (tests/fixtures/report) into its tables and PNGs,
 #    and a reproduction page with verdicts; damaged or missing results are said and counted
 . "$(dirname "$0")/lib.sh"
@@ -102,11 +103,12 @@ for f in "$top_srcdir"/configs/experiments/*.sweep; do
     grep -q "points pass dtrain --dry-run (.* with the quick lines)" "$T/check" || ! grep -q '^quick' "$f" ||
         { cat "$T/check"; fail "$(basename "$f"): --check did not check the quick lines"; }
 done
-# a typo in a quick line fails --check, also without --quick
+# a typo in a quick line fails --check at its line, also without --quick
 printf '%s\n' "base = $top_srcdir/configs/mlp-fashion-dsync.conf" "axis mode = dsync ps" "quick epochz = 1" > "$T/q.sweep"
 rc=0
 $SWEEP --check "$T/q.sweep" > "$T/q.out" 2>&1 || rc=$?
-[ $rc -ne 0 ] && grep -q "(--quick): .*epochz" "$T/q.out" || { cat "$T/q.out"; fail "a quick-line typo: exit $rc"; }
+[ $rc -eq 2 ] && grep -q "q.sweep:3: quick epochz: not an option of dtrain" "$T/q.out" ||
+    { cat "$T/q.out"; fail "a quick-line typo: exit $rc"; }
 
 # bad sweep files
 bad() { # WHAT MESSAGE LINE...
@@ -139,6 +141,17 @@ bad "a link that is no rate" "link: expected none or a rate like 1gbit, 100mbit 
     "axis mode = dsync ps" "link = 10parsecs"
 bad "an excluded baseline" "baseline mode=ps: every such point is excluded" "$b" "axis mode = dsync ps" \
     "exclude mode=ps" "baseline mode=ps"
+# a setting dtrain has no option for: at its line, before any point runs (it failed every point)
+bad "a set key dtrain lacks" "bad.sweep:3: set learning-rate: not an option of dtrain" "$b" "axis mode = dsync" \
+    "set learning-rate = 0.1"
+bad "a quick key dtrain lacks" "bad.sweep:3: quick epoch: not an option of dtrain" "$b" "axis mode = dsync" "quick epoch = 1"
+bad "a where key dtrain lacks" "bad.sweep:3: where bogus: not an option of dtrain" "$b" "axis mode = dsync ps" \
+    "where mode=ps: bogus = 1"
+printf '%s\n' "$b" "axis mode = dsync" > "$T/ok.sweep"
+rc=0
+$PYTHON "$top_srcdir/tools/sweep" --dtrain /bin/true --dry-run "$T/ok.sweep" > "$T/bad.out" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -qF "/bin/true --help names no --net and --mode options: not a dtrain" "$T/bad.out" ||
+    { cat "$T/bad.out"; fail "--dtrain of another program: exit $rc"; }
 
 # a label axis: not written as an option, its where lines are
 printf '%s\n' "base = $top_srcdir/configs/mlp-fashion-dsync.conf" "set mode = ps" "ranks = 3" "axis consistency = bsp ssp" \
