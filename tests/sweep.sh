@@ -61,6 +61,17 @@ $SWEEP --quick --dry-run --out "$T/res" "$T/moved/two.sweep" > "$T/dry2" || fail
 $SWEEP --dry-run --out "$T/res" "$T/two.sweep" > "$T/dry3" || fail "--dry-run without --quick failed"
 [ "$(grep -c "  pending  " "$T/dry3")" -eq 2 ] || { cat "$T/dry3"; fail "full points found done among --quick ones"; }
 
+# another sweep file, or the same one with(out) --quick, into these results: refused, nothing replaced
+sed 's/^title = two points/title = other/' "$T/two.sweep" > "$T/other.sweep"
+for args in "--quick $T/other.sweep" "$T/two.sweep"; do
+    rc=0
+    $SWEEP --out "$T/res" $args > "$T/out5" 2>&1 || rc=$?
+    [ $rc -eq 2 ] && grep -q "res holds the results of .*two.sweep with --quick; this run would take them out" "$T/out5" ||
+        { cat "$T/out5"; fail "a sweep into another's results ($args): exit $rc"; }
+done
+grep -q '"name": "two"' "$T/res/sweep.json" && grep -q '"quick_run": true' "$T/res/sweep.json" ||
+    fail "the refused sweep replaced sweep.json"
+
 # a failing point: recorded, and the sweep goes on
 sed 's/^axis  mode = dsync pipesgd/axis  mode = dsync pipesgd\naxis  lr = 0.01 500/' "$T/two.sweep" > "$T/fail.sweep"
 rc=0
@@ -195,6 +206,13 @@ $REPORT --reproduction "$T/DAMAGED.md" "$T/damaged" > "$T/rep" 2>&1 || { cat "$T
     grep -q "3 of the sweep's 4 points (1 without results)" "$T/damaged/report/results.md" &&
     grep -q "3 of the sweep's 4 points (1 without results)" "$T/DAMAGED.md" &&
     grep -q "| not finished |" "$T/damaged/report/results.md" || { cat "$T/rep" "$T/damaged/report/results.md"; fail "tools/report: damaged results"; }
+# points stopped while they ran (point.json, no status, no log): without results, so exit 1
+cp -r "$top_srcdir/tests/fixtures/report" "$T/stopped" && chmod -R u+w "$T/stopped"
+rm -f "$T"/stopped/*/status.json "$T"/stopped/*/log.jsonl
+rc=0
+$REPORT "$T/stopped" > "$T/rep" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q "4 of the sweep's 4 points have no results (0 not run yet, 4 stopped while running" "$T/rep" ||
+    { cat "$T/rep"; fail "tools/report of points stopped while running: exit $rc"; }
 touch "$T/afile"
 rc=0
 $REPORT --out "$T/afile" "$T/damaged" > "$T/rep" 2>&1 || rc=$?
