@@ -37,7 +37,8 @@ static int parts_for(size_t n) { size_t p = (n + 8 * THREADS - 1) / (8 * THREADS
 // gridDim.y is at most 65535: a block takes channels blockIdx.y, blockIdx.y + gridDim.y, ...
 static unsigned channel_blocks(int C) { return C > 65535 ? 65535u : (unsigned)C; }
 
-// slot blockIdx.x of channel blockIdx.y (and every gridDim.y-th after it): the sums of x - k and (x - k)^2 (k: the channel's first value)
+// slot blockIdx.x of channel blockIdx.y (and every gridDim.y-th after it): the sums of x - k and
+// (x - k)^2 (k: the channel's first value)
 // (Index arithmetic in I: 32-bit where the tensor allows, as 64-bit division is slow on a GPU.)
 template <typename I>
 __global__ void k_bn_stats_part(int C, int hw, I n, int parts, const float *x, double *part)
@@ -88,8 +89,8 @@ __global__ void k_bn_norm(int C, int hw, I n, const float *x, const float *shift
     }
 }
 
-// Backward, slot blockIdx.x of channel blockIdx.y (and every gridDim.y-th after it): the sums of dy, dy (x - mean), x - mean; y: the
-// fused relu's output (dy taken where it is > 0), or NULL.
+// Backward, slot blockIdx.x of channel blockIdx.y (and every gridDim.y-th after it): the sums of
+// dy, dy (x - mean), x - mean; y: the fused relu's output (dy taken where it is > 0), or NULL.
 template <typename I>
 __global__ void k_bn_grad_part(int C, int hw, I n, int parts, const float *x, const float *dy, const float *y,
                                const float *mean, double *part)
