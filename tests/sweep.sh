@@ -10,9 +10,12 @@
 #    sweep in the same results directory is refused
 #  - bad sweep files are refused with file:line, exit 2: repeated keys, points that would share a
 #    directory, more than 10,000 points, a baseline whose points are all excluded, a setting dtrain
-#    has no option for; --dtrain of a program that is not dtrain
+#    has no option for, a published line of several points, a set line of an axis's key, one number
+#    twice on an axis; --dtrain of a program that is not dtrain; tabs and a byte-order mark are read;
+#    --check says which points' data is not here
 #  - tools/report turns a fixed set of results (tests/fixtures/report) into its tables and PNGs,
-#    and a reproduction page with verdicts; damaged or missing results are said and counted
+#    and a reproduction page with verdicts; damaged or missing results are said and counted; a
+#    sweep whose points all failed is judged on nothing, and earlier plots of it are removed
 . "$(dirname "$0")/lib.sh"
 need_mpirun
 SWEEP="$PYTHON $top_srcdir/tools/sweep --dtrain $DTRAIN"
@@ -158,6 +161,27 @@ bad "a set key dtrain lacks" "bad.sweep:3: set learning-rate: not an option of d
 bad "a quick key dtrain lacks" "bad.sweep:3: quick epoch: not an option of dtrain" "$b" "axis mode = dsync" "quick epoch = 1"
 bad "a where key dtrain lacks" "bad.sweep:3: where bogus: not an option of dtrain" "$b" "axis mode = dsync ps" \
     "where mode=ps: bogus = 1"
+# a paper's number of several points (it was set beside the first); lines that select nothing or
+# set what an axis sets; one number twice; ranks and link at their lines
+bad "a published line of several points" "bad.sweep:4: published mode=pipesgd names 2 points (mode=pipesgd ranks=1, mode=pipesgd ranks=2;" \
+    "$b" "axis mode = dsync pipesgd" "axis ranks = 1 2" "published mode=pipesgd: speedup 2.0 2x"
+bad "a bare exclude" "bad.sweep:3: exclude names no point" "$b" "axis mode = dsync pipesgd" "exclude"
+bad "one number twice on an axis" "bad.sweep:2: axis lr repeats a value: 0.1 and 0.10 are the same number" "$b" "axis lr = 0.1 0.10"
+bad "a set line of an axis's key" "bad.sweep:3: set mode: mode is an axis" "$b" "axis mode = dsync pipesgd" "set mode = ps"
+bad "ranks that is no number" "bad.sweep:3: ranks: expected a positive integer, found 'two'" "$b" "axis mode = dsync ps" "ranks = two"
+bad "a where link that is no rate" "bad.sweep:3: link: expected none or a rate" "$b" "axis mode = dsync ps" "where mode=ps: link = fast"
+bad "an exclude off the axes, at its line" "bad.sweep:3: 'mode=ps' is not a value of axis mode" "$b" "axis mode = dsync pipesgd" \
+    "exclude mode=ps"
+# tabs between the words and a byte-order mark (an editor's): read as spaces are
+printf '\xef\xbb\xbf%s\naxis\tmode =\tdsync pipesgd\nset\tthreads = 1\n' "$b" > "$T/tabs.sweep"
+$SWEEP --dry-run --out "$T/tabs" "$T/tabs.sweep" > "$T/tabs.out" 2>&1 && [ "$(grep -c "  pending  mode=" "$T/tabs.out")" -eq 2 ] ||
+    { cat "$T/tabs.out"; fail "a sweep file with tabs and a byte-order mark"; }
+# --check of points whose data is not here: they pass dtrain --dry-run, and the check says they would fail
+mkdir "$T/nodata"
+printf '%s\n' "$b" "axis mode = dsync pipesgd" "set dataset = mnist" "set data-dir = $T/nodata" > "$T/nodata.sweep"
+$SWEEP --check "$T/nodata.sweep" > "$T/nodata.out" 2>&1 &&
+    grep -q "the data of 2 points is not here, so they would fail when they run: $T/nodata: none of the four IDX files of mnist" "$T/nodata.out" ||
+    { cat "$T/nodata.out"; fail "--check of points without their data"; }
 printf '%s\n' "$b" "axis mode = dsync" > "$T/ok.sweep"
 rc=0
 $PYTHON "$top_srcdir/tools/sweep" --dtrain /bin/true --dry-run "$T/ok.sweep" > "$T/bad.out" 2>&1 || rc=$?
@@ -240,6 +264,17 @@ rm -r "$T/fields/report"
 $PYTHON -S "$top_srcdir/tools/report" "$T/fields" > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report without matplotlib failed"; }
 grep -q "matplotlib not found" "$T/rep" && [ -s "$T/fields/report/results.md" ] ||
     { cat "$T/rep"; fail "tools/report without matplotlib: no warning or no tables"; }
+
+# every point failed: the page says nothing was measured, judges nothing and repeats no notes; the
+# plots of an earlier report of these results are removed (they showed runs that are not these)
+cp -r "$top_srcdir/tests/fixtures/report" "$T/allfailed" && chmod -R u+w "$T/allfailed"
+$REPORT "$T/allfailed" > "$T/rep" 2>&1 && [ -f "$T/allfailed/report/scaling.png" ] || { cat "$T/rep"; fail "tools/report: no plots"; }
+sed -i 's/"exit": 0/"exit": 1/' "$T"/allfailed/*/status.json
+$REPORT --reproduction "$T/FAILED.md" "$T/allfailed" > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report of failed points failed"; }
+grep -q "^No point of this sweep ran to the end" "$T/FAILED.md" && ! grep -q "| metric | published |" "$T/FAILED.md" &&
+    grep -q "| mode=dsync ranks=1 | 1 | failed (exit 1) |" "$T/FAILED.md" || { cat "$T/FAILED.md"; fail "the page of a sweep whose points all failed"; }
+[ -z "$(ls "$T"/allfailed/report/*.png 2>/dev/null)" ] && grep -q "scaling.png: removed (an earlier report's plot" "$T/rep" ||
+    { ls "$T/allfailed/report"; cat "$T/rep"; fail "tools/report kept the plots of results that are gone"; }
 
 # the same results marked --quick: no verdicts, and the full sweep's notes left out
 cp -r "$top_srcdir/tests/fixtures/report" "$T/quick" && chmod -R u+w "$T/quick"
