@@ -272,7 +272,8 @@ $REPORT "$T/allfailed" > "$T/rep" 2>&1 && [ -f "$T/allfailed/report/scaling.png"
 sed -i 's/"exit": 0/"exit": 1/' "$T"/allfailed/*/status.json
 $REPORT --reproduction "$T/FAILED.md" "$T/allfailed" > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report of failed points failed"; }
 grep -q "^No point of this sweep ran to the end" "$T/FAILED.md" && ! grep -q "| metric | published |" "$T/FAILED.md" &&
-    grep -q "| mode=dsync ranks=1 | 1 | failed (exit 1) |" "$T/FAILED.md" || { cat "$T/FAILED.md"; fail "the page of a sweep whose points all failed"; }
+    grep -q "| mode=dsync ranks=1 | 1 | failed (exit 1) |" "$T/FAILED.md" && grep -q "data: none ran\.$" "$T/FAILED.md" ||
+    { cat "$T/FAILED.md"; fail "the page of a sweep whose points all failed"; }
 [ -z "$(ls "$T"/allfailed/report/*.png 2>/dev/null)" ] && grep -q "scaling.png: removed (an earlier report's plot" "$T/rep" ||
     { ls "$T/allfailed/report"; cat "$T/rep"; fail "tools/report kept the plots of results that are gone"; }
 
