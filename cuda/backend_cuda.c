@@ -41,6 +41,9 @@ int cuda_enter(dt_backend *be)
 int cuda_launched(int rc, const char *kernel, const char *fmt, ...)
 {
     if (rc == 0) return 0;
+    /* cleared, as CU clears it: CUB and the runtime calls some launchers return (cudaMallocAsync, a
+     * copy) leave it set, and the next kernel's launch check would report it as its own */
+    (void)cudaGetLastError();
     char what[256];
     va_list ap;
     va_start(ap, fmt);
@@ -747,9 +750,13 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
         cudaGetLastError(); /* only slower without it */
     /* fp32 unless --tf32: results within fp32 tolerances of the CPU's; under bf16 or fp16 every GEMM takes
      * 16-bit operands, whose products are exact in fp32, and the default math sums them on tensor cores */
-    cublasSetMathMode(c->blas, c->tf32        ? CUBLAS_TF32_TENSOR_OP_MATH
-                               : c->precision ? CUBLAS_DEFAULT_MATH
-                                              : CUBLAS_PEDANTIC_MATH);
+    if (cublasSetMathMode(c->blas, c->tf32        ? CUBLAS_TF32_TENSOR_OP_MATH
+                                   : c->precision ? CUBLAS_DEFAULT_MATH
+                                                  : CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS) {
+        dt_fail("cuBLAS: cublasSetMathMode (%s) failed on GPU %d",
+                c->tf32 ? "TF32" : c->precision ? "default" : "pedantic", dev);
+        goto out;
+    }
     be->destroy = cu_destroy;
     be->alloc = cu_alloc;
     be->free = cu_free;

@@ -235,7 +235,11 @@ int cuda_net_wait(dt_backend *q, void *p, double timeout)
     for (;;) {
         cudaError_t ce = cudaStreamQuery(s);
         if (ce == cudaSuccess) return 0;
-        if (ce != cudaErrorNotReady) return cuda_fail("CUDA", "cudaStreamQuery", "waiting for NCCL", cudaGetErrorString(ce));
+        /* cleared either way: a query's "not ready" stays the thread's last error otherwise, and the next
+         * kernel's launch check (cudaGetLastError, CUB's cudaPeekAtLastError) would fail with it */
+        (void)cudaGetLastError();
+        if (ce != cudaErrorNotReady)
+            return cuda_fail("CUDA", "cudaStreamQuery", "waiting for NCCL", cudaGetErrorString(ce));
         ncclResult_t ae = ncclSuccess;
         if (nc.comm_get_async_error(net->comm, &ae) == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
             nc.comm_abort(net->comm);
