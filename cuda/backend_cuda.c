@@ -27,7 +27,8 @@ int cuda_fail_at(const char *lib, const char *call, const char *what, const char
 {
     const char *base = strrchr(file, '/');
     int n = (int)strcspn(call, "(");
-    return dt_fail("%s: %s%s%.*s (%s:%d): %s", lib, what, *what ? ": " : "", n, call, base ? base + 1 : file, line, err);
+    return dt_fail("%s: %s%s%.*s (%s:%d): %s", lib, what, *what ? ": " : "", n, call, base ? base + 1 : file, line,
+                   err);
 }
 
 int cuda_enter(dt_backend *be)
@@ -381,7 +382,8 @@ static int cu_topk_sample(dt_backend *be, const float *x, size_t n, size_t m, fl
     cuda_impl *c = cuda_of(be);
     if (m == 0) return 0;
     if (cuda_scratch(be, m * sizeof(float)) != 0) return -1;
-    if (cuda_launched(cuk_topk_sample(c->stream, x, n, m, c->scratch), "top-k's sample", "%zu of %zu values", m, n) != 0)
+    if (cuda_launched(cuk_topk_sample(c->stream, x, n, m, c->scratch), "top-k's sample", "%zu of %zu values", m, n) !=
+        0)
         return -1;
     CU(cudaMemcpyAsync(c->host_scratch, c->scratch, m * sizeof(float), cudaMemcpyDeviceToHost, c->stream),
        "top-k's sample");
@@ -708,7 +710,8 @@ static int cuda_create(dt_backend **out, const dt_backend_opts *o)
     c->verbose = getenv("DTRAIN_CUDA_VERBOSE") != NULL;
     int rc = -1;
     cudaError_t e;
-    if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+    if ((e = cudaSetDevice(dev)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess) {
         dt_fail("CUDA: cannot start on GPU %d: %s", dev, cudaGetErrorString(e));
         goto out;
     }
@@ -873,13 +876,14 @@ static void cuda_list_devices(FILE *f)
         fprintf(f, "  GPU %d: %s, compute capability %d.%d, %.1f GiB (%.1f GiB free), %d SMs\n", i, p.name, p.major,
                 p.minor, (double)p.totalGlobalMem / (1 << 30), (double)fr / (1 << 30), p.multiProcessorCount);
     }
-    fprintf(f, "  run on a GPU (an H200, 2026-11-26): every op against the CPU, training, every mode with 2 ranks on one\n"
-               "  GPU, checkpoints across devices; only compiled: the codecs (t16, fp16, q8), the D-Sync and Pipe-SGD\n"
-               "  rings, Top-k's residuals and selection (exact and sampled), TernGrad's coding and CSC's chunks on\n"
-               "  the GPU, batches copied on a stream of their own, the NCCL transport (every mode),\n"
-               "  --precision bf16 and fp16 (cuBLAS and cuDNN on 16-bit operands, fp16's loss scaling), batch norm\n"
-               "  and add fused with the relu after them, batch norm of more than 65535 channels;\n"
-               "  README.md, \"On a GPU\"\n");
+    fprintf(f,
+            "  run on a GPU (an H200, 2026-11-26): every op against the CPU, training, every mode with 2 ranks on one\n"
+            "  GPU, checkpoints across devices; only compiled: the codecs (t16, fp16, q8), the D-Sync and Pipe-SGD\n"
+            "  rings, Top-k's residuals and selection (exact and sampled), TernGrad's coding and CSC's chunks on\n"
+            "  the GPU, batches copied on a stream of their own, the NCCL transport (every mode),\n"
+            "  --precision bf16 and fp16 (cuBLAS and cuDNN on 16-bit operands, fp16's loss scaling), batch norm\n"
+            "  and add fused with the relu after them, batch norm of more than 65535 channels;\n"
+            "  README.md, \"On a GPU\"\n");
 }
 
 static size_t cuda_peak(const dt_backend *be)

@@ -32,7 +32,11 @@ __device__ static void block_sum(double *v, int k, double (*sh)[THREADS])
 // GPU is filled whatever the channel count, and the sums come out the same on every run.
 #define PARTS 64
 
-static int parts_for(size_t n) { size_t p = (n + 8 * THREADS - 1) / (8 * THREADS); return p < 1 ? 1 : p > PARTS ? PARTS : (int)p; }
+static int parts_for(size_t n)
+{
+    size_t p = (n + 8 * THREADS - 1) / (8 * THREADS);
+    return p < 1 ? 1 : p > PARTS ? PARTS : (int)p;
+}
 
 // gridDim.y is at most 65535: a block takes channels blockIdx.y, blockIdx.y + gridDim.y, ...
 static unsigned channel_blocks(int C) { return C > 65535 ? 65535u : (unsigned)C; }
@@ -63,7 +67,8 @@ __global__ void k_bn_stats(int C, int hw, size_t n, int parts, float eps, const 
 {
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
         double s1 = 0.0, s2 = 0.0, dm, dv;
-        for (int p = 0; p < parts; p++) s1 += part[((size_t)c * parts + p) * 2], s2 += part[((size_t)c * parts + p) * 2 + 1];
+        for (int p = 0; p < parts; p++)
+            s1 += part[((size_t)c * parts + p) * 2], s2 += part[((size_t)c * parts + p) * 2 + 1];
         ew_bn_stats(s1, s2, (double)x[(size_t)c * hw], (double)n, &mean[c], &var[c], &dm, &dv);
         tmp[c] = (float)dm;
         tmp[C + c] = ew_bn_scale(dv, eps, scale[c]);
@@ -156,9 +161,14 @@ int cuk_bn_fwd(cudaStream_t s, const dt_bn_cfg *c, int rows, int train, const fl
     int parts = parts_for(per);
     double *part = tmp + 3 * (size_t)c->c;
     if (train) {
-        if (small) k_bn_stats_part<unsigned><<<dim3(parts, channel_blocks(c->c)), THREADS, 0, s>>>(c->c, hw, (unsigned)per, parts, x, part);
-        else k_bn_stats_part<size_t><<<dim3(parts, channel_blocks(c->c)), THREADS, 0, s>>>(c->c, hw, per, parts, x, part);
-        k_bn_stats<<<blocks((size_t)c->c), THREADS, 0, s>>>(c->c, hw, per, parts, c->eps, x, scale, part, mean, var, tmp);
+        if (small)
+            k_bn_stats_part<unsigned>
+                <<<dim3(parts, channel_blocks(c->c)), THREADS, 0, s>>>(c->c, hw, (unsigned)per, parts, x, part);
+        else
+            k_bn_stats_part<size_t>
+                <<<dim3(parts, channel_blocks(c->c)), THREADS, 0, s>>>(c->c, hw, per, parts, x, part);
+        k_bn_stats<<<blocks((size_t)c->c), THREADS, 0, s>>>(c->c, hw, per, parts, c->eps, x, scale, part, mean, var,
+                                                            tmp);
     } else k_bn_coeffs<<<blocks((size_t)c->c), THREADS, 0, s>>>(c->c, c->eps, scale, mean, var, tmp);
     if (small) k_bn_norm<unsigned><<<blocks(n), THREADS, 0, s>>>(c->c, hw, (unsigned)n, x, shift, tmp, c->relu, y);
     else k_bn_norm<size_t><<<blocks(n), THREADS, 0, s>>>(c->c, hw, n, x, shift, tmp, c->relu, y);
@@ -177,10 +187,15 @@ int cuk_bn_bwd(cudaStream_t s, const dt_bn_cfg *c, int rows, const float *x, con
     size_t per = (size_t)rows * hw;
     int parts = parts_for(per);
     double *part = tmp + 3 * (size_t)c->c;
-    if (small) k_bn_grad_part<unsigned><<<dim3(parts, channel_blocks(c->c)), THREADS, 0, s>>>(c->c, hw, (unsigned)per, parts, x, dy, y, mean, part);
-    else k_bn_grad_part<size_t><<<dim3(parts, channel_blocks(c->c)), THREADS, 0, s>>>(c->c, hw, per, parts, x, dy, y, mean, part);
+    if (small)
+        k_bn_grad_part<unsigned><<<dim3(parts, channel_blocks(c->c)), THREADS, 0, s>>>(c->c, hw, (unsigned)per, parts,
+                                                                                       x, dy, y, mean, part);
+    else
+        k_bn_grad_part<size_t>
+            <<<dim3(parts, channel_blocks(c->c)), THREADS, 0, s>>>(c->c, hw, per, parts, x, dy, y, mean, part);
     k_bn_grad<<<blocks((size_t)c->c), THREADS, 0, s>>>(c->c, per, parts, c->eps, scale, var, part, dscale, dshift, tmp);
-    if (dx && small) k_bn_dx<unsigned><<<blocks(n), THREADS, 0, s>>>(c->c, hw, (unsigned)n, x, dy, y, mean, tmp, beta, dx);
+    if (dx && small)
+        k_bn_dx<unsigned><<<blocks(n), THREADS, 0, s>>>(c->c, hw, (unsigned)n, x, dy, y, mean, tmp, beta, dx);
     else if (dx) k_bn_dx<size_t><<<blocks(n), THREADS, 0, s>>>(c->c, hw, n, x, dy, y, mean, tmp, beta, dx);
     return (int)cudaGetLastError();
 }

@@ -177,11 +177,11 @@ static int workspace(dt_backend *be, size_t bytes)
     do {                                                                                                               \
         int best_ = -1;                                                                                                \
         for (int i_ = 0; i_ < (n); i_++) {                                                                             \
-            if ((perf)[i_].status != CUDNN_STATUS_SUCCESS || (perf)[i_].memory > (limit)) continue;                   \
+            if ((perf)[i_].status != CUDNN_STATUS_SUCCESS || (perf)[i_].memory > (limit)) continue;                    \
             if (cu->exact && (!allowed((perf)[i_].algo) || (perf)[i_].determinism != CUDNN_DETERMINISTIC)) continue;   \
             if (best_ < 0) best_ = i_;                                                                                 \
             if ((perf)[best_].determinism == CUDNN_DETERMINISTIC) break;                                               \
-            if ((perf)[i_].determinism == CUDNN_DETERMINISTIC && (perf)[i_].time <= 1.1f * (perf)[best_].time) {        \
+            if ((perf)[i_].determinism == CUDNN_DETERMINISTIC && (perf)[i_].time <= 1.1f * (perf)[best_].time) {       \
                 best_ = i_;                                                                                            \
                 break;                                                                                                 \
             }                                                                                                          \
@@ -190,7 +190,7 @@ static int workspace(dt_backend *be, size_t bytes)
             return dt_fail("%s: cuDNN has no%s algorithm within --gpu-workspace %zu MB", what,                         \
                            cu->exact ? " deterministic GEMM-like (--gpu-exact)" : "", (limit) >> 20);                  \
         (out) = (perf)[best_].algo;                                                                                    \
-        /* fp32 without --tf32 stays FMA whatever the result says: no TF32 by way of a math type */                   \
+        /* fp32 without --tf32 stays FMA whatever the result says: no TF32 by way of a math type */                    \
         (math) = cu->precision || cu->tf32 ? (perf)[best_].mathType : CUDNN_FMA_MATH;                                  \
         (bytes) = (perf)[best_].memory;                                                                                \
     } while (0)
@@ -429,8 +429,8 @@ static int cu_pool_fwd(dt_backend *be, void *pv, int rows, int train, const floa
         cuda_count(cuda_of(be), (long long)(n * sizeof(int)));
     }
     int rc = cuk_pool_fwd(cuda_of(be)->stream, c, rows, x, y, keep ? p->argmax : NULL);
-    return cuda_launched(rc, "pooling", "%s %dx%dx%d, window %dx%d, %d rows", c->max ? "max" : "average", c->c, c->h, c->w, c->kh,
-                         c->kw, rows);
+    return cuda_launched(rc, "pooling", "%s %dx%dx%d, window %dx%d, %d rows", c->max ? "max" : "average", c->c, c->h,
+                         c->w, c->kh, c->kw, rows);
 }
 
 static int cu_pool_bwd(dt_backend *be, void *pv, int rows, const float *dy, float *dx, float dx_beta)
@@ -459,7 +459,8 @@ static int cu_lrn_fwd(dt_backend *be, void *pv, int rows, int train, const float
     if (rows <= 0) return 0;
     if (cuda_enter(be) != 0) return -1;
     int rc = cuk_lrn_fwd(cuda_of(be)->stream, &p->cfg.lrn, rows, x, y);
-    return cuda_launched(rc, "LRN", "%dx%dx%d, size %d, %d rows", p->cfg.lrn.c, p->cfg.lrn.h, p->cfg.lrn.w, p->cfg.lrn.size, rows);
+    return cuda_launched(rc, "LRN", "%dx%dx%d, size %d, %d rows", p->cfg.lrn.c, p->cfg.lrn.h, p->cfg.lrn.w,
+                         p->cfg.lrn.size, rows);
 }
 
 static int cu_lrn_bwd(dt_backend *be, void *pv, int rows, const float *x, const float *dy, float *dx, float dx_beta)

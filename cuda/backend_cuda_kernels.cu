@@ -31,7 +31,8 @@ __global__ void k_relu_bwd(float *dx, const float *dy, const float *y, size_t n,
 
 // x, y: n floats, element i the global element base + i of [rows][cols] (base = row0 * cols);
 // forward with beta 0, backward (x = dy, y = dx) with the layer's beta
-__global__ void k_dropout(float *y, const float *x, size_t n, uint64_t base, uint32_t th, float sc, uint64_t key, float beta)
+__global__ void k_dropout(float *y, const float *x, size_t n, uint64_t base, uint32_t th, float sc, uint64_t key,
+                          float beta)
 {
     FOR_EACH(i, n) y[i] = ew_put(y[i], ew_dropout(x[i], key, base + i, th, sc), beta);
 }
@@ -156,8 +157,8 @@ __global__ void k_lrn_bwd(dt_lrn_cfg c, size_t n, const float *x, const float *d
     FOR_EACH(e, n)
     {
         size_t base = e / (hw * c.c) * hw * c.c + e % hw;
-        dx[e] = ew_put(dx[e], ew_lrn_bwd(x + base, dy + base, hw, c.c, (int)(e / hw % c.c), c.size, c.alpha, c.beta, c.k),
-                       beta);
+        dx[e] = ew_put(
+            dx[e], ew_lrn_bwd(x + base, dy + base, hw, c.c, (int)(e / hw % c.c), c.size, c.alpha, c.beta, c.k), beta);
     }
 }
 

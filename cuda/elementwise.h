@@ -147,7 +147,8 @@ DT_HD float ew_bn_dx(float dx, float dy, float x, float m, float u, float k, flo
 
 /* ---- local response normalisation across channels ----------------------------------------------
  * At one pixel of one sample (channel c at x[c * hw]): the window of channel c is channels
- * c - h ... c + h with h = (size-1)/2 (oneDNN's, so an even size spans size - 1 channels), s_c = k + alpha/size * sum of x^2 over it, y_c = x_c s_c^-beta. */
+ * c - h ... c + h with h = (size-1)/2 (oneDNN's, so an even size spans size - 1 channels), s_c = k + alpha/size * sum
+ * of x^2 over it, y_c = x_c s_c^-beta. */
 DT_HD float ew_lrn_s(const float *x, size_t hw, int C, int c, int size, float alpha, float k)
 {
     int lo = c - (size - 1) / 2, hi = c + (size - 1) / 2;

@@ -241,8 +241,8 @@ int ckpt_save(dt_ckpt_state *r, long done, const char *path)
                 rc = -1;
             /* a diverged run must not replace the last good checkpoint */
             if (rc == 0 && weights_check_finite(net, host, avg, "the weights") != 0)
-                rc = dt_fail("%s not written at iteration %ld: %s (the file keeps the last good checkpoint)", path, done,
-                             dt_errmsg());
+                rc = dt_fail("%s not written at iteration %ld: %s (the file keeps the last good checkpoint)", path,
+                             done, dt_errmsg());
         }
         if (rc == 0) {
             for (int i = 0; i < net->n_tensors; i++) {
@@ -264,7 +264,8 @@ int ckpt_save(dt_ckpt_state *r, long done, const char *path)
                 for (int d = 0; d < q->n_dims; d++) t[k].shape[d] = q->dims[d];
                 k++;
             }
-            for (int i = 0; i < mine.n; i++, k++) t[k] = (st_tensor){mine.name[i], 1, {(int64_t)mine.len[i]}, mine.data[i], NULL};
+            for (int i = 0; i < mine.n; i++, k++)
+                t[k] = (st_tensor){mine.name[i], 1, {(int64_t)mine.len[i]}, mine.data[i], NULL};
             for (int i = 0; i < g.n; i++, k++) t[k] = (st_tensor){g.name[i], 1, {(int64_t)g.len[i]}, g.data[i], NULL};
             char it[32], ranks[16], samples[32], fp[20], scale[32], good[32], *opts = options_text(r);
             snprintf(it, sizeof it, "%ld", done);
@@ -326,9 +327,11 @@ int ckpt_check_meta(dt_ckpt_state *r, const st_file *f, const char *path, long *
                *m_it = st_meta(f, "iteration"), *m_ranks = st_meta(f, "ranks"), *m_opts = st_meta(f, "options"),
                *m_samples = st_meta(f, "train_samples");
     if (!m_net || !m_ds || !m_mode || !m_it || !m_ranks || !m_opts || !m_samples)
-        return dt_fail("%s: checkpoint metadata incomplete (expected net, dataset, mode, ranks, iteration, options)", path);
+        return dt_fail("%s: checkpoint metadata incomplete (expected net, dataset, mode, ranks, iteration, options)",
+                       path);
     if (strcmp(m_net, net->name) != 0)
-        return dt_fail("%s: a checkpoint of net %s, not %s (expected the net it was made with)", path, m_net, net->name);
+        return dt_fail("%s: a checkpoint of net %s, not %s (expected the net it was made with)", path, m_net,
+                       net->name);
     /* the precision (with fp16's loss-scale settings) and the transport may change: weights and
      * optimizer state are fp32 under every precision, and the same on every transport */
     static const char *const skip[] = {"epochs = ",     "iters = ",          "precision = ",
@@ -359,7 +362,8 @@ int ckpt_check_meta(dt_ckpt_state *r, const st_file *f, const char *path, long *
         return dt_fail("%s: made on other data of the same size (%s's fingerprint %s, this run's %s; expected the same "
                        "samples and labels)",
                        path, m_ds, m_fp, fp);
-    if (dt_parse_long(m_it, 0, 1L << 50, "iteration", it) != 0 || dt_parse_long(m_ranks, 1, 1 << 24, "ranks", ranks) != 0)
+    if (dt_parse_long(m_it, 0, 1L << 50, "iteration", it) != 0 ||
+        dt_parse_long(m_ranks, 1, 1 << 24, "ranks", ranks) != 0)
         return dt_fail_prefix("%s: checkpoint metadata", path);
     return 0;
 }

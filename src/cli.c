@@ -47,9 +47,9 @@ static int check_classes(const char *v, const char *origin)
  * before any rank starts work. */
 static int check_mode(const char *v, const char *origin)
 {
-    return mode_find(v) || strcmp(v, "auto") == 0 ? 0
-                                                  : dt_fail("%s: unknown mode '%s' (expected one of %s, or auto)", origin,
-                                                            v, mode_list());
+    return mode_find(v) || strcmp(v, "auto") == 0
+               ? 0
+               : dt_fail("%s: unknown mode '%s' (expected one of %s, or auto)", origin, v, mode_list());
 }
 
 static int check_lr_schedule(const char *v, const char *origin)
@@ -96,7 +96,8 @@ static const dt_optdef table[] = {
      "size the net's last dense layer to N classes (0: as the net file says; a built-in net takes the dataset's)",
      check_classes},
     {"Run", "dataset", OPT_STRING, "NAME", OFF(dataset), 0, 0, NULL, NULL, 0, 0,
-     "dataset (--list-datasets; default: the net's, --list-nets); synthetic: made on the fly, for speed", check_dataset},
+     "dataset (--list-datasets; default: the net's, --list-nets); synthetic: made on the fly, for speed",
+     check_dataset},
     {"Run", "synthetic-samples", OPT_INT, "N", OFF(synthetic_samples), 0, 4294967295.0, NULL, "0", 0, 0,
      "training samples of --dataset synthetic (0: as many as the dataset the net's shape belongs to)", NULL},
     {"Run", "synthetic-once", OPT_FLAG, NULL, OFF(synthetic_once), 0, 0, NULL, NULL, 0, 0,
@@ -123,8 +124,7 @@ static const dt_optdef table[] = {
      "batch norm and loss stay fp32)",
      check_precision},
     {"Run", "fp16-scale", OPT_DOUBLE, "S", OFF(fp16_scale), 1.0 / 16777216, 1e30, NULL, "65536", 0, 0,
-     "--precision fp16: the initial loss scale; halved when a step's gradient overflows (the step is skipped)",
-     NULL},
+     "--precision fp16: the initial loss scale; halved when a step's gradient overflows (the step is skipped)", NULL},
     {"Run", "fp16-scale-window", OPT_INT, "N", OFF(fp16_scale_window), 1, 1e9, NULL, "2000", 0, 0,
      "--precision fp16: the loss scale doubles after N steps in a row without an overflow", NULL},
 #if DT_CUDA_BUILT
@@ -134,10 +134,12 @@ static const dt_optdef table[] = {
      "let GEMMs and convolutions on a GPU use TensorFloat-32 (faster, 10-bit mantissa products)", NULL},
     {"Run", "gpu-exact", OPT_FLAG, NULL, OFF(gpu_exact), 0, 0, NULL, NULL, OPT_LOCAL, 0,
      "GPU convolutions only with cuDNN's deterministic GEMM-like algorithms: runs repeat bit for bit and agree "
-     "with the CPU to 1e-6 (its FFT and Winograd ones are faster and 1e-5 to 1e-4 off)", NULL},
+     "with the CPU to 1e-6 (its FFT and Winograd ones are faster and 1e-5 to 1e-4 off)",
+     NULL},
     {"Run", "gpu-graph", OPT_FLAG, NULL, OFF(gpu_graph), 0, 0, NULL, NULL, OPT_LOCAL, 0,
      "record a training pass's forward and backward once per shape as a CUDA graph and launch it as one (fewer "
-     "launches for nets of small kernels; not with dropout, fp16 or a mode that acts during backward)", NULL},
+     "launches for nets of small kernels; not with dropout, fp16 or a mode that acts during backward)",
+     NULL},
     {"Run", "gpu-workspace", OPT_INT, "MB", OFF(gpu_workspace), 1, 1 << 20, NULL, "1024", OPT_LOCAL, 0,
      "the most GPU memory a convolution algorithm may use as workspace", NULL},
 #endif
@@ -169,7 +171,8 @@ static const dt_optdef table[] = {
     {"Optimizer", "lr", OPT_DOUBLE, "X", OFF(lr), 0, 100, NULL, "0.02", 0, 0, "learning rate", NULL},
     {"Optimizer", "momentum", OPT_DOUBLE, "X", OFF(momentum), 0, 0.9999, NULL, "0.9", 0, 0, "SGD momentum", NULL},
     {"Optimizer", "nesterov", OPT_FLAG, NULL, OFF(nesterov), 0, 0, NULL, NULL, 0, 0, "Nesterov momentum", NULL},
-    {"Optimizer", "wd", OPT_DOUBLE, "X", OFF(wd), 0, 1, NULL, "0", 0, 0, "weight decay (L2, added to the gradient)", NULL},
+    {"Optimizer", "wd", OPT_DOUBLE, "X", OFF(wd), 0, 1, NULL, "0", 0, 0, "weight decay (L2, added to the gradient)",
+     NULL},
     {"Optimizer", "lr-schedule", OPT_STRING, "SPEC", OFF(lr_schedule), 0, 0, NULL, "constant", 0, 0,
      "constant, step:E1,E2,...[:GAMMA], poly:POWER or cosine", check_lr_schedule},
     {"Optimizer", "lr-warmup-epochs", OPT_DOUBLE, "X", OFF(lr_warmup_epochs), 0, 1e4, NULL, "0", 0, 0,
@@ -181,10 +184,11 @@ static const dt_optdef table[] = {
 #if DT_NCCL_BUILT
     {"Communication", "transport", OPT_CHOICE, "mpi|nccl|auto", OFF(transport), 0, 0, "mpi|nccl|auto", "auto", 0, 0,
      "how gradients on a GPU travel: mpi (staged through the host), nccl (GPU to GPU; a GPU per rank; dsync, "
-     "ps, pipesgd, topk, gtopk, csc, terngrad), auto (nccl where it can, else mpi, saying why)", NULL},
+     "ps, pipesgd, topk, gtopk, csc, terngrad), auto (nccl where it can, else mpi, saying why)",
+     NULL},
 #endif
-    {"Communication", "comm-timeout", OPT_DOUBLE, "S", OFF(comm_timeout), 0, 1e7, NULL, "300", OPT_LOCAL | OPT_AGREE,
-     0, "end the job when a rank waits more than S seconds for another (0: wait forever; else at least 1)",
+    {"Communication", "comm-timeout", OPT_DOUBLE, "S", OFF(comm_timeout), 0, 1e7, NULL, "300", OPT_LOCAL | OPT_AGREE, 0,
+     "end the job when a rank waits more than S seconds for another (0: wait forever; else at least 1)",
      check_comm_timeout},
 
     {"Output", "log", OPT_STRING, "FILE", OFF(log), 0, 0, NULL, NULL, OPT_LOCAL | OPT_AGREE_SET, 0,
@@ -200,12 +204,10 @@ static const dt_optdef table[] = {
     {"Output", "allow-nonfinite", OPT_FLAG, NULL, OFF(allow_nonfinite), 0, 0, NULL, NULL, OPT_LOCAL, 0,
      "--load: accept weights that hold NaN or infinity (refused by default)", NULL},
 
-    {"Checkpoints", "checkpoint", OPT_STRING, "FILE", OFF(checkpoint), 0, 0, NULL, NULL, OPT_LOCAL | OPT_AGREE_SET,
-     0,
+    {"Checkpoints", "checkpoint", OPT_STRING, "FILE", OFF(checkpoint), 0, 0, NULL, NULL, OPT_LOCAL | OPT_AGREE_SET, 0,
      "write a checkpoint to FILE (safetensors) every --checkpoint-every and at the end", NULL},
     {"Checkpoints", "checkpoint-every", OPT_STRING, "N[it|ep]", OFF(checkpoint_every), 0, 0, NULL, "1ep",
-     OPT_LOCAL | OPT_AGREE, 0,
-     "checkpoint cadence: N iterations (Nit) or N epochs (N or Nep)", check_every},
+     OPT_LOCAL | OPT_AGREE, 0, "checkpoint cadence: N iterations (Nit) or N epochs (N or Nep)", check_every},
     {"Checkpoints", "resume", OPT_STRING, "FILE", OFF(resume), 0, 0, NULL, NULL, OPT_LOCAL | OPT_AGREE_SET, 0,
      "continue the run a checkpoint FILE stopped, exactly where it stopped", NULL},
 
@@ -217,10 +219,10 @@ static const dt_optdef table[] = {
      "list the communication modes", NULL},
     {"Information", "list-nets", OPT_ACTION, NULL, 0, 0, 0, NULL, NULL, OPT_LOCAL | OPT_NO_CONFIG, DT_ACT_LIST_NETS,
      "list the built-in nets", NULL},
-    {"Information", "list-datasets", OPT_ACTION, NULL, 0, 0, 0, NULL, NULL, OPT_LOCAL | OPT_NO_CONFIG, DT_ACT_LIST_DATASETS,
-     "list the datasets and where they are looked for", NULL},
-    {"Information", "list-devices", OPT_ACTION, NULL, 0, 0, 0, NULL, NULL, OPT_LOCAL | OPT_NO_CONFIG, DT_ACT_LIST_DEVICES,
-     "list the compute backends, whether each runs here (and why not), and their devices", NULL},
+    {"Information", "list-datasets", OPT_ACTION, NULL, 0, 0, 0, NULL, NULL, OPT_LOCAL | OPT_NO_CONFIG,
+     DT_ACT_LIST_DATASETS, "list the datasets and where they are looked for", NULL},
+    {"Information", "list-devices", OPT_ACTION, NULL, 0, 0, 0, NULL, NULL, OPT_LOCAL | OPT_NO_CONFIG,
+     DT_ACT_LIST_DEVICES, "list the compute backends, whether each runs here (and why not), and their devices", NULL},
     {"Information", "list-layers", OPT_ACTION, NULL, 0, 0, 0, NULL, NULL, OPT_LOCAL | OPT_NO_CONFIG, DT_ACT_LIST_LAYERS,
      "list the layer types of the .net format", NULL},
 };
@@ -351,7 +353,8 @@ void cli_explain(void)
                                          p[2 + len] == '-'))
             p += 2;
         if (p && strlen(add) + len + strlen(set_at[i]) + 8 < sizeof add)
-            snprintf(add + strlen(add), sizeof add - strlen(add), "%s--%s from %s", add[0] ? "; " : "", name, set_at[i]);
+            snprintf(add + strlen(add), sizeof add - strlen(add), "%s--%s from %s", add[0] ? "; " : "", name,
+                     set_at[i]);
     }
     if (add[0]) dt_fail("%s (%s)", msg, add);
 }
@@ -463,8 +466,9 @@ static int check_combinations(const dt_opts *o)
     if (!mode_find(o->mode) && strcmp(o->mode, "auto") != 0) return check_mode(o->mode, "--mode");
     if (mode_check_opts(mode_find(o->mode), &o->comm, given_cb, o) != 0) return -1; /* NULL: auto */
     if (o->resume && strcmp(o->mode, "auto") == 0)
-        return dt_fail("--resume with --mode auto: give the mode and codec the run chose (its log's summary has them as "
-                       "mode and compress)");
+        return dt_fail(
+            "--resume with --mode auto: give the mode and codec the run chose (its log's summary has them as "
+            "mode and compress)");
     if (strcmp(o->device, "cpu") == 0)
         for (const char *const *g = gpu_options; *g; g++)
             if (cli_given(o, *g)) return dt_fail("--%s is for a GPU, and this run has --device cpu", *g);
@@ -487,7 +491,8 @@ static int check_combinations(const dt_opts *o)
     if (cli_given(o, "checkpoint-every") && !o->checkpoint)
         return dt_fail("--checkpoint-every needs --checkpoint FILE (where to write them)");
     if (o->resume && o->load)
-        return dt_fail("--resume and --load exclude each other (a checkpoint holds the weights; --load starts a new run)");
+        return dt_fail(
+            "--resume and --load exclude each other (a checkpoint holds the weights; --load starts a new run)");
     if (o->allow_nonfinite && !o->load) return dt_fail("--allow-nonfinite applies to --load FILE");
     if (cli_given(o, "image-size") && o->dataset && strcmp(o->dataset, "synthetic") != 0 && !dataset_crops(o->dataset))
         return dt_fail("--image-size applies to --dataset imagenet, not to --dataset %s", o->dataset);
@@ -619,9 +624,10 @@ static int record_keys_check(const char *path, const char *text, const char *wha
             snprintf(key, sizeof key, "%.*s", (int)(eq - line), line);
             const entry *e = find_opt(key);
             if (e && e->d->flags & OPT_LOCAL)
-                return dt_fail("--rerun %s: the record's %s set --%s, which a run record never holds (is the log edited "
-                               "or damaged?)",
-                               path, what, key);
+                return dt_fail(
+                    "--rerun %s: the record's %s set --%s, which a run record never holds (is the log edited "
+                    "or damaged?)",
+                    path, what, key);
         }
         line += len + (nl ? 1 : 0);
     }
@@ -773,7 +779,8 @@ int cli_parse(int argc, char **argv, dt_opts *o)
         n_given++;
         cmdline[c - 256] = 1;
         if (strcmp(all[c - 256].d->name, "config") == 0) {
-            if (config) return dt_fail("--config given twice (%s, then %s): put the settings in one file", config, optarg);
+            if (config)
+                return dt_fail("--config given twice (%s, then %s): put the settings in one file", config, optarg);
             config = optarg;
         }
         if (strcmp(all[c - 256].d->name, "rerun") == 0) rerun = optarg;

@@ -34,7 +34,9 @@ int config_parse(char *text, size_t n, const char *path, int comments, config_ap
     char *line, *save = NULL, *nul = memchr(text, 0, n);
     int lineno = 0, rc = 0, n_seen = 0;
     seen keys[256];
-    if (nul) return dt_fail("%s: a NUL byte at offset %zu (expected a text file of key = value lines)", path, (size_t)(nul - text));
+    if (nul)
+        return dt_fail("%s: a NUL byte at offset %zu (expected a text file of key = value lines)", path,
+                       (size_t)(nul - text));
     if (n >= 3 && !memcmp(text, "\xef\xbb\xbf", 3)) text += 3; /* a UTF-8 byte-order mark, as editors write */
     /* strtok_r would skip empty lines and shift line numbers: split by hand */
     for (line = text; line && rc == 0; line = save) {

@@ -64,7 +64,10 @@ static int parse_string(parser *p, const char **c, char **out)
                         return perr(p, q, "4 hex digits");
                     }
                     char h = *q;
-                    v = v * 16 + (unsigned)(h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 99);
+                    v = v * 16 + (unsigned)(h >= '0' && h <= '9'   ? h - '0'
+                                            : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                                            : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                                                   : 99);
                     if (v > 0xffff) {
                         free(buf);
                         return perr(p, q, "4 hex digits");

@@ -125,7 +125,8 @@ void log_tick(dt_log *l, const dt_record *r)
 static void json_times(FILE *f, const dt_record *r)
 {
     double n = r->n_iters > 0 ? (double)r->n_iters : 1.0;
-    for (int i = 0; i < DT_TIMES_N_PHASES; i++) fprintf(f, ",\"t_%s\":%.6g", dt_phase_names[i], times_phase(&r->t, i) / n);
+    for (int i = 0; i < DT_TIMES_N_PHASES; i++)
+        fprintf(f, ",\"t_%s\":%.6g", dt_phase_names[i], times_phase(&r->t, i) / n);
     fprintf(f, ",\"t_iter\":%.6g,\"overlapped\":%s", r->t.iter / n, r->overlapped ? "true" : "false");
     if (r->t_model > 0) fprintf(f, ",\"t_model\":%.6g", r->t_model);
     fprintf(f, ",\"cpu_iter\":%.6g", r->t.cpu / n);
@@ -169,7 +170,8 @@ static int write_json(dt_log *l, const dt_record *r)
     if (r->test_loss >= 0) fprintf(f, ",\"test_loss\":%.6g", r->test_loss);
     if (r->test_acc >= 0) fprintf(f, ",\"test_acc\":%.6g", r->test_acc);
     fprintf(f, ",\"lr\":%.6g,\"samples_per_s\":%.6g", r->lr, r->samples_per_s);
-    if (strcmp(r->type, "iter") != 0) fprintf(f, ",\"train_time\":%.4f,\"eval_time\":%.4f", r->train_time, r->eval_time);
+    if (strcmp(r->type, "iter") != 0)
+        fprintf(f, ",\"train_time\":%.4f,\"eval_time\":%.4f", r->train_time, r->eval_time);
     json_times(f, r);
     if (strcmp(r->type, "summary") == 0) json_fields(l, f);
     fputs("}\n", f);
@@ -192,13 +194,15 @@ static void print_summary(const dt_record *r)
         if (r->overlapped && (!strcmp(name, "encode") || !strcmp(name, "comm") || !strcmp(name, "decode"))) continue;
         printf("  %-10s %10.3f %6.1f%%\n", name, 1e3 * v, wall > 0 ? 100.0 * v / wall : 0.0);
     }
-    if (wall - crit > 1e-6) printf("  %-10s %10.3f %6.1f%%\n", "other", 1e3 * (wall - crit), 100.0 * (wall - crit) / wall);
+    if (wall - crit > 1e-6)
+        printf("  %-10s %10.3f %6.1f%%\n", "other", 1e3 * (wall - crit), 100.0 * (wall - crit) / wall);
     printf("  %-10s %10.3f %6.1f%%\n", "total", 1e3 * wall, 100.0);
     if (r->overlapped)
         printf("  on the communication thread, overlapped: encode %.3f ms, comm %.3f ms, decode %.3f ms\n",
                1e3 * r->t.encode / n, 1e3 * r->t.comm / n, 1e3 * r->t.decode / n);
     if (r->t.bytes_sent > 0)
-        printf("  sent %.3f MB and received %.3f MB per iteration\n", r->t.bytes_sent / n / 1e6, r->t.bytes_recv / n / 1e6);
+        printf("  sent %.3f MB and received %.3f MB per iteration\n", r->t.bytes_sent / n / 1e6,
+               r->t.bytes_recv / n / 1e6);
     if (r->t_model > 0)
         printf("  timing model: %.3f ms per iteration predicted, %.3f ms measured (%+.0f%%)\n", 1e3 * r->t_model,
                1e3 * wall, wall > 0 ? 100.0 * (r->t_model - wall) / wall : 0.0);

@@ -35,8 +35,8 @@ static long slurm_tasks(void)
 static void print_version(void)
 {
     printf("dtrain %s (git %s)\n", PACKAGE_VERSION, DT_GIT_VERSION);
-    printf("features: %s; images: libjpeg-turbo %s, libpng %s; %s\n", comm_library(), DT_JPEG_VERSION,
-           DT_PNG_VERSION, DT_CUDA_BUILT ? (DT_NCCL_BUILT ? "CUDA backend with the NCCL transport" : "CUDA backend, no NCCL transport")
+    printf("features: %s; images: libjpeg-turbo %s, libpng %s; %s\n", comm_library(), DT_JPEG_VERSION, DT_PNG_VERSION,
+           DT_CUDA_BUILT ? (DT_NCCL_BUILT ? "CUDA backend with the NCCL transport" : "CUDA backend, no NCCL transport")
                          : "no CUDA backend (CPU only)");
     printf("backends: %s; cpu: %s\n", backend_list(), backend_cpu_describe());
     printf("cuda toolkit at build time: %s\n", DT_CUDA_SUMMARY);
@@ -136,11 +136,12 @@ int main(int argc, char **argv)
     }
     rank = comm_rank(comm);
     if (comm_size(comm) == 1 && slurm_tasks() > 1) { /* srun without PMI: every task a job of its own */
-        fprintf(stderr,
-                "dtrain: Slurm started %ld tasks but MPI sees a single rank (srun found no PMI to connect them): launch "
-                "with srun --mpi=pmix (or --mpi=pmi2; srun --mpi=list shows what this cluster has), or with mpirun "
-                "inside the allocation\n",
-                slurm_tasks());
+        fprintf(
+            stderr,
+            "dtrain: Slurm started %ld tasks but MPI sees a single rank (srun found no PMI to connect them): launch "
+            "with srun --mpi=pmix (or --mpi=pmi2; srun --mpi=list shows what this cluster has), or with mpirun "
+            "inside the allocation\n",
+            slurm_tasks());
         cli_free(&opts);
         comm_finalize(comm);
         return 1;
@@ -201,5 +202,7 @@ int main(int argc, char **argv)
     free(given);
     cli_free(&opts);
     comm_finalize(comm);
-    return rc != 0 ? (run.usage_error ? 2 : 1) : run.stopped ? 128 + run.stopped : 0; /* stopped by a signal: as the shell reports it */
+    return rc != 0       ? (run.usage_error ? 2 : 1)
+           : run.stopped ? 128 + run.stopped
+                         : 0; /* stopped by a signal: as the shell reports it */
 }

@@ -40,6 +40,7 @@ const void *registry_get(const dt_registry *r, const char *name, const char *ori
 {
     const void *p = registry_find(r, name);
     char list[1024];
-    if (!p) dt_fail("%s: unknown %s '%s' (expected one of %s)", origin, r->what, name, registry_list(r, list, sizeof list));
+    if (!p)
+        dt_fail("%s: unknown %s '%s' (expected one of %s)", origin, r->what, name, registry_list(r, list, sizeof list));
     return p;
 }

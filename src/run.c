@@ -192,8 +192,8 @@ static int fit_classes(dt_run *r)
                        r->ds->dir, r->dataset, k, k == 1 ? "" : "es");
     if (o->classes > 0) {
         if (k <= n) return 0; /* every label has an output */
-        return dt_fail("--dataset %s has %d classes, more than --classes %ld (expected --classes %d or more)", r->dataset,
-                       k, o->classes, k);
+        return dt_fail("--dataset %s has %d classes, more than --classes %ld (expected --classes %d or more)",
+                       r->dataset, k, o->classes, k);
     }
     if (!net_builtin_text(o->net))
         return dt_fail("%s: the net ends in %d classes, but %s has %d (expected the last dense layer to have out=%d, "
@@ -202,8 +202,8 @@ static int fit_classes(dt_run *r)
     if (net_load_classes(o->net, k, &sized) != 0) return -1;
     net_destroy(r->net);
     r->net = sized;
-    snprintf(r->classes_note, sizeof r->classes_note, "%s's last layer sized from %d to the data's %d classes", o->net, n,
-             k);
+    snprintf(r->classes_note, sizeof r->classes_note, "%s's last layer sized from %d to the data's %d classes", o->net,
+             n, k);
     return 0;
 }
 
@@ -298,7 +298,8 @@ static int setup_mode(dt_run *r, int p, size_t n_train)
     env->threads = r->threads;
     env->opts = mode_opts_for(r->mode, &o->comm);
     if (r->auto_mode) env->opts.compress = "none";
-    comm_set_sleepy(r->comm, strcmp(env->opts.comm_wait, "sleep") == 0, NULL); /* a communication thread's own: its mode's */
+    comm_set_sleepy(r->comm, strcmp(env->opts.comm_wait, "sleep") == 0,
+                    NULL); /* a communication thread's own: its mode's */
     env->seed = (uint64_t)o->seed;
     if (mode_codec_create(&env->opts, &env->codec) != 0) return -1;
     if (mode_roles(r->mode, env) != 0) { /* the rank count does not suit the mode's roles */
@@ -442,7 +443,8 @@ static int dry_check(dt_run *r, char *data, size_t data_n)
     if (check_targets(r) != 0 || setup_mode(r, p, n_train) != 0 || sampler_fits(n_train) != 0) return -1;
     if (r->auto_mode && o->comm.model_compute > 0 && (o->comm.model_alpha < 0 || o->comm.model_beta < 0)) {
         r->usage_error = 1; /* nothing to measure the link with in a dry run */
-        return dt_fail("--dry-run with --model-compute predicts for a given link: give --model-alpha and --model-beta too");
+        return dt_fail(
+            "--dry-run with --model-compute predicts for a given link: give --model-alpha and --model-beta too");
     }
     if (lr_schedule_parse(o->lr_schedule, o->lr, o->lr_warmup_epochs, (double)o->epochs, &r->lr) != 0) return -1;
     if (o->load) { /* the file read as the run reads it */
@@ -812,7 +814,8 @@ static int time_compute(dt_run *r, double *wall, double *cpu)
     /* the optimizer's step, on scratch weights of a scratch optimizer: the same for every candidate,
      * it keeps the model's differences in proportion */
     dt_optim *scratch = NULL;
-    float *ws = r->be->alloc(r->be, net->n_params * sizeof(float)), *gs = r->be->alloc(r->be, net->n_params * sizeof(float));
+    float *ws = r->be->alloc(r->be, net->n_params * sizeof(float)),
+          *gs = r->be->alloc(r->be, net->n_params * sizeof(float));
     double step = 0.0;
     rc = !ws || !gs ||
          optim_create(&scratch, r->be, net->n_params, (float)r->opts->momentum, (float)r->opts->wd, r->opts->nesterov);

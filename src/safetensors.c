@@ -71,7 +71,8 @@ static int parse_entry(const char *path, const char *name, const json *v, size_t
         count *= (uint64_t)d;
     }
     int64_t b = off->n == 2 ? json_int(&off->items[0]) : -1, en = off->n == 2 ? json_int(&off->items[1]) : -1;
-    if (b < 0 || en < b) return dt_fail("%s: tensor '%s': data_offsets must be [begin, end] with begin ≤ end", path, name);
+    if (b < 0 || en < b)
+        return dt_fail("%s: tensor '%s': data_offsets must be [begin, end] with begin ≤ end", path, name);
     if ((uint64_t)en > data_bytes)
         return dt_fail("%s: tensor '%s' ends at byte %lld of the data, but the file has %zu data bytes (truncated?)",
                        path, name, (long long)en, data_bytes);
@@ -113,7 +114,8 @@ static int by_begin(const void *a, const void *b)
 static int check_layout(const char *path, st_file *f)
 {
     if (f->n == 0)
-        return f->data_bytes == 0 ? 0 : dt_fail("%s: %zu data bytes but no tensor (a damaged file)", path, f->data_bytes);
+        return f->data_bytes == 0 ? 0
+                                  : dt_fail("%s: %zu data bytes but no tensor (a damaged file)", path, f->data_bytes);
     const st_entry **s = malloc(sizeof *s * (size_t)f->n);
     int rc = 0;
     if (!s) return dt_fail("out of memory");
@@ -294,7 +296,8 @@ static char *build_header(const st_tensor *t, int n, const char *const *mk, cons
             fprintf(m, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
             count *= (uint64_t)t[i].shape[d];
         }
-        fprintf(m, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off, (unsigned long long)(off + size * count));
+        fprintf(m, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                (unsigned long long)(off + size * count));
         off += size * count;
     }
     fputc('}', m);

@@ -158,10 +158,11 @@ static int update_scale(dt_run *r, long it, int skip, dt_times *t)
     s->scale *= 0.5, s->good = 0;
     if (++s->in_row >= 64 && s->scale < 1.0) { /* every rank decides the same: all stop, one message */
         r->failed_rank = 0;
-        return dt_fail("training diverged: %ld steps in a row up to iteration %ld overflowed in fp16, with the loss scale "
-                       "down to %g (its values do not fit fp16 however the loss is scaled; try --precision bf16 or "
-                       "fp32, or a smaller --lr)",
-                       s->in_row, it + 1, s->scale);
+        return dt_fail(
+            "training diverged: %ld steps in a row up to iteration %ld overflowed in fp16, with the loss scale "
+            "down to %g (its values do not fit fp16 however the loss is scaled; try --precision bf16 or "
+            "fp32, or a smaller --lr)",
+            s->in_row, it + 1, s->scale);
     }
     return 0;
 }
@@ -325,8 +326,9 @@ static int stop_here(dt_run *r, long done)
         log_text(r->log, "stopped by %s after iteration %ld of %ld: continue with --resume %s\n", sig, done,
                  r->env.total_iters, r->opts->checkpoint);
     else
-        log_text(r->log, "stopped by %s after iteration %ld of %ld; nothing saved (with --checkpoint FILE a stopped run "
-                         "can be resumed)\n",
+        log_text(r->log,
+                 "stopped by %s after iteration %ld of %ld; nothing saved (with --checkpoint FILE a stopped run "
+                 "can be resumed)\n",
                  sig, done, r->env.total_iters);
     return 0;
 }
@@ -429,10 +431,15 @@ static void summary_fields(dt_run *r)
         const char *key;
         double v;
     } nums[] = {{"workers", env->n_workers},
-                {"threads", r->threads},            {"batch", (double)r->opts->batch},
-                {"params", (double)r->net->n_params}, {"model_alpha", env->model.alpha},
-                {"model_beta", env->model.beta},    {"model_beta_stream", env->model.beta_stream},
-                {"model_gamma", env->model.gamma},  {"model_cpu_byte", env->model.cpu_byte}, {"model_beta_busy", env->model.beta_busy},
+                {"threads", r->threads},
+                {"batch", (double)r->opts->batch},
+                {"params", (double)r->net->n_params},
+                {"model_alpha", env->model.alpha},
+                {"model_beta", env->model.beta},
+                {"model_beta_stream", env->model.beta_stream},
+                {"model_gamma", env->model.gamma},
+                {"model_cpu_byte", env->model.cpu_byte},
+                {"model_beta_busy", env->model.beta_busy},
                 {"model_cores", env->model.cores}};
     for (size_t i = 0; i < DT_ARRAY_LEN(nums); i++) {
         snprintf(num, sizeof num, "%.6g", nums[i].v);
@@ -498,8 +505,9 @@ static int summary(dt_run *r, int epochs, long it, const span *run, float lr, co
                  launched == 1 ? "" : "es", recorded, recorded == 1 ? "" : "s");
     }
     if (r->ds->synthetic)
-        log_text(r->log, "synthetic data: random samples, so no accuracy was measured; samples/s and the time split are "
-                         "%s\n",
+        log_text(r->log,
+                 "synthetic data: random samples, so no accuracy was measured; samples/s and the time split are "
+                 "%s\n",
                  r->opts->synthetic_once ? "those of compute and communication alone (--synthetic-once: one batch, "
                                            "no loader)"
                                          : "those of a real run without its file reads");
@@ -525,8 +533,9 @@ int train_run(dt_run *r)
         log_text(r->log, "resumed from %s at iteration %ld of %ld (epoch %ld, %ld of its iterations done)\n",
                  r->opts->resume, it, total, it / ipe + 1, it % ipe);
     else if (it > 0)
-        log_text(r->log, "resumed from %s at iteration %ld, the last of this run: nothing left to train (raise --epochs "
-                         "or --iters to go on); evaluating\n",
+        log_text(r->log,
+                 "resumed from %s at iteration %ld, the last of this run: nothing left to train (raise --epochs "
+                 "or --iters to go on); evaluating\n",
                  r->opts->resume, it);
     for (int e = (int)(it / ipe); e < epochs && it < total; e++) {
         if (train_epoch(r, e, &it, &ep, &lr) != 0) return -1;

@@ -183,7 +183,9 @@ int weights_from(const dt_net *net, const st_file *f, const char *path, float *w
                     return dt_fail("%s: tensor '%s' is %s of %llu bytes (expected one I64, as PyTorch writes it)", path,
                                    e->name, e->dtype, (unsigned long long)(e->end - e->begin));
                 for (int k = 7; k >= 0; k--) v = (int64_t)((uint64_t)v << 8 | f->data[e->begin + (size_t)k]);
-                if (v < 0) return dt_fail("%s: tensor '%s' is %lld (expected a count, 0 or more)", path, e->name, (long long)v);
+                if (v < 0)
+                    return dt_fail("%s: tensor '%s' is %lld (expected a count, 0 or more)", path, e->name,
+                                   (long long)v);
                 if (batches && v > *batches) *batches = v;
                 continue;
             }
@@ -193,10 +195,11 @@ int weights_from(const dt_net *net, const st_file *f, const char *path, float *w
     if (n_missing || n_extra) {
         list_end(missing, sizeof missing, n_missing);
         list_end(extra, sizeof extra, n_extra);
-        return dt_fail("%s: does not hold the tensors of net %s: %d missing%s%s%s, %d not in the net%s%s%s (is this file "
-                       "from another net?)",
-                       path, net->name, n_missing, n_missing ? " (" : "", missing, n_missing ? ")" : "", n_extra,
-                       n_extra ? " (" : "", extra, n_extra ? ")" : "");
+        return dt_fail(
+            "%s: does not hold the tensors of net %s: %d missing%s%s%s, %d not in the net%s%s%s (is this file "
+            "from another net?)",
+            path, net->name, n_missing, n_missing ? " (" : "", missing, n_missing ? ")" : "", n_extra,
+            n_extra ? " (" : "", extra, n_extra ? ")" : "");
     }
     return 0;
 }

@@ -271,7 +271,8 @@ OP(sgd_step, (dt_backend * be, float *w, const float *gr, float *v, size_t n, fl
 OPR(scale, (dt_backend * be, float *x, float a, size_t n), (in, x, a, n),
     ((rop){.kind = R_SCALE, .p = {x}, .n = n, .f = {a}}))
 OP(grad_unscale, (dt_backend * be, float *gr, size_t n, float a, int32_t *flag), (in, gr, n, a, flag))
-OP(bn_running, (dt_backend * be, float *rm, float *rv, const float *mean, const float *var, size_t n, float m, double u),
+OP(bn_running,
+   (dt_backend * be, float *rm, float *rv, const float *mean, const float *var, size_t n, float m, double u),
    (in, rm, rv, mean, var, n, m, u))
 OPR(add, (dt_backend * be, float *y, const float *x, size_t n, float beta), (in, y, x, n, beta),
     ((rop){.kind = R_ADD, .p = {y, x}, .n = n, .f = {beta}}))
@@ -281,7 +282,8 @@ OP(to_plain, (dt_backend * be, dt_layout from, const float *x, float *y, int row
    (in, from, x, y, rows, c, h, w))
 OP(from_plain, (dt_backend * be, dt_layout to, const float *x, float *y, int rows, int c, int h, int w, float beta),
    (in, to, x, y, rows, c, h, w, beta))
-OP(pool_fwd, (dt_backend * be, void *plan, int rows, int train, const float *x, float *y), (in, plan, rows, train, x, y))
+OP(pool_fwd, (dt_backend * be, void *plan, int rows, int train, const float *x, float *y),
+   (in, plan, rows, train, x, y))
 OP(pool_bwd, (dt_backend * be, void *plan, int rows, const float *dy, float *dx, float dx_beta),
    (in, plan, rows, dy, dx, dx_beta))
 OP(bn_fwd,
@@ -328,7 +330,8 @@ static int g_gemm(dt_backend *be, int ta, int tb, int m, int n, int k, float alp
                   const float *b, int ldb, float beta, float *c, int ldc)
 {
     if (recording)
-        return rec_add((rop){.kind = R_GEMM, .p = {a, b, c}, .i = {ta, tb, m, n, k, lda, ldb, ldc}, .f = {alpha, beta}});
+        return rec_add(
+            (rop){.kind = R_GEMM, .p = {a, b, c}, .i = {ta, tb, m, n, k, lda, ldb, ldc}, .f = {alpha, beta}});
     guarded *g = enter(be);
     dt_backend *in = g->in;
     int rc = 0;
@@ -420,8 +423,8 @@ static int g_conv_bwd(dt_backend *be, void *plan, int rows, const float *x, cons
 }
 
 /* the loss gradient; DTRAIN_GUARDED_INF_AT's backward pass gets an infinity in it */
-static int g_softmax_xent_bwd(dt_backend *be, float *dx, const float *prob, const int32_t *labels, int rows, int classes,
-                              float scale, float beta)
+static int g_softmax_xent_bwd(dt_backend *be, float *dx, const float *prob, const int32_t *labels, int rows,
+                              int classes, float scale, float beta)
 {
     if (recording)
         return rec_add((rop){.kind = R_SMX_BWD, .p = {dx, prob, labels}, .i = {rows, classes}, .f = {scale, beta}});
@@ -725,9 +728,10 @@ static int g_net_done(gnet *net, MPI_Request *req, int n, const char *what)
         if (done) return 0;
         if (net->timeout > 0 && dt_now() - t0 > net->timeout) {
             net->aborted = 1;
-            return dt_fail("cpu-guarded (NCCL's stand-in): rank %d of %d: %s did not finish in %.0f s (--comm-timeout): "
-                           "a rank stopped or died; the communicator was aborted",
-                           net->rank, net->nranks, what, net->timeout);
+            return dt_fail(
+                "cpu-guarded (NCCL's stand-in): rank %d of %d: %s did not finish in %.0f s (--comm-timeout): "
+                "a rank stopped or died; the communicator was aborted",
+                net->rank, net->nranks, what, net->timeout);
         }
         if (polls > 1000) nanosleep(&(struct timespec){0, 50000}, NULL);
     }
@@ -1036,7 +1040,8 @@ static void g_destroy(dt_backend *be)
         abort();
     }
     if (getenv("DTRAIN_GUARDED_STATS"))
-        fprintf(stderr, "cpu-guarded: %lld bytes sent over its transport\n", __atomic_load_n(&net_bytes, __ATOMIC_RELAXED));
+        fprintf(stderr, "cpu-guarded: %lld bytes sent over its transport\n",
+                __atomic_load_n(&net_bytes, __ATOMIC_RELAXED));
     pthread_mutex_lock(&instances_lock);
     for (int k = 0; k < MAX_INSTANCES; k++)
         if (instances[k] == g) instances[k] = NULL;
@@ -1144,7 +1149,10 @@ static int g_available(char *why, size_t n)
     return 1;
 }
 
-static const char *g_describe(void) { return "the cpu backend's kernels on memory kept PROT_NONE outside its ops (tests)"; }
+static const char *g_describe(void)
+{
+    return "the cpu backend's kernels on memory kept PROT_NONE outside its ops (tests)";
+}
 
 const dt_backend_desc backend_guarded_desc = {
     .name = "cpu-guarded",

@@ -99,7 +99,8 @@ START_TEST(gemm_rounds_operands)
                     plain[(size_t)i * ldc + j] = j < n ? alpha * sp + beta * keep : keep;
                 }
             float *da = dev(a, (size_t)ar * lda), *db = dev(b, (size_t)br * ldb), *dc = dev(c0, (size_t)m * ldc);
-            ck_assert_msg(be->gemm(be, ta, tb, m, n, k, alpha, da, lda, db, ldb, beta, dc, ldc) == 0, "%s", dt_errmsg());
+            ck_assert_msg(be->gemm(be, ta, tb, m, n, k, alpha, da, lda, db, ldb, beta, dc, ldc) == 0, "%s",
+                          dt_errmsg());
             char what[96];
             snprintf(what, sizeof what, "%c%c m=%d n=%d k=%d alpha %g beta %g", ta ? 'T' : 'N', tb ? 'T' : 'N', m, n,
                      k, alpha, beta);
@@ -123,8 +124,9 @@ START_TEST(conv_rounds_operands)
     static const char *lname[] = {"plain", "nChw16c", "NHWC"};
     const struct {
         int rows, c, h, w, o, k, s, p, groups, bias;
-    } cases[] = {{2, 3, 9, 9, 16, 3, 1, 1, 1, 1}, {3, 16, 8, 8, 32, 3, 2, 1, 1, 0}, {1, 32, 7, 7, 32, 1, 1, 0, 1, 1},
-                 {2, 8, 11, 11, 6, 5, 1, 2, 2, 1}, {4, 1, 28, 28, 20, 5, 1, 0, 1, 1}, {2, 20, 12, 12, 50, 5, 1, 0, 1, 0},
+    } cases[] = {{2, 3, 9, 9, 16, 3, 1, 1, 1, 1},   {3, 16, 8, 8, 32, 3, 2, 1, 1, 0},
+                 {1, 32, 7, 7, 32, 1, 1, 0, 1, 1},  {2, 8, 11, 11, 6, 5, 1, 2, 2, 1},
+                 {4, 1, 28, 28, 20, 5, 1, 0, 1, 1}, {2, 20, 12, 12, 50, 5, 1, 0, 1, 0},
                  {64, 16, 8, 8, 32, 3, 2, 1, 1, 1}, {63, 16, 8, 8, 32, 3, 2, 1, 1, 0}};
     for (size_t t = 0; t < DT_ARRAY_LEN(cases); t++) {
         ref_conv g = {.rows = cases[t].rows, .c = cases[t].c, .h = cases[t].h, .w = cases[t].w, .o = cases[t].o,
@@ -137,9 +139,10 @@ START_TEST(conv_rounds_operands)
         double *x = rnd(nx, 100 + t), *w = rnd(nw, 200 + t), *b = rnd(g.o, 300 + t), *dy = rnd(ny, 400 + t);
         double *rx = rounded(x, nx), *rw = rounded(w, nw), *rdy = rounded(dy, ny);
         double *y = malloc(sizeof(double) * ny), *yp = malloc(sizeof(double) * ny), *dx = malloc(sizeof(double) * nx),
-               *dx2 = malloc(sizeof(double) * nx), *dw = malloc(sizeof(double) * nw), *db = malloc(sizeof(double) * g.o),
-               *x0 = rnd(nx, 500 + t), *dxp = malloc(sizeof(double) * nx), *dx2p = malloc(sizeof(double) * nx),
-               *dwp = malloc(sizeof(double) * nw), *dbp = malloc(sizeof(double) * g.o);
+               *dx2 = malloc(sizeof(double) * nx), *dw = malloc(sizeof(double) * nw),
+               *db = malloc(sizeof(double) * g.o), *x0 = rnd(nx, 500 + t), *dxp = malloc(sizeof(double) * nx),
+               *dx2p = malloc(sizeof(double) * nx), *dwp = malloc(sizeof(double) * nw),
+               *dbp = malloc(sizeof(double) * g.o);
         ref_conv_fwd(&g, rx, rw, bias ? b : NULL, y);
         ref_conv_fwd(&g, x, w, bias ? b : NULL, yp);
         ref_conv_bwd(&g, rx, rw, rdy, dx, dw, db);
@@ -157,7 +160,8 @@ START_TEST(conv_rounds_operands)
                                    g.groups, bias, lin, lout};
                 void *plan = be->conv_plan(be, &cfg);
                 ck_assert_msg(plan != NULL, "%s", dt_errmsg());
-                size_t sx = be->act_size(be, lin, g.rows, g.c, g.h, g.w), sy = be->act_size(be, lout, g.rows, g.o, g.oh, g.ow);
+                size_t sx = be->act_size(be, lin, g.rows, g.c, g.h, g.w),
+                       sy = be->act_size(be, lout, g.rows, g.o, g.oh, g.ow);
                 float *tmp = malloc(sizeof(float) * (nx > ny ? nx : ny));
                 float *fx = be->alloc(be, sizeof(float) * sx), *fdx = be->alloc(be, sizeof(float) * sx),
                       *fy = be->alloc(be, sizeof(float) * sy), *fdy = be->alloc(be, sizeof(float) * sy);

@@ -113,9 +113,33 @@ static double pool_loss(void *p)
 START_TEST(fd_pool)
 {
     ref_pool cases[] = {
-        {.max = 1, .rows = 2, .c = 3, .h = 6, .w = 7, .oh = 4, .ow = 4, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .pt = 1, .pl = 1},
+        {.max = 1,
+         .rows = 2,
+         .c = 3,
+         .h = 6,
+         .w = 7,
+         .oh = 4,
+         .ow = 4,
+         .kh = 3,
+         .kw = 3,
+         .sh = 2,
+         .sw = 2,
+         .pt = 1,
+         .pl = 1},
         {.max = 0, .rows = 2, .c = 3, .h = 6, .w = 7, .oh = 3, .ow = 3, .kh = 3, .kw = 3, .sh = 2, .sw = 2},
-        {.max = 0, .rows = 1, .c = 2, .h = 5, .w = 5, .oh = 3, .ow = 3, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .pt = 1, .pl = 1},
+        {.max = 0,
+         .rows = 1,
+         .c = 2,
+         .h = 5,
+         .w = 5,
+         .oh = 3,
+         .ow = 3,
+         .kh = 3,
+         .kw = 3,
+         .sh = 2,
+         .sw = 2,
+         .pt = 1,
+         .pl = 1},
         {.max = 0, .rows = 2, .c = 3, .h = 4, .w = 4, .oh = 1, .ow = 1, .kh = 4, .kw = 4, .sh = 1, .sw = 1},
     };
     for (size_t k = 0; k < DT_ARRAY_LEN(cases); k++) {
@@ -311,18 +335,21 @@ START_TEST(fast_conv_matches_reference)
                 void *plan = be->conv_plan(be, &cfg);
                 ck_assert_msg(plan != NULL, "%s", dt_errmsg());
                 float *fx = dev_act(x, li[a], g.rows, g.c, g.h, g.w), *fw = dev_vec(w, nw), *fb = dev_vec(b, g.o);
-                float *fdy = dev_act(dy, lo[c], g.rows, g.o, g.oh, g.ow), *fdx = dev_act(x0, li[a], g.rows, g.c, g.h, g.w);
+                float *fdy = dev_act(dy, lo[c], g.rows, g.o, g.oh, g.ow),
+                      *fdx = dev_act(x0, li[a], g.rows, g.c, g.h, g.w);
                 float *fy = be->alloc(be, sizeof(float) * be->act_size(be, lo[c], g.rows, g.o, g.oh, g.ow));
                 float *fdw = be->alloc(be, sizeof(float) * nw), *fdb = be->alloc(be, sizeof(float) * g.o);
                 char what[160];
-                snprintf(what, sizeof what, "case %d (%dx%dx%d -> %dx%dx%d, k %dx%d, s %dx%d, pad %d,%d,%d,%d, g %d, %s->%s)",
-                         t, g.c, g.h, g.w, g.o, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pt, pb, g.pl, pr, g.groups,
-                         lname(li[a]), lname(lo[c]));
+                snprintf(what, sizeof what,
+                         "case %d (%dx%dx%d -> %dx%dx%d, k %dx%d, s %dx%d, pad %d,%d,%d,%d, g %d, %s->%s)", t, g.c, g.h,
+                         g.w, g.o, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pt, pb, g.pl, pr, g.groups, lname(li[a]),
+                         lname(lo[c]));
                 ck_assert_msg(be->conv_fwd(be, plan, g.rows, fx, fw, bias ? fb : NULL, fy) == 0, "%s", dt_errmsg());
                 ck_assert_msg(same_act(fy, lo[c], y, g.rows, g.o, g.oh, g.ow, "y"), "%s: %s", what, msg);
                 /* accumulate into x0, then overwrite */
                 ck_assert_int_eq(be->conv_bwd(be, plan, g.rows, fx, fw, fdy, fdx, 1.0f, fdw, bias ? fdb : NULL), 0);
-                ck_assert_msg(same_act(fdx, li[a], dx2, g.rows, g.c, g.h, g.w, "dx (accumulated)"), "%s: %s", what, msg);
+                ck_assert_msg(same_act(fdx, li[a], dx2, g.rows, g.c, g.h, g.w, "dx (accumulated)"), "%s: %s", what,
+                              msg);
                 ck_assert_msg(close_f32_f64(fdw, dw, nw, TOL_FAST_ATOL, TOL_FAST_RTOL, "dW", msg, sizeof msg), "%s: %s",
                               what, msg);
                 if (bias)
@@ -446,8 +473,10 @@ START_TEST(fast_batchnorm_matches_reference)
             ck_assert_msg(be->bn_bwd(be, plan, rows, fx, fg, fm, fv, fdy, NULL, fdx, 0.0f, fdg, fdb) == 0, "%s",
                           dt_errmsg());
             ck_assert_msg(same_act(fdx, l[a], dx, rows, c, h, w, "dx"), "shape %zu: %s", t, msg);
-            ck_assert_msg(close_f32_f64(fdg, dg, c, TOL_FAST_ATOL, TOL_FAST_RTOL, "dgamma", msg, sizeof msg), "%s", msg);
-            ck_assert_msg(close_f32_f64(fdb, dbt, c, TOL_FAST_ATOL, TOL_FAST_RTOL, "dbeta", msg, sizeof msg), "%s", msg);
+            ck_assert_msg(close_f32_f64(fdg, dg, c, TOL_FAST_ATOL, TOL_FAST_RTOL, "dgamma", msg, sizeof msg), "%s",
+                          msg);
+            ck_assert_msg(close_f32_f64(fdb, dbt, c, TOL_FAST_ATOL, TOL_FAST_RTOL, "dbeta", msg, sizeof msg), "%s",
+                          msg);
             /* evaluation: the given statistics; a frozen layer: no parameter gradients wanted */
             ck_assert_int_eq(be->bn_fwd(be, plan, rows, 0, fx, fg, fb, fm, fv, fy), 0);
             ck_assert_msg(same_act(fy, l[a], y, rows, c, h, w, "y (given statistics)"), "%s", msg);
@@ -815,10 +844,12 @@ START_TEST(residual_net_matches_reference)
     /* the same in double */
     const size_t na = (size_t)R * F * H * H, ns = (size_t)R * O * HS * HS, np = (size_t)R * O * HP * HP;
     double *a1 = malloc(8 * na), *n1 = malloc(8 * na), *r1 = malloc(8 * na), *a2 = malloc(8 * na), *n2 = malloc(8 * na);
-    double *s = malloc(8 * na), *r2 = malloc(8 * na), *sc = malloc(8 * ns), *mp = malloc(8 * np), z[R * NC], prob[R * NC];
+    double *s = malloc(8 * na), *r2 = malloc(8 * na), *sc = malloc(8 * ns), *mp = malloc(8 * np), z[R * NC],
+           prob[R * NC];
     double m1[F], v1[F], m2[F], v2[F];
     ref_conv g1c = {R, C, H, H, F, H, H, 3, 3, 1, 1, 1, 1, 1}, g2c = {R, F, H, H, F, H, H, 3, 3, 1, 1, 1, 1, 1};
-    ref_pool gp = {.max = 1, .rows = R, .c = O, .h = HS, .w = HS, .oh = HP, .ow = HP, .kh = 2, .kw = 2, .sh = 1, .sw = 1};
+    ref_pool gp = {
+        .max = 1, .rows = R, .c = O, .h = HS, .w = HS, .oh = HP, .ow = HP, .kh = 2, .kw = 2, .sh = 1, .sw = 1};
     ref_conv_fwd(&g1c, x, w1, NULL, a1);
     ref_bn_fwd(a1, g1, be1, n1, m1, v1, R, F, H * H, 1e-5);
     ref_relu_fwd(n1, r1, na);
@@ -831,7 +862,8 @@ START_TEST(residual_net_matches_reference)
     ref_dense_fwd(mp, wf, bf, z, R, O * HP * HP, NC);
     double loss = ref_softmax_xent_fwd(z, labels, prob, R, NC);
     double dz[R * NC], *dmp = malloc(8 * np), *dsc = malloc(8 * ns), *dr2 = calloc(na, 8), *ds = malloc(8 * na);
-    double *dn2 = malloc(8 * na), *da2 = malloc(8 * na), *dr1 = malloc(8 * na), *dn1 = malloc(8 * na), *da1 = malloc(8 * na);
+    double *dn2 = malloc(8 * na), *da2 = malloc(8 * na), *dr1 = malloc(8 * na), *dn1 = malloc(8 * na),
+           *da1 = malloc(8 * na);
     double dwf[NC * O * HP * HP], dbf[NC], dg2[F], dbe2[F], dg1[F], dbe1[F], *dw2 = malloc(8 * F * F * 9), db2[F],
            *dw1 = malloc(8 * F * C * 9);
     ref_softmax_xent_bwd(prob, labels, 1.0 / R, dz, R, NC);

@@ -125,9 +125,11 @@ START_TEST(optimizer_and_vectors)
             cpu->add2(cpu, r, u, w, (size_t)m, relu);
             for (int i = 0; i < m; i++) rt[i] = ew_add2(u[i], w[i], relu);
             for (int i = 0; i < m; i++)
-                ck_assert_msg(memcmp(&r[i], &rt[i], 4) == 0, "add2 (relu %d) of %g and %g: %g on the CPU, %g in the twin",
-                              relu, u[i], w[i], r[i], rt[i]);
-            if (!relu) ck_assert_msg(r[4 * k + 5] == 0.0f && !signbit(r[4 * k + 5]), "1.5e-38 + -1.4e-38 not flushed to +0");
+                ck_assert_msg(memcmp(&r[i], &rt[i], 4) == 0,
+                              "add2 (relu %d) of %g and %g: %g on the CPU, %g in the twin", relu, u[i], w[i], r[i],
+                              rt[i]);
+            if (!relu)
+                ck_assert_msg(r[4 * k + 5] == 0.0f && !signbit(r[4 * k + 5]), "1.5e-38 + -1.4e-38 not flushed to +0");
         }
     }
     /* batch norm's running statistics: bit for bit (the unbiasing in double, nothing fused) */
@@ -246,7 +248,8 @@ START_TEST(batch_norm)
         void *plan = cpu->bn_plan(cpu, &cfg);
         ck_assert_ptr_nonnull(plan);
         /* x around 0 after normalising: the relu cuts about half */
-        float *x = randv(n, 14, 2, 4), *sc = randv(C, 15, 0.5, 1.5), *sh = randv(C, 16, -1, 1), *dy = randv(n, 17, -1, 1);
+        float *x = randv(n, 14, 2, 4), *sc = randv(C, 15, 0.5, 1.5), *sh = randv(C, 16, -1, 1),
+              *dy = randv(n, 17, -1, 1);
         float m[7], v[7], mt[7], vt[7], *y = malloc(n * 4), *yt = malloc(n * 4);
         cpu->bn_fwd(cpu, plan, rows, 1, x, sc, sh, m, v, y);
         bn_twin_fwd(rows, C, hw, cfg.eps, relu, x, sc, sh, mt, vt, yt);
@@ -292,8 +295,9 @@ START_TEST(lrn)
             for (size_t p = 0; p < hw; p++)
                 for (int c = 0; c < C; c++) {
                     size_t base = (size_t)r * C * hw + p, o = base + c * hw;
-                    dt[o] = ew_put(dt[o], ew_lrn_bwd(x + base, dy + base, hw, C, c, cfg.size, cfg.alpha, cfg.beta, cfg.k),
-                                   (float)beta);
+                    dt[o] =
+                        ew_put(dt[o], ew_lrn_bwd(x + base, dy + base, hw, C, c, cfg.size, cfg.alpha, cfg.beta, cfg.k),
+                               (float)beta);
                 }
         CLOSE(dt, dx, n, 1e-5, "LRN backward");
         free(dx), free(dt);
@@ -360,8 +364,8 @@ START_TEST(pooling)
         for (int j = 0; j < 2; j++) yt[j] = ew_pool_fwd(x, 3, 6, 0, j, k, k, k, k, 0, 0, 1, &arg[j]);
         ck_assert_msg(isnan(y[0]) && isnan(yt[0]), "%dx%d: a window that starts with NaN: %g on the CPU, %g here", k, k,
                       y[0], yt[0]);
-        ck_assert_msg(y[1] == yt[1] && y[1] == (k == 2 ? 3.0f : 7.0f), "%dx%d: a later NaN: %g on the CPU, %g here", k, k,
-                      y[1], yt[1]);
+        ck_assert_msg(y[1] == yt[1] && y[1] == (k == 2 ? 3.0f : 7.0f), "%dx%d: a later NaN: %g on the CPU, %g here", k,
+                      k, y[1], yt[1]);
         cpu->plan_free(cpu, plan);
     }
 }

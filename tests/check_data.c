@@ -424,7 +424,8 @@ START_TEST(synthetic_same_for_any_rank_count)
     dt_loader *one, *part[4];
     const long total = 2 * 125; /* two epochs of batch 8 */
     ck_assert_int_eq(loader_create(&one, ds, &aug, 32, 32, 8, 0, 1, 9, 1, 0, 0, total, 1, NULL), 0);
-    for (int r = 0; r < 4; r++) ck_assert_int_eq(loader_create(&part[r], again, &aug, 32, 32, 8, r, 4, 9, 1, 2, 0, total, 2, NULL), 0);
+    for (int r = 0; r < 4; r++)
+        ck_assert_int_eq(loader_create(&part[r], again, &aug, 32, 32, 8, r, 4, 9, 1, 2, 0, total, 2, NULL), 0);
     int seen[10] = {0};
     for (long it = 0; it < total; it++) {
         dt_batch a, b;
@@ -624,8 +625,8 @@ START_TEST(png_tree_damage_named)
     snprintf(p, sizeof p, "mkdir %s/train/c_empty", dir);
     ck_assert_int_eq(system(p), 0);
     expect_tree_error(dir, "train/c_empty: no images in this class folder");
-    snprintf(p, sizeof p, "rmdir %s/train/c_empty && mkdir %s/val/z_extra && cp %s/val/a_red/r0.png %s/val/z_extra/", dir,
-             dir, dir, dir);
+    snprintf(p, sizeof p, "rmdir %s/train/c_empty && mkdir %s/val/z_extra && cp %s/val/a_red/r0.png %s/val/z_extra/",
+             dir, dir, dir, dir);
     ck_assert_int_eq(system(p), 0);
     expect_tree_error(dir, "val/z_extra: a class folder that train/ does not have");
 

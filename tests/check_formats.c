@@ -106,15 +106,18 @@ START_TEST(safetensors_damage)
         {"{\"a\":{\"dtype\":\"Q4\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, -1, "tensor 'a': unknown dtype 'Q4'"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, -1,
          "shape entries must be non-negative integers"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, -1, "data_offsets must be [begin, end]"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, -1,
+         "data_offsets must be [begin, end]"},
         {"{\"a\":{\"dtype\":\"F32\"}}", 8, -1, "tensor 'a': expected {\"dtype\", \"shape\", \"data_offsets\"}"},
         {"{\"__metadata__\":{\"k\":1}}", 0, -1, "__metadata__ value of 'k' is not a string"},
         /* the tensors must tile the data: bytes appended, a gap, data before the first */
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 24, -1, "16 bytes after the last tensor ('a'"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 24, -1,
+         "16 bytes after the last tensor ('a'"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},\"b\":{\"dtype\":\"F32\",\"shape\":[1],"
          "\"data_offsets\":[8,12]}}",
          12, -1, "bytes 4-8 of the data, between tensors 'a' and 'b', belong to no tensor"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, -1, "first 4 bytes belong to no tensor"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, -1,
+         "first 4 bytes belong to no tensor"},
         {"{}", 8, -1, "8 data bytes but no tensor"},
         /* a name in Latin-1, not UTF-8: it would reach messages as raw bytes */
         {"{\"caf\xe9\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, -1,
@@ -144,7 +147,8 @@ START_TEST(weights_checked_against_net)
     ck_assert_msg(weights_read(net, path, r, NULL, NULL) == 0, "%s", dt_errmsg());
     ck_assert_int_eq(memcmp(w, r, sizeof(float) * net->n_params), 0);
     ck_assert_int_ne(weights_read(other, path, r, NULL, NULL), 0);
-    ck_assert_msg(strstr(dt_errmsg(), "tensor 'fc.weight' has shape [3, 4] (expected [3, 5] for net b)"), "%s", dt_errmsg());
+    ck_assert_msg(strstr(dt_errmsg(), "tensor 'fc.weight' has shape [3, 4] (expected [3, 5] for net b)"), "%s",
+                  dt_errmsg());
 
     dt_net *renamed;
     ck_assert_int_eq(net_parse("input shape=4\ndense name=out out=3\nsoftmax_xent\n", "c.net", "c", &renamed), 0);

@@ -101,7 +101,8 @@ static void compare(run *a, run *b, const float *(*pick)(const dt_param *), cons
     dt_net *na = a->net, *nb = b->net;
     int n = trainable ? na->n_tensors : na->n_states;
     for (int t = 0; t < n; t++) {
-        const dt_param *pa = trainable ? na->tensors[t] : na->states[t], *pb = trainable ? nb->tensors[t] : nb->states[t];
+        const dt_param *pa = trainable ? na->tensors[t] : na->states[t],
+                       *pb = trainable ? nb->tensors[t] : nb->states[t];
         float *ha = malloc(pa->n * sizeof(float)), *hb = malloc(pa->n * sizeof(float));
         host_copy(a->be, ha, pick(pa), pa->n);
         host_copy(b->be, hb, pick(pb), pb->n);

@@ -147,7 +147,8 @@ START_TEST(truncated_raw)
 {
     uint32_t d[3] = {20, 4, 3};
     size_t n = idx_bytes(buf, 8, 3, d, 20 * 12, 256);
-    EXPECT_ERROR(open_with("train-images-idx3-ubyte", buf, n - 7, 0), "truncated (header says 240 data bytes, found 233)");
+    EXPECT_ERROR(open_with("train-images-idx3-ubyte", buf, n - 7, 0),
+                 "truncated (header says 240 data bytes, found 233)");
     EXPECT_ERROR(open_with("train-images-idx3-ubyte", buf, 10, 0), "truncated header (10 bytes, expected 16)");
     EXPECT_ERROR(open_with("train-images-idx3-ubyte", buf, 2, 0), "file has 2 bytes (expected an IDX header");
     /* a gzip stream of nothing: what it decompresses to is named, not the file's size */
@@ -159,7 +160,8 @@ START_TEST(trailing_bytes)
 {
     uint32_t d[1] = {20};
     size_t n = idx_bytes(buf, 8, 1, d, 23, 10);
-    EXPECT_ERROR(open_with("train-labels-idx1-ubyte", buf, n, 0), "trailing data (header says 20 data bytes, found 23)");
+    EXPECT_ERROR(open_with("train-labels-idx1-ubyte", buf, n, 0),
+                 "trailing data (header says 20 data bytes, found 23)");
 }
 END_TEST
 
@@ -208,7 +210,8 @@ START_TEST(bad_headers)
     EXPECT_ERROR(open_with("train-labels-idx1-ubyte", buf, n, 0), "19 labels for 20 images");
     uint32_t other[3] = {5, 5, 5};
     n = idx_bytes(buf, 8, 3, other, 125, 256);
-    EXPECT_ERROR(open_with("t10k-images-idx3-ubyte", buf, n, 0), "images are 5x5 (expected 4x3 like the training images)");
+    EXPECT_ERROR(open_with("t10k-images-idx3-ubyte", buf, n, 0),
+                 "images are 5x5 (expected 4x3 like the training images)");
 }
 END_TEST
 

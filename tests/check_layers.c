@@ -55,8 +55,9 @@ START_TEST(fd_dense)
             arrays[a].p[i] = keep;
             num[i] = (lp - lm) / (2 * FD_EPS);
         }
-        ck_assert_msg(close_f64(arrays[a].g, num, (size_t)arrays[a].n, FD_ATOL, FD_RTOL, arrays[a].what, msg, sizeof msg),
-                      "%s", msg);
+        ck_assert_msg(
+            close_f64(arrays[a].g, num, (size_t)arrays[a].n, FD_ATOL, FD_RTOL, arrays[a].what, msg, sizeof msg), "%s",
+            msg);
     }
 }
 END_TEST
@@ -215,17 +216,21 @@ START_TEST(engine_matches_reference)
     ref_dense_bwd(pb.x, pb.w1, dh, NULL, dw1, db1, ROWS, IN, HID);
 
     ck_assert_msg(fabs(pass.loss_sum - loss) <= 1e-4 * fabs(loss) + 1e-5, "loss %g vs %g", pass.loss_sum, loss);
-    ck_assert_msg(close_f32_f64(net->loss->y, prob, ROWS * CLS, TOL_F32_ATOL, TOL_F32_RTOL, "prob", msg, sizeof msg), "%s", msg);
-    ck_assert_msg(close_f32_f64(net->layers[3]->y, d, ROWS * HID, TOL_F32_ATOL, TOL_F32_RTOL, "dropout y", msg, sizeof msg),
+    ck_assert_msg(close_f32_f64(net->loss->y, prob, ROWS * CLS, TOL_F32_ATOL, TOL_F32_RTOL, "prob", msg, sizeof msg),
                   "%s", msg);
+    ck_assert_msg(
+        close_f32_f64(net->layers[3]->y, d, ROWS * HID, TOL_F32_ATOL, TOL_F32_RTOL, "dropout y", msg, sizeof msg), "%s",
+        msg);
     ck_assert_msg(close_f32_f64(net_find_tensor(net, "fc2.weight")->g, dw2, CLS * HID, TOL_F32_ATOL, TOL_F32_RTOL,
                                 "fc2.weight grad", msg, sizeof msg), "%s", msg);
-    ck_assert_msg(close_f32_f64(net_find_tensor(net, "fc2.bias")->g, db2, CLS, TOL_F32_ATOL, TOL_F32_RTOL, "fc2.bias grad",
-                                msg, sizeof msg), "%s", msg);
+    ck_assert_msg(close_f32_f64(net_find_tensor(net, "fc2.bias")->g, db2, CLS, TOL_F32_ATOL, TOL_F32_RTOL,
+                                "fc2.bias grad", msg, sizeof msg),
+                  "%s", msg);
     ck_assert_msg(close_f32_f64(net_find_tensor(net, "fc1.weight")->g, dw1, HID * IN, TOL_F32_ATOL, TOL_F32_RTOL,
                                 "fc1.weight grad", msg, sizeof msg), "%s", msg);
-    ck_assert_msg(close_f32_f64(net_find_tensor(net, "fc1.bias")->g, db1, HID, TOL_F32_ATOL, TOL_F32_RTOL, "fc1.bias grad",
-                                msg, sizeof msg), "%s", msg);
+    ck_assert_msg(close_f32_f64(net_find_tensor(net, "fc1.bias")->g, db1, HID, TOL_F32_ATOL, TOL_F32_RTOL,
+                                "fc1.bias grad", msg, sizeof msg),
+                  "%s", msg);
     net_destroy(net);
     backend_destroy(be);
 }

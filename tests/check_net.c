@@ -74,25 +74,33 @@ static const struct {
     {"", "t.net: no layers"},
     {"input shape=4\ndense out=3\n", "t.net:2: the last layer must be a loss"},
     {"dense out=3\nsoftmax_xent\n", "t.net:1: dense needs an input"},
-    {"input shape=4\nconvolution out=3\nsoftmax_xent\n", "t.net:2: unknown layer type 'convolution' (expected one of input, dense"},
+    {"input shape=4\nconvolution out=3\nsoftmax_xent\n",
+     "t.net:2: unknown layer type 'convolution' (expected one of input, dense"},
     {"input shape=4\ndense\nsoftmax_xent\n", "t.net:2: dense: missing required key 'out'"},
-    {"input shape=4\ndense out=0\nsoftmax_xent\n", "t.net:2: dense: out: expected an integer in [1, 16777216], found 0"},
+    {"input shape=4\ndense out=0\nsoftmax_xent\n",
+     "t.net:2: dense: out: expected an integer in [1, 16777216], found 0"},
     {"input shape=4\ndense out=abc\nsoftmax_xent\n", "t.net:2: dense: out: expected an integer"},
-    {"input shape=4\ndense out=3 colour=red\nsoftmax_xent\n", "t.net:2: dense: unknown key 'colour' (expected one of: out bias init name in frozen)"},
+    {"input shape=4\ndense out=3 colour=red\nsoftmax_xent\n",
+     "t.net:2: dense: unknown key 'colour' (expected one of: out bias init name in frozen)"},
     {"input shape=4\ndense out=3 out=4\nsoftmax_xent\n", "t.net:2: key 'out' given twice"},
     {"input shape=4\ndense out 3\nsoftmax_xent\n", "t.net:2: expected key=value, found 'out'"},
     {"input shape=4\ndense out=\nsoftmax_xent\n", "t.net:2: expected key=value, found 'out='"},
-    {"input shape=4\ndense name=x out=3\ndense name=x out=2\nsoftmax_xent\n", "t.net:3: layer name 'x' already used on line 2"},
+    {"input shape=4\ndense name=x out=3\ndense name=x out=2\nsoftmax_xent\n",
+     "t.net:3: layer name 'x' already used on line 2"},
     {"input shape=4\ndense name=a/b out=3\nsoftmax_xent\n", "t.net:2: name 'a/b': expected letters, digits"},
-    {"input shape=4\ndense out=3 in=nothere\nsoftmax_xent\n", "t.net:2: in=nothere: no layer named 'nothere' before this line"},
+    {"input shape=4\ndense out=3 in=nothere\nsoftmax_xent\n",
+     "t.net:2: in=nothere: no layer named 'nothere' before this line"},
     {"input shape=4\ndense out=3 init=gauss\nsoftmax_xent\n", "t.net:2: dense: unknown init 'gauss'"},
     {"input shape=4\ndense out=3 init=normal\nsoftmax_xent\n", "t.net:2: dense: init=normal: expected normal:VALUE"},
-    {"input shape=4\ndropout p=1.5\ndense out=2\nsoftmax_xent\n", "t.net:2: dropout: p: expected a number in [0, 0.99], found 1.5"},
+    {"input shape=4\ndropout p=1.5\ndense out=2\nsoftmax_xent\n",
+     "t.net:2: dropout: p: expected a number in [0, 0.99], found 1.5"},
     {"input\ndense out=3\nsoftmax_xent\n", "t.net:1: input: missing required key 'shape'"},
     {"input shape=1x2x3x4\ndense out=3\nsoftmax_xent\n", "t.net:1: input: shape=1x2x3x4 has more than 3 dims"},
-    {"input shape=0x2\ndense out=3\nsoftmax_xent\n", "t.net:1: input: shape: expected an integer in [1, 1048576], found 0"},
+    {"input shape=0x2\ndense out=3\nsoftmax_xent\n",
+     "t.net:1: input: shape: expected an integer in [1, 1048576], found 0"},
     {"relu\ninput shape=4\n", "t.net:1: relu needs an input"},
-    {"input shape=4\ninput shape=4\ndense out=2\nsoftmax_xent\n", "t.net:2: a second input layer (only one is supported)"},
+    {"input shape=4\ninput shape=4\ndense out=2\nsoftmax_xent\n",
+     "t.net:2: a second input layer (only one is supported)"},
     {"input shape=4\ndense out=3\nsoftmax_xent\ndense out=2\n", "t.net:4: input 'softmax_xent1' is a loss layer"},
     {"input shape=4\ndense out=1\nsoftmax_xent\n", "t.net:3: softmax_xent: expected at least 2 classes, found 1"},
     {"input shape=1x2x2\nsoftmax_xent\n", "t.net:2: softmax_xent: expected a vector of class scores"},
@@ -143,8 +151,8 @@ START_TEST(malformed_files_name_the_line)
     int rc = net_parse(bad[_i].text, "t.net", "t", &net);
     ck_assert_msg(rc != 0, "case %d parsed but should fail: %s", _i, bad[_i].text);
     ck_assert_ptr_null(net);
-    ck_assert_msg(strstr(dt_errmsg(), bad[_i].expect) != NULL, "case %d: message\n  '%s'\nlacks\n  '%s'", _i, dt_errmsg(),
-                  bad[_i].expect);
+    ck_assert_msg(strstr(dt_errmsg(), bad[_i].expect) != NULL, "case %d: message\n  '%s'\nlacks\n  '%s'", _i,
+                  dt_errmsg(), bad[_i].expect);
 }
 END_TEST
 
@@ -261,8 +269,14 @@ START_TEST(cnn_shapes_and_names)
     ck_assert_int_eq(net_load("resnet50", &net), 0);
     expect_shape(net, "stem", 64, 56, 56);
     expect_shape(net, "layer4.2", 2048, 7, 7);
-    const char *names[] = {"conv1.weight", "bn1.running_mean", "layer1.0.downsample.0.weight", "layer1.0.downsample.1.bias",
-                           "layer3.5.conv3.weight", "layer4.2.bn3.running_var", "fc.weight", "fc.bias"};
+    const char *names[] = {"conv1.weight",
+                           "bn1.running_mean",
+                           "layer1.0.downsample.0.weight",
+                           "layer1.0.downsample.1.bias",
+                           "layer3.5.conv3.weight",
+                           "layer4.2.bn3.running_var",
+                           "fc.weight",
+                           "fc.bias"};
     for (size_t i = 0; i < DT_ARRAY_LEN(names); i++)
         ck_assert_msg(net_find_tensor(net, names[i]) != NULL, "no tensor %s", names[i]);
     const dt_param *w = net_find_tensor(net, "layer2.0.conv2.weight");

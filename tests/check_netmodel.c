@@ -11,7 +11,8 @@
 
 static dt_netmodel model(double cores)
 {
-    dt_netmodel m = {.alpha = 50e-6, .beta = 1e-8, .gamma = 2e-9, .beta_stream = 8e-9, .cpu_byte = 3e-9, .cores = cores};
+    dt_netmodel m = {
+        .alpha = 50e-6, .beta = 1e-8, .gamma = 2e-9, .beta_stream = 8e-9, .cpu_byte = 3e-9, .cores = cores};
     return m;
 }
 

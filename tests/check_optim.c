@@ -12,7 +12,8 @@
 enum { N = 37, STEPS = 4 };
 
 /* torch.optim.SGD, dampening 0 */
-static void ref_sgd(double *w, double *v, const double *g, int n, double lr, double m, double wd, int nesterov, int first)
+static void ref_sgd(double *w, double *v, const double *g, int n, double lr, double m, double wd, int nesterov,
+                    int first)
 {
     for (int i = 0; i < n; i++) {
         double d = g[i] + wd * w[i];
@@ -47,7 +48,8 @@ START_TEST(sgd_matches_pytorch_rule)
             gr[i] = g[i];
         }
         optim_step(o, w, g, 0.1f, 0, N);
-        ref_sgd(wr, vr, gr, N, (double)0.1f, (double)(float)cases[_i].m, (double)(float)cases[_i].wd, cases[_i].nesterov, s == 0);
+        ref_sgd(wr, vr, gr, N, (double)0.1f, (double)(float)cases[_i].m, (double)(float)cases[_i].wd,
+                cases[_i].nesterov, s == 0);
     }
     ck_assert_msg(close_f32_f64(w, wr, N, TOL_F32_ATOL, TOL_F32_RTOL, "w", msg, sizeof msg), "case %d: %s", _i, msg);
     optim_destroy(o);

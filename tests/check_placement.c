@@ -30,7 +30,8 @@ static void covers_once(const dt_placement *p, size_t n, const size_t *layer_end
             const dt_range *r = &p->ranges[s][i];
             if (i > 0 && !layer_end)
                 ck_assert_msg(r->off > p->ranges[s][i - 1].off + p->ranges[s][i - 1].n, "unsorted or unmerged");
-            if (i > 0 && layer_end) ck_assert_msg(r->off >= p->ranges[s][i - 1].off + p->ranges[s][i - 1].n, "unsorted");
+            if (i > 0 && layer_end)
+                ck_assert_msg(r->off >= p->ranges[s][i - 1].off + p->ranges[s][i - 1].n, "unsorted");
             for (int l = 0; layer_end && layer_end[l]; l++)
                 ck_assert_msg(!(r->off < layer_end[l] && r->off + r->n > layer_end[l]), "range %zu+%zu crosses a layer",
                               r->off, r->n);
@@ -89,7 +90,8 @@ START_TEST(strategies)
     ck_assert_uint_eq(p->ranges[0][1].n, 357);
     placement_destroy(p);
     ck_assert_int_ne(placement_build("random", &a, 2, 0, &p), 0);
-    ck_assert_ptr_nonnull(strstr(dt_errmsg(), "unknown placement 'random' (expected one of uniform, round-robin, greedy)"));
+    ck_assert_ptr_nonnull(
+        strstr(dt_errmsg(), "unknown placement 'random' (expected one of uniform, round-robin, greedy)"));
     net_destroy(net);
 }
 END_TEST

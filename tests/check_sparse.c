@@ -211,8 +211,8 @@ START_TEST(tern_unbiased_within_clip)
     for (size_t i = 0; i < n; i++) {
         double m = mean[i] / draws, want = fmax(-clip, fmin(clip, g[i]));
         double p = fabs(want) / s, se = s * sqrt(p * (1 - p) / draws) + 1e-9;
-        ck_assert_msg(fabs(m - want) <= 5 * se + 1e-6, "value %zu: mean %.5f, clipped gradient %.5f (5 se = %.5f)", i, m,
-                      want, 5 * se);
+        ck_assert_msg(fabs(m - want) <= 5 * se + 1e-6, "value %zu: mean %.5f, clipped gradient %.5f (5 se = %.5f)", i,
+                      m, want, 5 * se);
     }
 }
 END_TEST

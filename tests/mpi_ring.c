@@ -108,8 +108,8 @@ int main(int argc, char **argv)
                     check(fabs((double)x[i] - (double)m[i]) <= 2 * (p - 1) * u * S * 1.0001 + 1e-30, me,
                           "none n=%zu [%zu]: ring %.9g vs MPI_Allreduce %.9g", n, i, x[i], m[i]);
             }
-            check(worst <= 1.0, me, "%s n=%zu [%zu]: %.9g vs exact %.9g is beyond the bound (%.3g of it)", codecs[ci], n,
-                  at, x[at], exact[at], worst);
+            check(worst <= 1.0, me, "%s n=%zu [%zu]: %.9g vs exact %.9g is beyond the bound (%.3g of it)", codecs[ci],
+                  n, at, x[at], exact[at], worst);
 
             /* the same bits on every rank */
             uint64_t h = dt_hash64(x, n * sizeof *x, DT_HASH_INIT), h0 = h;

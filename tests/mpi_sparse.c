@@ -260,7 +260,8 @@ static void test_topk_layer(dt_comm *c)
     }
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += a->w[i] != -sum[i];
-    check(!bad, "topk layer scope + clipping: %zu weights differ from minus the dense sum of the per-tensor top-k", bad);
+    check(!bad, "topk layer scope + clipping: %zu weights differ from minus the dense sum of the per-tensor top-k",
+          bad);
     const float *res = state_of(&h, "residual");
     clipped(me, n, 4.0, g);
     bad = 0;
@@ -291,7 +292,8 @@ static void test_csc(dt_comm *c)
         check(hsh == h0, "csc round %d: this rank selected other chunks than rank 0", round);
         chosen = 0;
         for (size_t ch = 0; ch < nc; ch++) chosen += sel[ch] != 0.0f;
-        check(chosen == (size_t)llround(0.3 * (double)nc), "csc round %d: %zu of %zu chunks selected", round, chosen, nc);
+        check(chosen == (size_t)llround(0.3 * (double)nc), "csc round %d: %zu of %zu chunks selected", round, chosen,
+              nc);
         step(&h, round);
         bad = 0;
         for (size_t i = 0; i < n; i++) {

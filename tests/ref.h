@@ -39,8 +39,8 @@ void ref_pool_fwd(const ref_pool *g, const double *x, double *y);
 void ref_pool_bwd(const ref_pool *g, const double *x, const double *dy, double *dx);
 
 /* training mode: batch mean and biased variance per channel (written to mean, var) */
-void ref_bn_fwd(const double *x, const double *gamma, const double *beta, double *y, double *mean, double *var, int rows,
-                int c, int hw, double eps);
+void ref_bn_fwd(const double *x, const double *gamma, const double *beta, double *y, double *mean, double *var,
+                int rows, int c, int hw, double eps);
 void ref_bn_bwd(const double *x, const double *gamma, const double *dy, double *dx, double *dgamma, double *dbeta,
                 int rows, int c, int hw, double eps);
 

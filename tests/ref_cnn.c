@@ -130,8 +130,8 @@ static void bn_stats(const double *x, int rows, int c, int hw, double *mean, dou
     }
 }
 
-void ref_bn_fwd(const double *x, const double *gamma, const double *beta, double *y, double *mean, double *var, int rows,
-                int c, int hw, double eps)
+void ref_bn_fwd(const double *x, const double *gamma, const double *beta, double *y, double *mean, double *var,
+                int rows, int c, int hw, double eps)
 {
     bn_stats(x, rows, c, hw, mean, var);
     for (int n = 0; n < rows; n++)

@@ -1,6 +1,7 @@
 /* stdiff A B [ATOL RTOL] — compares two safetensors files tensor by tensor (same names, shapes,
- * dtypes; F32 within the tolerance, other dtypes (batch-norm counters) exactly). Prints the worst element; exit 0 if every element satisfies |a-b| <= atol + rtol*|b|,
- * 1 if not, 2 if the files cannot be compared. ATOL = RTOL = 0 asks for bit-identical files. */
+ * dtypes; F32 within the tolerance, other dtypes (batch-norm counters) exactly). Prints the worst element; exit 0 if
+ * every element satisfies |a-b| <= atol + rtol*|b|, 1 if not, 2 if the files cannot be compared. ATOL = RTOL = 0 asks
+ * for bit-identical files. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -50,8 +50,9 @@ int close_f64(const double *got, const double *ref, size_t n, double atol, doubl
     }
     bad = n > 0 && worst(s, n, &at);
     if (bad)
-        snprintf(msg, msg_n, "%s[%zu]: got %.9g, expected %.9g (|diff| %.3g > atol %.1g + rtol %.1g*|ref|; worst of %zu)",
-                 what, at, got[at], ref[at], fabs(got[at] - ref[at]), atol, rtol, n);
+        snprintf(msg, msg_n,
+                 "%s[%zu]: got %.9g, expected %.9g (|diff| %.3g > atol %.1g + rtol %.1g*|ref|; worst of %zu)", what, at,
+                 got[at], ref[at], fabs(got[at] - ref[at]), atol, rtol, n);
     else
         msg[0] = 0;
     free(s);

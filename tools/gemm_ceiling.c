@@ -109,9 +109,10 @@ int main(int argc, char **argv)
             if (t < best[lib]) best[lib] = t;
         }
     int fast = best[0] <= best[1] ? 0 : 1;
-    printf("{\"kernel\":\"%s\",\"gemm_s_onednn\":%.6g,\"gemm_s_openblas\":%.6g,\"gflops_onednn\":%.4g,"
-           "\"gflops_openblas\":%.4g,\"best\":\"%s\",\"gemm_s_per_iter\":%.6g,\"samples_per_s\":%.6g,\"gflops\":%.4g}\n",
-           blas_describe(), best[0], best[1], flop / best[0] / 1e9, flop / best[1] / 1e9, LIB[fast], best[fast],
-           b / best[fast], flop / best[fast] / 1e9);
+    printf(
+        "{\"kernel\":\"%s\",\"gemm_s_onednn\":%.6g,\"gemm_s_openblas\":%.6g,\"gflops_onednn\":%.4g,"
+        "\"gflops_openblas\":%.4g,\"best\":\"%s\",\"gemm_s_per_iter\":%.6g,\"samples_per_s\":%.6g,\"gflops\":%.4g}\n",
+        blas_describe(), best[0], best[1], flop / best[0] / 1e9, flop / best[1] / 1e9, LIB[fast], best[fast],
+        b / best[fast], flop / best[fast] / 1e9);
     return 0;
 }

@@ -43,7 +43,10 @@ int codec_create(const char *name, int block, dt_codec *out);
 const char *codec_list(void);
 int codec_exists(const char *name);
 static inline size_t codec_bytes(const dt_codec *c, size_t n) { return c->desc->bytes(c, n); }
-static inline void codec_encode(const dt_codec *c, const float *x, size_t n, void *out) { c->desc->encode(c, x, n, out); }
+static inline void codec_encode(const dt_codec *c, const float *x, size_t n, void *out)
+{
+    c->desc->encode(c, x, n, out);
+}
 static inline void codec_decode(const dt_codec *c, const void *in, size_t n, float *x) { c->desc->decode(c, in, n, x); }
 static inline void codec_decode_add(const dt_codec *c, const void *in, size_t n, float *x)
 {

@@ -58,8 +58,8 @@ int memory_restored(dt_memory *mem);
  * through their host views (pulled here). */
 int memory_accumulate(dt_memory *mem, const dt_hostbuf *g, const dt_hostbuf *w);
 /* DGC's local gradient clipping (Lin et al. §3.2): scales the gradient (through its host view,
- * pulled and pushed back here) so its L2 norm is at most max_norm / sqrt(p); the norm summed in double in index order, so the
- * result is a function of the gradient alone. Returns the factor applied (1: none) or -1. */
+ * pulled and pushed back here) so its L2 norm is at most max_norm / sqrt(p); the norm summed in double in index order,
+ * so the result is a function of the gradient alone. Returns the factor applied (1: none) or -1. */
 double memory_clip(const dt_hostbuf *g, size_t n, double max_norm, int p);
 /* The entries the aggregate used leave the memory: r[i] = 0 (and u[i] = 0). used: host memory. */
 int memory_used(dt_memory *mem, const dt_pair *used, size_t k);

@@ -249,7 +249,8 @@ int mode_check_opts(const dt_mode_desc *m, const dt_comm_opts *o, int (*given)(c
             used = 0;
             for (int j = 0; j < n; j++) used |= mode_reads(c[j].mode, name);
             if (!used)
-                return dt_fail("--%s applies to none of --mode auto's candidates (--auto-allow %s)", name, o->auto_allow);
+                return dt_fail("--%s applies to none of --mode auto's candidates (--auto-allow %s)", name,
+                               o->auto_allow);
         }
         int q8 = 0, mpi = o->allreduce && strcmp(o->allreduce, "mpi") == 0;
         for (int j = 0; j < n; j++) {
@@ -313,7 +314,8 @@ void mode_describe(const dt_mode_desc *m, const dt_mode_env *env, char *buf, siz
     if (!mode_reads(m, "compress")) snprintf(codec, sizeof codec, "(its own)");
     else if (strcmp(env->opts.compress, "q8") == 0 && env->opts.compress_block == 0)
         snprintf(codec, sizeof codec, "q8, one scale per message");
-    else if (strcmp(env->opts.compress, "q8") == 0) snprintf(codec, sizeof codec, "q8, block %ld", env->opts.compress_block);
+    else if (strcmp(env->opts.compress, "q8") == 0)
+        snprintf(codec, sizeof codec, "q8, block %ld", env->opts.compress_block);
     else snprintf(codec, sizeof codec, "%s", env->opts.compress);
     snprintf(buf, n, "mode %s%s, compress %s", m->name, own, codec);
 }

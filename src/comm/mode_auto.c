@@ -28,7 +28,8 @@ static const char *const rankable[] = {"dsync", "pipesgd", "topk", "gtopk", "csc
 static int parse_one(const char *s, size_t len, dt_auto_cand *c)
 {
     char buf[64];
-    if (len == 0 || len >= sizeof buf) return dt_fail("--auto-allow: expected MODE or MODE+CODEC, found '%.*s'", (int)len, s);
+    if (len == 0 || len >= sizeof buf)
+        return dt_fail("--auto-allow: expected MODE or MODE+CODEC, found '%.*s'", (int)len, s);
     memcpy(buf, s, len);
     buf[len] = 0;
     char *plus = strchr(buf, '+');

@@ -187,7 +187,8 @@ static int csc_init(void **state, dt_mode_env *env)
     s->limit = env->codec.desc && !strcmp(env->codec.desc->name, "fp16") ? 65504.0f / (float)mode_ranks(env)
                                                                           : INFINITY;
     if (env->opts.loss_scale && !strcmp(env->opts.loss_scale, "dynamic")) s->dynamic = 1, s->scale = 65536.0f;
-    else if (env->opts.loss_scale && strcmp(env->opts.loss_scale, "none") != 0) s->scale = (float)atof(env->opts.loss_scale);
+    else if (env->opts.loss_scale && strcmp(env->opts.loss_scale, "none") != 0)
+        s->scale = (float)atof(env->opts.loss_scale);
     codec_create("none", 0, &none); /* the norms: the host's ring (MPI), the CPU's order of sums */
     if (ring_create(&s->norm_ring, env->comm, none, s->n_chunks) != 0) return -1;
     s->last_job = -1;
@@ -228,7 +229,8 @@ static int correct_upto(csc_state *s, dt_mode_env *env, size_t c_end)
         s->next_chunk = c_end;
         return 0;
     }
-    if (a1 > a0 && (hostbuf_pull(&env->gh, a0, a1 - a0) != 0 || (wd != 0.0f && hostbuf_pull(&env->wh, a0, a1 - a0) != 0)))
+    if (a1 > a0 &&
+        (hostbuf_pull(&env->gh, a0, a1 - a0) != 0 || (wd != 0.0f && hostbuf_pull(&env->wh, a0, a1 - a0) != 0)))
         return -1;
     for (size_t c = s->next_chunk; c < c_end; c++) {
         size_t a = c * s->chunk, len = chunk_len(s, env->arena.n, c);
@@ -573,7 +575,8 @@ static const dt_optdef csc_flags[] = {
 const dt_mode_desc mode_csc = {
     .name = "csc",
     .help = "coarse-grained sparse communication: the same important chunks, packed, allreduced densely",
-    .options = "chunk chunk-ratio loss-scale sparsity-warmup momentum-correction fusion-bytes compute-nice compress compress-block",
+    .options = "chunk chunk-ratio loss-scale sparsity-warmup momentum-correction fusion-bytes compute-nice compress "
+               "compress-block",
     .default_compress = "fp16",
     .flags = csc_flags,
     .n_flags = (int)DT_ARRAY_LEN(csc_flags),

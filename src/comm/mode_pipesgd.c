@@ -74,7 +74,8 @@ static int pipe_init(void **state, dt_mode_env *env)
     env->overlapped = 1;
     s->k = env->opts.pipeline_depth;
     s->start = (long)ceil(env->opts.warmup_epochs * (double)env->iters_per_epoch);
-    if (!comm_thread_multiple(env->comm)) return dt_fail("--mode pipesgd needs an MPI library with MPI_THREAD_MULTIPLE");
+    if (!comm_thread_multiple(env->comm))
+        return dt_fail("--mode pipesgd needs an MPI library with MPI_THREAD_MULTIPLE");
     s->slot = calloc((size_t)s->k, sizeof *s->slot);
     s->job = malloc(sizeof *s->job * (size_t)s->k);
     s->pending = calloc((size_t)s->k, sizeof *s->pending);

@@ -288,7 +288,8 @@ static int tern_end(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
         if (!s->tern[i]) continue;
         const dt_param *tp = a->tensors[i];
         /* clip at this rank's c sigma (its own max |clipped g| is scal[k]); coins over the shared scaler */
-        tern_ternarize(g + tp->offset, tp->n, s->scal[k], s->all_scal[k], rng_hash(key, (uint64_t)i), s->t8 + s->tern_at[i]);
+        tern_ternarize(g + tp->offset, tp->n, s->scal[k], s->all_scal[k], rng_hash(key, (uint64_t)i),
+                       s->t8 + s->tern_at[i]);
         k++;
     }
     if (s->use_allgather) tern_pack(s->t8, s->d_tern, s->codes);

@@ -633,8 +633,9 @@ int comm_irecv(dt_comm *c, void *buf, size_t bytes, int src, int tag, int *req)
 {
     int i = req_slot(c);
     if (i < 0 || check_bytes(bytes) != 0) return -1;
-    MPI_CHECK(MPI_Irecv(buf, (int)bytes, MPI_BYTE, src == DT_COMM_ANY ? MPI_ANY_SOURCE : src, tag, c->world, &c->req[i]),
-              "MPI_Irecv");
+    MPI_CHECK(
+        MPI_Irecv(buf, (int)bytes, MPI_BYTE, src == DT_COMM_ANY ? MPI_ANY_SOURCE : src, tag, c->world, &c->req[i]),
+        "MPI_Irecv");
     c->req_used[i] = 1;
     c->req_peer[i] = src == DT_COMM_ANY ? -1 : src;
     c->req_what[i] = "a receive";
@@ -671,7 +672,8 @@ static void finish_req(dt_comm *c, int i, const MPI_Status *st, int *from, size_
 int comm_wait(dt_comm *c, int req, int *from, size_t *got)
 {
     MPI_Status st;
-    if (req < 0 || req >= DT_COMM_MAX_REQ || !c->req_used[req]) return dt_fail("internal: wait on a free request %d", req);
+    if (req < 0 || req >= DT_COMM_MAX_REQ || !c->req_used[req])
+        return dt_fail("internal: wait on a free request %d", req);
     if (wait_all(c, 1, &c->req[req], &st, c->req_what[req], c->req_peer[req]) != 0)
         return -1;
     finish_req(c, req, &st, from, got);
@@ -705,7 +707,8 @@ int comm_wait_any(dt_comm *c, const int *reqs, int n, int *which)
 int comm_test(dt_comm *c, int req, int *done)
 {
     MPI_Status st;
-    if (req < 0 || req >= DT_COMM_MAX_REQ || !c->req_used[req]) return dt_fail("internal: test of a free request %d", req);
+    if (req < 0 || req >= DT_COMM_MAX_REQ || !c->req_used[req])
+        return dt_fail("internal: test of a free request %d", req);
     MPI_CHECK(MPI_Test(&c->req[req], done, &st), "MPI_Test");
     if (*done) finish_req(c, req, &st, NULL, NULL);
     return 0;

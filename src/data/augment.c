@@ -155,8 +155,9 @@ static int matches(const dt_split *s, uint32_t i, size_t d)
 static int intact(const dt_split *s, uint32_t i, size_t d)
 {
     if (!matches(s, i, d))
-        return dt_fail("%s: image %u is damaged (its pixels do not match their checksum; delete the pack to rebuild it)",
-                       s->origin, i);
+        return dt_fail(
+            "%s: image %u is damaged (its pixels do not match their checksum; delete the pack to rebuild it)",
+            s->origin, i);
     return 0;
 }
 

@@ -1,4 +1,5 @@
-/* data — the data module's public header: labelled images, found by name, augmented into float batches, split over ranks.
+/* data — the data module's public header: labelled images, found by name, augmented into float batches, split over
+ * ranks.
  *
  * Owns: the samples (uint8, [n][C*H*W], channel-major) and labels of the train and test splits,
  * in memory (IDX, CIFAR) or memory-mapped from a packed file (ImageNet-style JPEG/PNG folders,

@@ -279,7 +279,8 @@ int dataset_open_opts(const char *name, const char *dir, const dt_data_opts *o, 
     memcpy(ds->mean, d->mean, sizeof ds->mean);
     memcpy(ds->std, d->std, sizeof ds->std);
     ds->crop = d->crop;
-    if (!strcmp(name, "cifar10") || !strcmp(name, "cifar100")) rc = cifar_open(ds, chosen, strcmp(name, "cifar100") == 0);
+    if (!strcmp(name, "cifar10") || !strcmp(name, "cifar100"))
+        rc = cifar_open(ds, chosen, strcmp(name, "cifar100") == 0);
     else if (!strcmp(name, "imagenet")) rc = imagenet_open(ds, chosen, o);
     else rc = open_idx(ds, chosen);
     if (rc != 0) {

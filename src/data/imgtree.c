@@ -135,9 +135,10 @@ int imgtree_scan(const char *root, const char *split, char **classes, int n_clas
         }
         for (int i = 0; i < nf; i++) {
             if (!ends_with(files[i], ".png") && !ends_with(files[i], ".jpg") && !ends_with(files[i], ".jpeg")) {
-                dt_fail("%s/%s: not an image file by its name (expected only .JPEG, .jpeg, .jpg or .png images in class "
-                        "folders)",
-                        cdir, files[i]);
+                dt_fail(
+                    "%s/%s: not an image file by its name (expected only .JPEG, .jpeg, .jpg or .png images in class "
+                    "folders)",
+                    cdir, files[i]);
                 free_list(files, nf);
                 goto fail;
             }
@@ -165,7 +166,8 @@ int imgtree_scan(const char *root, const char *split, char **classes, int n_clas
         free_list(files, nf);
     }
     free_list(sub, n_sub);
-    if (t->n == 0) return dt_fail("%s: no class folders with images (expected %s/<class>/ folders of images)", dir, dir);
+    if (t->n == 0)
+        return dt_fail("%s: no class folders with images (expected %s/<class>/ folders of images)", dir, dir);
     return 0;
 fail:
     free_list(sub, n_sub);
@@ -184,7 +186,8 @@ int imgtree_fingerprint(const char *root, const char *split, uint64_t *fp)
     for (int k = 0; k < n; k++) {
         struct stat st;
         snprintf(cdir, sizeof cdir, "%s/%s", dir, sub[k]);
-        uint64_t v = stat(cdir, &st) == 0 ? (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec : 0;
+        uint64_t v =
+            stat(cdir, &st) == 0 ? (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec : 0;
         for (const char *c = sub[k]; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
         for (int b = 0; b < 8; b++) h = (h ^ ((v >> (8 * b)) & 0xff)) * 1099511628211ull;
     }

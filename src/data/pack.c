@@ -120,8 +120,8 @@ static int pack_open(const char *path, int channels, int side, int check_fp, uin
     }
     if (fstat(fd, &st) != 0 || (size_t)st.st_size < HEADER) {
         close(fd);
-        return dt_fail("%s: %lld bytes, shorter than a pack header (expected a dtrain pack; delete it to rebuild)", path,
-                       (long long)st.st_size);
+        return dt_fail("%s: %lld bytes, shorter than a pack header (expected a dtrain pack; delete it to rebuild)",
+                       path, (long long)st.st_size);
     }
     size_t bytes = (size_t)st.st_size;
     uint8_t *m = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
@@ -162,7 +162,8 @@ static int pack_open(const char *path, int channels, int side, int check_fp, uin
     if (!(s->y = malloc(sizeof *s->y * n))) BAD("out of memory");
     for (uint64_t i = 0; i < n; i++) {
         s->y[i] = (uint16_t)(m[loff + 2 * i] | m[loff + 2 * i + 1] << 8);
-        if (s->y[i] >= k) BAD("%s: image %llu has label %u of %u classes (damaged)", path, (unsigned long long)i, s->y[i], k);
+        if (s->y[i] >= k)
+            BAD("%s: image %llu has label %u of %u classes (damaged)", path, (unsigned long long)i, s->y[i], k);
     }
     pi->n_classes = (int)k;
     if (!(pi->names = calloc(k, sizeof *pi->names))) BAD("out of memory");
@@ -218,7 +219,8 @@ static void *pack_worker(void *arg)
         if (i >= j->t->n || atomic_load(&j->failed)) break;
         if (dt_stop_signal()) {
             pthread_mutex_lock(&j->mu);
-            if (!atomic_load(&j->failed)) snprintf(j->err, sizeof j->err, "packing stopped by a signal; run again to pack");
+            if (!atomic_load(&j->failed))
+                snprintf(j->err, sizeof j->err, "packing stopped by a signal; run again to pack");
             atomic_store(&j->failed, 1);
             pthread_mutex_unlock(&j->mu);
             break;
@@ -304,11 +306,13 @@ static int pack_write(const char *root, const char *split, char **classes, int n
     }
     memcpy(m, MAGIC, 8);
     put32(m + 8, PACK_VERSION), put32(m + 12, HEADER), put64(m + 16, t->n);
-    put32(m + 24, (uint32_t)o->channels), put32(m + 28, (uint32_t)o->image_size), put32(m + 32, (uint32_t)o->image_size);
+    put32(m + 24, (uint32_t)o->channels), put32(m + 28, (uint32_t)o->image_size),
+        put32(m + 32, (uint32_t)o->image_size);
     put32(m + 36, (uint32_t)n_classes);
     put64(m + 40, loff), put64(m + 48, noff), put64(m + 56, names_bytes), put64(m + 64, doff);
     put64(m + 72, (uint64_t)t->n * d), put64(m + 80, fp), put64(m + 88, soff);
-    for (size_t i = 0; i < t->n; i++) m[loff + 2 * i] = (uint8_t)t->labels[i], m[loff + 2 * i + 1] = (uint8_t)(t->labels[i] >> 8);
+    for (size_t i = 0; i < t->n; i++)
+        m[loff + 2 * i] = (uint8_t)t->labels[i], m[loff + 2 * i + 1] = (uint8_t)(t->labels[i] >> 8);
     char *np = (char *)m + noff;
     for (int i = 0; i < n_classes; i++) np += sprintf(np, "%s\n", classes[i]);
     pack_job j = {.t = t, .data = m + doff, .sums = m + soff, .d = d, .channels = o->channels, .side = o->image_size,
@@ -497,7 +501,8 @@ int imagenet_open(dt_dataset *ds, const char *root, const dt_data_opts *o)
     rc = -1;
     if (open_split(ds, root, dir, "val", classes, n_classes, o, &ds->test, &va) != 0) goto out;
     if (tr.n_classes != va.n_classes) {
-        dt_fail("%s: the train pack has %d classes, the val pack %d (expected the same)", dir, tr.n_classes, va.n_classes);
+        dt_fail("%s: the train pack has %d classes, the val pack %d (expected the same)", dir, tr.n_classes,
+                va.n_classes);
         goto out;
     }
     for (int i = 0; i < tr.n_classes; i++)

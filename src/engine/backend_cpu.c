@@ -33,8 +33,10 @@
             size_t a = 0, b = (n);                                                                                     \
             body;                                                                                                      \
         } else {                                                                                                       \
-            _Pragma("omp parallel for schedule(static) num_threads(nt_)") for (int t_ = 0; t_ < nt_; t_++) {           \
-                size_t a = (n) * (size_t)t_ / (size_t)nt_ / 16 * 16, b = t_ + 1 == nt_ ? (n) : (n) * (size_t)(t_ + 1) / (size_t)nt_ / 16 * 16; \
+            _Pragma("omp parallel for schedule(static) num_threads(nt_)") for (int t_ = 0; t_ < nt_; t_++)             \
+            {                                                                                                          \
+                size_t a = (n) * (size_t)t_ / (size_t)nt_ / 16 * 16,                                                   \
+                       b = t_ + 1 == nt_ ? (n) : (n) * (size_t)(t_ + 1) / (size_t)nt_ / 16 * 16;                       \
                 body;                                                                                                  \
             }                                                                                                          \
         }                                                                                                              \
@@ -82,7 +84,8 @@ static int cpu_gemm(dt_backend *be, int ta, int tb, int m, int n, int k, float a
                      const float *b, int ldb, float beta, float *c, int ldc)
 {
     if (m <= 0 || n <= 0) return 0;
-    if (k > 0 && ((cpu_impl *)be->impl)->bf16) return cpu_gemm_bf16(be, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (k > 0 && ((cpu_impl *)be->impl)->bf16)
+        return cpu_gemm_bf16(be, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     if (k <= 0) { /* C = beta*C, which a GEMM with k = 0 means but not every library accepts */
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) c[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[(size_t)i * ldc + j];
@@ -421,9 +424,10 @@ int backend_cpu_create_with(dt_backend **out, const dt_backend_opts *o)
 {
     int n_threads = o->n_threads;
     if (o->precision == DT_PRECISION_FP16)
-        return dt_fail("--precision fp16: the CPU backend has no fp16 GEMMs or convolutions (oneDNN 2.6 has none for "
-                       "CPUs), and emulated fp16 would run slower than fp32; fp16 runs on GPUs (--device cuda), bf16 on "
-                       "CPUs with AVX512_BF16 or AMX");
+        return dt_fail(
+            "--precision fp16: the CPU backend has no fp16 GEMMs or convolutions (oneDNN 2.6 has none for "
+            "CPUs), and emulated fp16 would run slower than fp32; fp16 runs on GPUs (--device cuda), bf16 on "
+            "CPUs with AVX512_BF16 or AMX");
     if (o->precision == DT_PRECISION_BF16 && !cpu_has_bf16())
         return dt_fail("--precision bf16: this CPU (%s) has neither AVX512_BF16 nor AMX, and emulated bf16 "
                        "would run slower than fp32; use --precision fp32",

@@ -41,8 +41,8 @@ int cpu_lrn_forward(const dt_lrn_cfg *cfg, int n_threads, int rows, const float 
 int cpu_lrn_backward(const dt_lrn_cfg *cfg, int n_threads, int rows, const float *x, const float *dy, float *dx,
                      float dx_beta);
 /* pooling of NCHW activations, and max pooling of NHWC ones, in our own loops
- * (backend_cpu_pool.c): forward as pool_fwd of backend.h, argmax (max pooling in training; else NULL) receiving where each maximum came from,
- * which backward takes */
+ * (backend_cpu_pool.c): forward as pool_fwd of backend.h, argmax (max pooling in training; else NULL) receiving where
+ * each maximum came from, which backward takes */
 int cpu_pool_forward(const dt_pool_cfg *cfg, int n_threads, int rows, const float *x, float *y, int32_t *argmax);
 int cpu_pool_backward(const dt_pool_cfg *cfg, int n_threads, int rows, const int32_t *argmax, const float *dy,
                       float *dx, float dx_beta);

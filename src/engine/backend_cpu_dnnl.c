@@ -10,9 +10,9 @@
  * (nChw16c) from layer to layer, so no layer pays a reorder in and out the way frameworks that
  * keep NCHW do; under --precision bf16 on a CPU with AMX they stay channels-last (NHWC) instead,
  * the layout oneDNN's AMX convolutions take, and so on CPUs without AVX-512, where oneDNN's
- * pooling has no nChw16c kernel (5x slower cifar-quick on an AVX2 EPYC). Weights stay in the arena in PyTorch's layout and
- * are reordered per call (they are small). Each plan builds its primitives on first use for a number of rows and keeps them
- * (a few: the training batch, the last short batch, evaluation).
+ * pooling has no nChw16c kernel (5x slower cifar-quick on an AVX2 EPYC). Weights stay in the arena in PyTorch's layout
+ * and are reordered per call (they are small). Each plan builds its primitives on first use for a number of rows and
+ * keeps them (a few: the training batch, the last short batch, evaluation).
  */
 #include <dnnl.h>
 #include <dnnl_debug.h>
@@ -448,7 +448,8 @@ static int cpu_conv_bwd(dt_backend *be, void *pv, int rows, const float *x, cons
         const float *wb = reorder_run(be, &e->w_bwd, w, NULL);
         if (!wb) return -1;
         set(e->d_dst, dyl), set(e->d_wei_w, wb), set(e->d_src, e->dx_out.prim ? e->dx_buf : out);
-        dnnl_exec_arg_t a[] = {{DNNL_ARG_DIFF_DST, e->d_dst}, {DNNL_ARG_WEIGHTS, e->d_wei_w}, {DNNL_ARG_DIFF_SRC, e->d_src}};
+        dnnl_exec_arg_t a[] = {
+            {DNNL_ARG_DIFF_DST, e->d_dst}, {DNNL_ARG_WEIGHTS, e->d_wei_w}, {DNNL_ARG_DIFF_SRC, e->d_src}};
         if (run(be, e->bwd_data, 3, a, "convolution backward data") != 0) return -1;
         if (e->dx_out.prim && !reorder_run(be, &e->dx_out, e->dx_buf, out)) return -1;
         if (dx_beta != 0.0f && be->add(be, dx, e->tmp, n, 1.0f) != 0) return -1;
@@ -475,7 +476,8 @@ static int cpu_conv_bwd(dt_backend *be, void *pv, int rows, const float *x, cons
 static void conv_entry_free(conv_entry *e)
 {
     dnnl_primitive_t ps[] = {e->fwd, e->bwd_data, e->bwd_w};
-    dnnl_memory_t ms[] = {e->src, e->wei, e->bias, e->dst, e->d_src, e->d_wei_w, e->d_dst, e->b_src, e->d_wei, e->d_bias, e->b_d_dst};
+    dnnl_memory_t ms[] = {e->src,   e->wei,   e->bias,  e->dst,    e->d_src,  e->d_wei_w,
+                          e->d_dst, e->b_src, e->d_wei, e->d_bias, e->b_d_dst};
     destroy_all(ps, DT_ARRAY_LEN(ps), ms, DT_ARRAY_LEN(ms));
     reorder_free(&e->w_fwd);
     reorder_free(&e->w_bwd);

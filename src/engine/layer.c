@@ -8,8 +8,8 @@
 #include "../util.h"
 
 extern const dt_layer_ops layer_input_ops, layer_dense_ops, layer_conv_ops, layer_maxpool_ops, layer_avgpool_ops,
-    layer_batchnorm_ops, layer_lrn_ops, layer_relu_ops, layer_dropout_ops, layer_add_ops, layer_concat_ops, layer_flatten_ops,
-    layer_shortcut_ops, layer_softmax_xent_ops;
+    layer_batchnorm_ops, layer_lrn_ops, layer_relu_ops, layer_dropout_ops, layer_add_ops, layer_concat_ops,
+    layer_flatten_ops, layer_shortcut_ops, layer_softmax_xent_ops;
 
 static const dt_layer_ops *const types[] = {
     &layer_input_ops,     &layer_dense_ops, &layer_conv_ops, &layer_maxpool_ops, &layer_avgpool_ops,

@@ -71,7 +71,8 @@ static int tokenize(char *line, const char *where, char **type, dt_kv *kv)
     for (tok = strtok_r(line, " \t\r", &save); tok; tok = strtok_r(NULL, " \t\r", &save)) {
         if (!*type) {
             if (strchr(tok, '='))
-                return dt_fail("%s: expected a layer type first (one of %s), found '%s'", where, layer_type_list(), tok);
+                return dt_fail("%s: expected a layer type first (one of %s), found '%s'", where, layer_type_list(),
+                               tok);
             *type = tok;
             continue;
         }
@@ -350,7 +351,8 @@ static int expand_use(expander *x, const block_def *b, char *text, int line, con
     for (int i = 0; i < depth; i++)
         if (x->stack[i] == b) {
             char chain[400] = "";
-            for (int k = i; k < depth; k++) snprintf(chain + strlen(chain), sizeof chain - strlen(chain), "%s -> ", x->stack[k]->name);
+            for (int k = i; k < depth; k++)
+                snprintf(chain + strlen(chain), sizeof chain - strlen(chain), "%s -> ", x->stack[k]->name);
             return dt_fail("%s:%d: block %s uses itself (%s%s)", x->origin, x->stack[i]->line, b->name, chain, b->name);
         }
     if (depth >= MAX_DEPTH) return dt_fail("%s: blocks nested more than %d deep", where, MAX_DEPTH);
@@ -370,7 +372,8 @@ static int expand_use(expander *x, const block_def *b, char *text, int line, con
         while (i < n && strcmp(keys[i], tok) != 0) i++;
         if (i == n) {
             char list[600] = "name";
-            for (int k = 0; k < b->n_params; k++) snprintf(list + strlen(list), sizeof list - strlen(list), " %s", b->params[k]);
+            for (int k = 0; k < b->n_params; k++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), " %s", b->params[k]);
             return dt_fail("%s: block %s has no parameter '%s' (expected: %s)", where, b->name, tok, list);
         }
         if (strlen(eq + 1) >= sizeof vals[i]) return dt_fail("%s: value of '%s' too long", where, tok);

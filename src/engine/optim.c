@@ -65,7 +65,8 @@ int lr_schedule_parse(const char *spec, double base, double warmup_epochs, doubl
             if (s->n_milestones == (int)DT_ARRAY_LEN(s->milestones))
                 rc = dt_fail("more than %zu step milestones", DT_ARRAY_LEN(s->milestones));
             else if (!*tok)
-                rc = dt_fail("expected step:E1,E2,...[:GAMMA] (e.g. step:30,60:0.1), found '%s' (an empty epoch)", spec);
+                rc =
+                    dt_fail("expected step:E1,E2,...[:GAMMA] (e.g. step:30,60:0.1), found '%s' (an empty epoch)", spec);
             else if ((rc = dt_parse_double(tok, 0.0, 1e6, "step:EPOCHS (an epoch)", &e)) == 0 && s->n_milestones &&
                      e <= s->milestones[s->n_milestones - 1])
                 rc = dt_fail("step epochs must increase, found %g after %g", e, s->milestones[s->n_milestones - 1]);

@@ -1,4 +1,5 @@
-/* fuzz_image — one image of a class folder: image_load_square (libjpeg-turbo or libpng, crop, resample), grey and RGB. */
+/* fuzz_image — one image of a class folder: image_load_square (libjpeg-turbo or libpng, crop, resample), grey and RGB.
+ */
 #include "fuzz.h"
 #include "data/image.h"
 

@@ -27,7 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
     char path[256];
     uint8_t *m = fuzz_copy(data, n, n);
     if (n >= HEADER) {
-        uint64_t k = get64(m + 16), loff = get64(m + 40), noff = get64(m + 48), nb = get64(m + 56), soff = get64(m + 88);
+        uint64_t k = get64(m + 16), loff = get64(m + 40), noff = get64(m + 48), nb = get64(m + 56),
+                 soff = get64(m + 88);
         if (k < n && inside(loff, 2 * k, n) && inside(noff, nb, n) && inside(soff, 8 * k, n)) {
             uint64_t h = fnv(1469598103934665603ull, m, 120);
             h = fnv(h, m + loff, 2 * k);
