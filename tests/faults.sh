@@ -3,7 +3,8 @@
 #  - kill -9 of one rank: the job ends within 30 s, non-zero, and mpirun names the rank
 #  - SIGSTOP of one rank before MPI_Init: the others give up there after --comm-timeout
 #  - SIGSTOP of one rank: another rank gives up after --comm-timeout, calls the roll and names the
-#    stopped rank, the operation and the iteration; the job ends within twice the timeout plus 10 s;
+#    stopped rank, the operation and the iteration; the job ends within twice the timeout plus 10 s
+#    (also a ps --ps-apply each server whose one worker stops);
 #    over --transport nccl (on the guarded backend's stand-in) the device's transfers give up too, and
 #    so do the ranks making the device communicator while one of them is stopped
 #  - SIGTERM to one rank with --checkpoint (a worker; ps's server): every rank stops after the same iteration, the
@@ -50,12 +51,12 @@ dt=$(( $(date +%s) - t0 ))
 grep -q "rank 1 with PID .* exited on signal 9\|\[\[[0-9]*,1\],1\]" "$T/k9.out" || { cat "$T/k9.out"; fail "kill -9: rank 1 not named"; }
 note "kill -9 of rank 1: ended in $dt s, exit $rc"
 
-# SIGSTOP of rank RANK of a 3-rank job of $LONG and ARGS, logging to $T/TAG.jsonl and $T/TAG.out, once
-# it trains: sets rc (the job's exit status) and dt (the seconds it took to end after the stop)
+# SIGSTOP of rank RANK of a job of NP ranks (default 3) of $LONG and ARGS, logging to $T/TAG.jsonl and
+# $T/TAG.out, once it trains: sets rc (the job's exit status) and dt (the seconds it took to end after the stop)
 stop_rank() { # TAG RANK ARGS...
     local tag=$1 rank=$2 job victim t0
     shift 2
-    mpi -np 3 "$DTRAIN" $LONG "$@" --log "$T/$tag.jsonl" > "$T/$tag.out" 2>&1 &
+    mpi -np "${NP:-3}" "$DTRAIN" $LONG "$@" --log "$T/$tag.jsonl" > "$T/$tag.out" 2>&1 &
     job=$!
     wait_training "$T/$tag.jsonl"
     victim=$(rank_pid "$tag.jsonl" "$rank")
@@ -75,6 +76,15 @@ stop_rank stop 2 --comm-timeout 3
 grep -q "waited [0-9]* s for \(rank [0-9]\|the other ranks\) in .*(training, mode dsync, iteration [0-9]*) and gave up (--comm-timeout 3): rank 2 does not answer" \
     "$T/stop.out" || { cat "$T/stop.out"; fail "SIGSTOP: no message naming the stopped rank, the operation and the iteration"; }
 note "SIGSTOP of rank 2: ended in $dt s: $(grep -o 'waited.*answer' "$T/stop.out" | head -n 1)"
+
+# SIGSTOP of the one worker of ps --ps-apply each: the server, which takes pushes as they come, gives up
+# too (it polled its receives with no deadline, and the job never ended)
+NP=2 stop_rank sspstop 0 --mode ps --ps-apply each --comm-timeout 3
+[ $rc -ne 0 ] || fail "SIGSTOP of ps --ps-apply each's worker: the job exited 0"
+[ $dt -le 16 ] || fail "SIGSTOP of ps --ps-apply each's worker: the job took $dt s to end (comm timeout 3 s)"
+grep -q "waited [0-9]* s for rank 0 in .*(training, mode ps, iteration [0-9]*) and gave up (--comm-timeout 3): rank 0 does not answer" \
+    "$T/sspstop.out" || { cat "$T/sspstop.out"; fail "SIGSTOP of ps --ps-apply each's worker: no message naming rank 0"; }
+note "SIGSTOP of ps --ps-apply each's worker: ended in $dt s"
 
 # a rank stopped before MPI's start-up (here before it even execs dtrain): the others wait for it in
 # MPI_Init, which --comm-timeout bounds too; before, they waited forever

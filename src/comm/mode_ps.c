@@ -209,6 +209,7 @@ static int ps_init(void **state, dt_mode_env *env)
         s->srv_req = malloc(sizeof *s->srv_req * (size_t)s->n_workers * (size_t)s->m_count[s->server]);
         s->push_it = -1;
         if (!s->srv_req) return dt_fail("out of memory");
+        for (int q = 0; q < s->n_workers * s->m_count[s->server]; q++) s->srv_req[q] = -1;
         s->send = calloc((size_t)s->slots, sizeof *s->send);
         s->send_req = (int **)ps_grid(s->slots, s->n_workers * s->m_count[s->server], sizeof(int));
         if (!s->rbuf || !s->send || !s->send_req || !(s->acc = dt_alloc(DT_MAX(n, 1) * sizeof(float))))

@@ -116,22 +116,27 @@ static int ssp_apply(ps_state *s, dt_mode_env *env, int w, const dt_iter *it, do
 }
 
 /* Server, iteration t: applies pushes as they arrive, from any worker and of iterations up to
- * t + s, answering each worker once the slowest is close enough, until every worker has pushed t. */
+ * t + s, answering each worker once the slowest is close enough, until every worker has pushed t.
+ * Where a pass over the workers finds nothing new, it waits for the next message (comm_wait_any:
+ * bounded by --comm-timeout, so a worker that stops ends the job instead of this loop spinning). */
 int ps_ssp_server_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times *t)
 {
     int c = s->m_count[s->server];
+    dt_comm *rx = s->cc ? s->cc : env->comm;
     double t0 = dt_now(), td = 0, tu = 0;
     while (ssp_min_clock(s) < it->it + 1) {
+        int any = 0, which;
         if (ps_ssp_receive(s, env, it->it) != 0) return -1;
         for (int w = 0; w < s->n_workers; w++) {
             int arrived = s->posted_rx[w];
             for (int j = 0; j < c && arrived; j++) {
                 int *r = &s->srv_req[w * c + j], done = 1;
-                if (*r >= 0 && comm_test(s->cc ? s->cc : env->comm, *r, &done) != 0) return -1;
+                if (*r >= 0 && comm_test(rx, *r, &done) != 0) return -1;
                 if (done) *r = -1;
                 else arrived = 0;
             }
             if (!arrived) continue;
+            any = 1;
             s->posted_rx[w] = 0;
             if (ssp_apply(s, env, w, it, &td, &tu) != 0) return -1;
             long slowest = ssp_min_clock(s);
@@ -141,6 +146,13 @@ int ps_ssp_server_end(ps_state *s, dt_mode_env *env, const dt_iter *it, dt_times
                     s->pending[v] = 0;
                 }
         }
+        if (any) continue;
+        for (int q = 0; q < s->n_workers * c; q++) any |= s->srv_req[q] >= 0;
+        if (!any)
+            return dt_fail("internal: ps --ps-apply each: the server waits for iteration %ld with no receive posted",
+                           it->it);
+        if (comm_wait_any(rx, s->srv_req, s->n_workers * c, &which) != 0) return -1;
+        s->srv_req[which] = -1;
     }
     t->decode += td;
     t->update += tu;
