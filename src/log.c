@@ -1,9 +1,11 @@
 #include "log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "json.h"
@@ -42,6 +44,23 @@ dt_progress log_progress_auto(int launched)
     return isatty(STDOUT_FILENO) ? PROGRESS_BAR : PROGRESS_LINES;
 }
 
+/* A named pipe is opened without blocking, so that one nobody reads fails (ENXIO) instead of waiting
+ * in open() for a reader, forever and past a SIGTERM; once open, it blocks as a file does. */
+static FILE *open_log(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISFIFO(st.st_mode)) return fopen(path, "w");
+    int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    FILE *f = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
 int log_open(dt_log **out, int enabled, const char *json_path, const char *progress, int log_every, int launched)
 {
     dt_log *l = calloc(1, sizeof *l);
@@ -55,8 +74,11 @@ int log_open(dt_log **out, int enabled, const char *json_path, const char *progr
     else l->progress = PROGRESS_NONE;
     if (enabled && json_path) {
         /* appended to as it goes (not replaced atomically): a device or a pipe (/dev/stdout) is fine */
-        if (!(l->json_path = dt_strdup(json_path)) || !(l->json = fopen(json_path, "w"))) {
-            if (l->json_path) dt_fail("--log %s: cannot create (%s)", json_path, strerror(errno));
+        if (!(l->json_path = dt_strdup(json_path)) || !(l->json = open_log(json_path))) {
+            if (l->json_path && errno == ENXIO)
+                dt_fail("--log %s: a named pipe that no process reads (expected one reading it, a file or a device)",
+                        json_path);
+            else if (l->json_path) dt_fail("--log %s: cannot create (%s)", json_path, strerror(errno));
             free(l->json_path);
             free(l);
             return -1;

@@ -207,19 +207,27 @@ int dt_host_memory(size_t *avail, size_t *total)
 
 int dt_read_file(const char *path, char **data, size_t *n_bytes)
 {
-    FILE *f = fopen(path, "rb");
+    /* opened without blocking, so that a named pipe is refused below instead of waiting in open()
+     * for a writer (forever, and past a SIGTERM) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
+    FILE *f;
     char *buf;
     long n;
-    if (!f) return dt_fail("%s: cannot open (%s)", path, strerror(errno));
-    if (fstat(fileno(f), &st) != 0) {
+    if (fd < 0) return dt_fail("%s: cannot open (%s)", path, strerror(errno));
+    if (fstat(fd, &st) != 0) {
         int e = errno;
-        fclose(f);
+        close(fd);
         return dt_fail("%s: cannot stat (%s)", path, strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
-        fclose(f);
+        close(fd);
         return dt_fail("%s: %s (expected a file)", path, dt_file_kind(st.st_mode));
+    }
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 || !(f = fdopen(fd, "rb"))) {
+        int e = errno;
+        close(fd);
+        return dt_fail("%s: cannot open (%s)", path, strerror(e));
     }
     if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);

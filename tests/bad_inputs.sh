@@ -72,7 +72,7 @@ tree_with() { # WHAT MESSAGE COMMAND-THAT-SPOILS-$dir
     check "image tree: $what" 1 "$want" "$DTRAIN" --net "$top_srcdir/tests/nets/tiny-images.net" --dataset imagenet \
         --image-size 36 --batch 10 --data-dir "$dir" --progress none --iters 2
 }
-tree_with "a dangling link" "/x.png: cannot read (No such file or directory)" 'ln -s /nonexistent "$dir/train/$class/x.png"'
+tree_with "a dangling link" "/x.png: cannot read (No such file or directory)" 'ln -s "$T/nonexistent" "$dir/train/$class/x.png"'
 tree_with "a folder in a class folder" "x: not a file (expected only" 'mkdir "$dir/train/$class/x"'
 tree_with "a file beside the class folders" "train/notes.txt: not a folder (expected only class folders" \
     'echo hi > "$dir/train/notes.txt"'
@@ -121,6 +121,15 @@ check "a checkpoint's momentum of another dtype" 1 "tensor 'optim:momentum:fc1.b
     "$DTRAIN" $D --iters 4 --resume "$T/dtype.ckpt"
 check "a directory as the checkpoint" 2 "--resume: $T: " "$DTRAIN" $D --iters 4 --resume "$T"
 check "a device as the checkpoint" 2 "--resume: /dev/zero: " "$DTRAIN" $D --iters 4 --resume /dev/zero
+# a named pipe as an input, or as the log with no process reading it: refused at once (open() waited for
+# the other end forever, and a SIGTERM did not end it)
+mkfifo "$T/fifo"
+for f in net load resume config rerun; do
+    check "a named pipe as --$f" 2 "--$f: $T/fifo: a pipe (expected a file)" "$DTRAIN" $D --iters 4 --$f "$T/fifo"
+done
+check "a named pipe nobody reads as --log" 2 "--log $T/fifo: a named pipe that no process reads" \
+    "$DTRAIN" $D --iters 4 --log "$T/fifo"
+rm -f "$T/fifo"
 # weights with an infinity (the message names the file and the tensor)
 "$DTRAIN" $D --save "$T/good.st" > "$T/out" 2>&1 || { cat "$T/out"; fail "could not save weights"; }
 $PYTHON - "$T/good.st" "$T/inf.st" <<'EOF2' || fail "could not write the weights with an infinity"

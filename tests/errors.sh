@@ -105,9 +105,9 @@ expect_error "a config's options that do not fit" 2 \
 printf 'net = bogus\n' > "$T/net.conf"
 expect_error "a config's unknown net" 2 "--net: unknown net 'bogus'" "$DTRAIN" --config "$T/net.conf"
 grep -qF "(--net from $T/net.conf:1)" "$T/out" || { cat "$T/out"; fail "the unknown net of a config: its line not named"; }
-expect_error "--log in no directory" 2 "--log: /nonexistent/dir/log.jsonl: cannot create: no directory /nonexistent/dir" "$DTRAIN" $D --log /nonexistent/dir/log.jsonl
+expect_error "--log in no directory" 2 "--log: $T/nonexistent/dir/log.jsonl: cannot create: no directory $T/nonexistent/dir" "$DTRAIN" $D --log "$T/nonexistent/dir/log.jsonl"
 # --dry-run checks the outputs as a run does
-expect_error "--dry-run --log in no directory" 2 "--log: /nonexistent/dir/log.jsonl: cannot create" "$DTRAIN" $D --dry-run --log /nonexistent/dir/log.jsonl
+expect_error "--dry-run --log in no directory" 2 "--log: $T/nonexistent/dir/log.jsonl: cannot create" "$DTRAIN" $D --dry-run --log "$T/nonexistent/dir/log.jsonl"
 expect_error "--dry-run --log onto a directory" 2 "--log: $T is a directory" "$DTRAIN" $D --dry-run --log "$T"
 # a kernel file takes the open() and access() of root, and refuses only the write
 expect_error "--dry-run --log onto a file in /proc" 2 "--log: /proc/self/status is one of the kernel's files (in /proc)" \
@@ -122,7 +122,7 @@ expect_error "--save onto the net file" 2 "--save $T/keep.net and --net $T/keep.
 grep -q '^input' "$T/keep.net" || fail "the net file was replaced"
 expect_error "--log onto a data file" 2 "is mnist's file $T/data/train-labels-idx1-ubyte" "$DTRAIN" $D --log "$T"/data/train-labels-idx1-ubyte*
 expect_error "--dry-run --checkpoint onto a data file" 2 "--checkpoint $T/data/t10k-images" "$DTRAIN" $D --dry-run --checkpoint "$T"/data/t10k-images-idx3-ubyte*
-expect_error "--save in no directory" 2 "cannot create" "$DTRAIN" $D --iters 2 --save /nonexistent/dir/w.st
+expect_error "--save in no directory" 2 "cannot create" "$DTRAIN" $D --iters 2 --save "$T/nonexistent/dir/w.st"
 expect_error "a directory as --checkpoint" 2 "--checkpoint: $T is a directory" "$DTRAIN" $D --iters 2 --checkpoint "$T"
 # a directory where no file can be created though access() says it may be written (as root): at
 # start-up, not after the run (--epochs 5000 would take minutes)
