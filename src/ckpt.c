@@ -368,12 +368,18 @@ int ckpt_check_meta(dt_ckpt_state *r, const st_file *f, const char *path, long *
     return 0;
 }
 
-int ckpt_peek(dt_ckpt_state *r, const char *path, long *it)
+int ckpt_peek(dt_ckpt_state *r, const char *path, int ranks, long *it)
 {
     st_file *f;
-    long ranks;
+    long made_by;
     if (ckpt_open(path, &f) != 0) return -1;
-    int rc = ckpt_check_meta(r, f, path, it, &ranks);
+    int rc = ckpt_check_meta(r, f, path, it, &made_by), per_rank = 0;
+    for (int i = 0; rc == 0 && i < f->n; i++) per_rank |= strncmp(f->e[i].name, "comm:", 5) == 0;
+    if (rc == 0 && per_rank && made_by != ranks) {
+        r->usage_error = 1;
+        rc = dt_fail("%s: made by %ld ranks, this run has %d (resume %s with %ld ranks: it keeps per-rank state)", path,
+                     made_by, ranks, r->mode ? r->mode->name : "its mode", made_by);
+    }
     st_close(f);
     return rc;
 }

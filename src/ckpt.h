@@ -47,9 +47,10 @@ int ckpt_save(dt_ckpt_state *s, long done, const char *path);
  * The iteration it ends at and the rank count that made it go to *it and *ranks; fills
  * s->precision_was. */
 int ckpt_check_meta(dt_ckpt_state *s, const st_file *f, const char *path, long *it, long *ranks);
-/* Opens path and makes those checks (what --dry-run checks of --resume), *it the iteration. Not
- * collective: no comm, backend or mode state is needed in s. */
-int ckpt_peek(dt_ckpt_state *s, const char *path, long *it);
+/* Opens path and makes those checks (what --dry-run checks of --resume), *it the iteration; and, as
+ * ckpt_restore, refuses a checkpoint of another rank count than `ranks` that holds a mode's per-rank
+ * state (s->mode names it). Not collective: no comm, backend or mode state is needed in s. */
+int ckpt_peek(dt_ckpt_state *s, const char *path, int ranks, long *it);
 /* Collective: restores weights, optimizer, running statistics and comm state from path;
  * *it0: the next iteration to run. */
 int ckpt_restore(dt_ckpt_state *s, const char *path, long *it0);

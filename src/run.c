@@ -384,8 +384,9 @@ static int resume_within(const dt_run *r, long it)
 }
 
 /* --dry-run --resume: the checks ckpt_restore makes of the file's metadata (the data's size and
- * fingerprint where the data is here), and the iteration against the run's end */
-static int dry_resume(dt_run *r)
+ * fingerprint where the data is here) and of the rank count (of `ranks` ranks, --ranks or this job's),
+ * and the iteration against the run's end */
+static int dry_resume(dt_run *r, int ranks)
 {
     const char *path = r->opts->resume;
     int known = r->ds && (r->ds->synthetic || r->ds->train.x);
@@ -393,10 +394,11 @@ static int dry_resume(dt_run *r)
                        .dataset = r->dataset,
                        .train_samples = known ? r->ds->train.n : 0,
                        .data_fingerprint = known ? r->ds->fingerprint : 0,
-                       .options = r->options};
+                       .options = r->options,
+                       .mode = r->mode};
     long it = 0;
-    if (ckpt_peek(&s, path, &it) != 0) {
-        r->usage_error = !dt_is_kind(path, 0); /* no such file */
+    if (ckpt_peek(&s, path, ranks, &it) != 0) {
+        r->usage_error = s.usage_error || !dt_is_kind(path, 0); /* another rank count; no such file */
         return dt_fail_prefix("--resume");
     }
     return resume_within(r, it);
@@ -453,7 +455,7 @@ static int dry_check(dt_run *r, char *data, size_t data_n)
         dt_free(host);
         if (bad) return -1;
     }
-    if (o->resume && dry_resume(r) != 0) return -1;
+    if (o->resume && dry_resume(r, p) != 0) return -1;
     return net_check_memory(r->net, r->be, r->local_batch, NULL);
 }
 

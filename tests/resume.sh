@@ -137,6 +137,14 @@ run mpi -np 2 "$DTRAIN" $C --mode topk --density 0.05 --iters 5 --checkpoint "$T
 expect "other rank count with per-rank state" "made by 2 ranks, this run has 1" \
     "$DTRAIN" $C --mode topk --density 0.05 --iters 10 --resume "$T/topk.st"
 [ $last_rc -eq 2 ] || fail "another rank count than the checkpoint's: exit $last_rc (expected 2, the command line's)"
+# --dry-run checks it as the run does (of this job's ranks, or --ranks'): before, it passed
+expect "--dry-run, other rank count with per-rank state" "made by 2 ranks, this run has 1 (resume topk with 2 ranks" \
+    "$DTRAIN" $C --mode topk --density 0.05 --iters 10 --resume "$T/topk.st" --dry-run
+[ $last_rc -eq 2 ] || fail "--dry-run of another rank count than the checkpoint's: exit $last_rc (expected 2)"
+expect "--dry-run --ranks 3, other rank count" "made by 2 ranks, this run has 3" \
+    "$DTRAIN" $C --mode topk --density 0.05 --iters 10 --resume "$T/topk.st" --dry-run --ranks 3
+run "$DTRAIN" $C --mode topk --density 0.05 --iters 10 --resume "$T/topk.st" --dry-run --ranks 2
+run "$DTRAIN" $C --iters 30 --resume "$T/dsync4.st" --dry-run --ranks 3 # D-Sync: no per-rank state
 expect "ps, other rank count" "made by 3 ranks, this run has 4" mpi -np 4 "$DTRAIN" $C --mode ps --iters $N --resume "$T/ps3.st"
 [ $last_rc -eq 2 ] || fail "ps, another rank count than the checkpoint's: exit $last_rc (expected 2)"
 run "$DTRAIN" $C --iters 30 --resume "$T/dsync4.st" # D-Sync: another rank count is fine
