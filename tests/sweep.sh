@@ -168,7 +168,27 @@ bad "a published line of several points" "bad.sweep:4: published mode=pipesgd na
 bad "a bare exclude" "bad.sweep:3: exclude names no point" "$b" "axis mode = dsync pipesgd" "exclude"
 bad "one number twice on an axis" "bad.sweep:2: axis lr repeats a value: 0.1 and 0.10 are the same number" "$b" "axis lr = 0.1 0.10"
 bad "a set line of an axis's key" "bad.sweep:3: set mode: mode is an axis" "$b" "axis mode = dsync pipesgd" "set mode = ps"
-bad "ranks that is no number" "bad.sweep:3: ranks: expected a positive integer, found 'two'" "$b" "axis mode = dsync ps" "ranks = two"
+bad "ranks that is no number" "bad.sweep:3: ranks: expected an integer from 1 to 1048576, found 'two'" "$b" \
+    "axis mode = dsync ps" "ranks = two"
+# digits that are not ASCII ones (Python's isdigit takes them, int() not: a traceback), too many ranks
+bad "ranks of a superscript digit" "bad.sweep:3: ranks: expected an integer from 1 to 1048576, found '²'" "$b" \
+    "axis mode = dsync ps" "ranks = ²"
+bad "a where ranks of a superscript digit" "bad.sweep:3: ranks: expected an integer" "$b" "axis mode = dsync ps" \
+    "where mode=ps: ranks = ³"
+bad "a timeout of a superscript digit" "bad.sweep:3: timeout: expected seconds, found '²'" "$b" "axis mode = dsync ps" \
+    "timeout = ²"
+bad "more ranks than dtrain takes" "bad.sweep:3: ranks: expected an integer from 1 to 1048576, found '100000000000000000000'" \
+    "$b" "axis mode = dsync ps" "ranks = 100000000000000000000"
+# every option dtrain's config files refuse (OPT_NO_CONFIG in src/cli.c, so the list cannot drift), at its line
+no_config=$(grep 'OPT_NO_CONFIG' "$top_srcdir/src/cli.c" | sed -n 's/^ *{"[A-Za-z]*", "\([a-z-]*\)".*/\1/p')
+[ "$(echo "$no_config" | wc -w)" -ge 10 ] || fail "found only '$no_config' as the command line's own options in src/cli.c"
+for k in $no_config; do
+    bad "set $k" "bad.sweep:3: set $k: an option of dtrain's command line only" "$b" "axis mode = dsync ps" "set $k = x"
+done
+bad "an axis of a command-line option" "bad.sweep:2: axis dry-run: an option of dtrain's command line only" "$b" \
+    "axis dry-run = true false"
+bad "a where of a command-line option" "bad.sweep:3: where config: an option of dtrain's command line only" "$b" \
+    "axis mode = dsync ps" "where mode=ps: config = a.conf"
 bad "a where link that is no rate" "bad.sweep:3: link: expected none or a rate" "$b" "axis mode = dsync ps" "where mode=ps: link = fast"
 bad "an exclude off the axes, at its line" "bad.sweep:3: 'mode=ps' is not a value of axis mode" "$b" "axis mode = dsync pipesgd" \
     "exclude mode=ps"
