@@ -303,4 +303,40 @@ sed -i 's/"quick_run": false/"quick_run": true/' "$T/quick/sweep.json"
 $REPORT --reproduction "$T/QUICK.md" "$T/quick" > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report of a --quick run failed"; }
 grep -q "^A \`--quick\` run: .*nothing here is compared with the published numbers" "$T/QUICK.md" &&
     ! grep -q "| metric | published |" "$T/QUICK.md" || { cat "$T/QUICK.md"; fail "the report of a --quick run judges it"; }
+
+# --reproduction over a file the report reads or writes: refused, nothing overwritten
+cp -r "$top_srcdir/tests/fixtures/report" "$T/over" && chmod -R u+w "$T/over"
+set -- "$T"/over/*/
+for f in "$T/over/sweep.json" "${1}log.jsonl" "$T/over/report/results.md"; do
+    cp "$T/over/sweep.json" "$T/sweep.before"
+    rc=0
+    $REPORT --reproduction "$f" "$T/over" > "$T/rep" 2>&1 || rc=$?
+    [ $rc -eq 2 ] && grep -q "is a file of the results .* reads or writes" "$T/rep" && cmp -s "$T/sweep.before" "$T/over/sweep.json" ||
+        { cat "$T/rep"; fail "tools/report --reproduction $f: exit $rc, or not refused"; }
+done
+$REPORT --reproduction "$T/over/REPRODUCTION.md" "$T/over" > "$T/rep" 2>&1 && [ -s "$T/over/REPRODUCTION.md" ] ||
+    { cat "$T/rep"; fail "tools/report --reproduction of a new file in the results directory"; }
+# a sweep.json whose fields are of other types (edited): said, exit 2, no traceback
+for edit in 'd["title"] = 5' 'd["published"][0]["value"] = "x"' 'd["published"][0]["point"] = "x"' \
+            'd["target"] = "high"' 'd["axes"][0][1] = "dsync"'; do
+    cp -r "$top_srcdir/tests/fixtures/report" "$T/types" && chmod -R u+w "$T/types"
+    $PYTHON -c 'import json, sys; d = json.load(open(sys.argv[1])); exec(sys.argv[2]); json.dump(d, open(sys.argv[1], "w"))' \
+        "$T/types/sweep.json" "$edit" || fail "could not edit sweep.json with $edit"
+    rc=0
+    $REPORT --reproduction "$T/TYPES.md" "$T/types" > "$T/rep" 2>&1 || rc=$?
+    [ $rc -eq 2 ] && grep -q "sweep.json's .* is not what tools/sweep writes (damaged or edited)" "$T/rep" && ! grep -q Traceback "$T/rep" ||
+        { cat "$T/rep"; fail "tools/report of a sweep.json edited with $edit: exit $rc"; }
+    rm -rf "$T/types"
+done
+# NaN, infinities and negative rates in a summary, an exit that is a string: damage, said and left out
+cp -r "$top_srcdir/tests/fixtures/report" "$T/nan" && chmod -R u+w "$T/nan"
+set -- "$T"/nan/*/
+sed -i '/"type":"summary"/{s/"test_acc":[0-9.]*/"test_acc":NaN/;s/"samples_per_s":[0-9.]*/"samples_per_s":Infinity/}' "$1/log.jsonl"
+sed -i '/"type":"summary"/s/"bytes_sent":[0-9.]*/"bytes_sent":-1e30/' "$2/log.jsonl"
+sed -i 's/"exit": 0/"exit": "0"/' "$3/status.json"
+$REPORT "$T/nan" > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report of summaries with NaN failed"; }
+grep -q "the summary's test_acc NaN, samples_per_s Infinity are out of range (edited or damaged): left out" "$T/rep" &&
+    grep -q "the summary's bytes_sent -1e+30 is out of range" "$T/rep" && grep -q "status.json's exit \"0\" is not a number" "$T/rep" &&
+    ! grep -qiw "nan\|inf\|infx" "$T/nan/report/results.md" ||
+    { cat "$T/rep" "$T/nan/report/results.md"; fail "tools/report took NaN, infinities or a negative count as measured"; }
 echo PASS
