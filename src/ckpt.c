@@ -179,6 +179,33 @@ static char *options_without(const char *all, const char *const *skip)
     return out;
 }
 
+/* text with the defaults that follow from the run spelled out, so that an option given at the value it
+ * would take anyway is the same run as one left out: an empty dataset (the net's: `dataset`), an empty
+ * compress (the mode's default codec) and classes 0 (the net's count). NULL: out of memory. */
+static char *options_resolved(const char *text, const char *dataset, const char *mode, int classes)
+{
+    const dt_mode_desc *m = mode ? mode_find(mode) : NULL;
+    const char *codec = m && m->default_compress ? m->default_compress : "none";
+    size_t cap = strlen(text) + strlen(dataset) + strlen(codec) + 32;
+    char *out = malloc(cap), *o = out;
+    if (!out) return NULL;
+    for (const char *line = text; *line;) {
+        size_t len = strcspn(line, "\n"), room = cap - (size_t)(o - out);
+        if (len == strlen("dataset = ") && !strncmp(line, "dataset = ", len))
+            o += snprintf(o, room, "dataset = %s", dataset);
+        else if (len == strlen("compress = ") && !strncmp(line, "compress = ", len))
+            o += snprintf(o, room, "compress = %s", codec);
+        else if (len == strlen("classes = 0") && !strncmp(line, "classes = 0", len))
+            o += snprintf(o, room, "classes = %d", classes);
+        else
+            memcpy(o, line, len), o += len;
+        line += len;
+        if (*line == '\n') *o++ = *line++;
+    }
+    *o = 0;
+    return out;
+}
+
 /* the options a checkpoint records: without epochs and iters, as a resumed run may run longer */
 static char *options_text(const dt_ckpt_state *r)
 {
@@ -336,7 +363,12 @@ int ckpt_check_meta(dt_ckpt_state *r, const st_file *f, const char *path, long *
      * optimizer state are fp32 under every precision, and the same on every transport */
     static const char *const skip[] = {"epochs = ",     "iters = ",          "precision = ",
                                        "fp16-scale = ", "fp16-scale-window = ", "transport = ", NULL};
-    char *ours = options_without(r->options, skip), *theirs = options_without(m_opts, skip);
+    char *ours0 = options_without(r->options, skip), *theirs0 = options_without(m_opts, skip);
+    char *ours = ours0 ? options_resolved(ours0, r->dataset ? r->dataset : "", r->mode ? r->mode->name : m_mode,
+                                          net_n_classes(net))
+                       : NULL;
+    char *theirs = theirs0 ? options_resolved(theirs0, m_ds, m_mode, net_n_classes(net)) : NULL;
+    free(ours0), free(theirs0);
     if (!ours || !theirs) {
         free(ours), free(theirs);
         return dt_fail("out of memory");

@@ -126,6 +126,11 @@ expect "another net" "a checkpoint of net small-cifar, not resnet20" \
     "$DTRAIN" --net resnet20 --dataset cifar10 --data-dir "$T/c10" --batch 50 --resume "$T/dsync4.st"
 expect "other options" "made with other options: the checkpoint has 'lr = 0.05', this run 'lr = 0.1'" \
     "$DTRAIN" $C --lr 0.1 --resume "$T/dsync4.st"
+# an option given at the value the run takes anyway is the same run (it was refused: 'compress = ' against
+# 'compress = none'); another value is named with what the checkpoint's run took
+run "$DTRAIN" $C --iters 30 --resume "$T/dsync4.st" --compress none --classes 10
+expect "another codec" "made with other options: the checkpoint has 'compress = none', this run 'compress = q8'" \
+    "$DTRAIN" $C --iters 30 --resume "$T/dsync4.st" --compress q8
 $PYTHON "$top_srcdir/tests/mkimages.py" cifar10 "$T/c10b" 1000 200 32 12 || fail "could not generate CIFAR files"
 expect "other data of the same size" "made on other data of the same size (cifar10's fingerprint" \
     "$DTRAIN" ${C/$T\/c10/$T/c10b} --resume "$T/dsync4.st"
