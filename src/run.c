@@ -284,6 +284,27 @@ static int check_targets(dt_run *r)
     return 0;
 }
 
+/* A batch norm over one value per channel (a dense layer's output, or 1x1 pixels, and one sample on a
+ * rank) outputs its shift alone, so nothing before it learns: refused when a full batch gives some
+ * rank `fewest` = 1 sample (as PyTorch refuses it). */
+static int check_batchnorm(dt_run *r, long fewest)
+{
+    if (fewest != 1 || r->env.total_iters == 0) return 0;
+    for (int i = 0; i < r->net->n_layers; i++) {
+        const dt_layer *l = r->net->layers[i];
+        long per = 1;
+        for (int d = 1; d < l->out.n_dims; d++) per *= l->out.d[d];
+        if (strcmp(l->ops->type, "batchnorm") != 0 || per != 1) continue;
+        r->usage_error = 1;
+        return dt_fail("--batch %ld over %d worker%s gives a rank 1 sample an iteration, so batch norm '%s' (%s:%d) "
+                       "normalizes 1 value per channel: its output is its shift alone and nothing before it learns "
+                       "(expected at least 2 samples per rank: --batch %d or more)",
+                       r->opts->batch, r->env.n_workers, r->env.n_workers == 1 ? "" : "s", l->name, r->net->origin,
+                       l->line, 2 * r->env.n_workers);
+    }
+    return 0;
+}
+
 /* The mode and its roles on p ranks (which compute; the batch is split over those), the codec,
  * and the iterations for n_train training samples. */
 static int setup_mode(dt_run *r, int p, size_t n_train)
@@ -329,7 +350,7 @@ static int setup_mode(dt_run *r, int p, size_t n_train)
                        "(--epochs 0 evaluates it)",
                        o->net);
     r->local_batch = (int)((o->batch + env->n_workers - 1) / env->n_workers);
-    return 0;
+    return check_batchnorm(r, (long)(o->batch / env->n_workers));
 }
 
 /* Everything else that depends only on this rank's inputs. */

@@ -105,6 +105,15 @@ expect_error "a config's options that do not fit" 2 \
 printf 'net = bogus\n' > "$T/net.conf"
 expect_error "a config's unknown net" 2 "--net: unknown net 'bogus'" "$DTRAIN" --config "$T/net.conf"
 grep -qF "(--net from $T/net.conf:1)" "$T/out" || { cat "$T/out"; fail "the unknown net of a config: its line not named"; }
+# batch norm over one value per channel (a dense layer's, one sample a rank): its output is its shift
+# alone and nothing before it learns; refused, as PyTorch refuses it (it trained at chance without a word)
+printf 'input shape=1x28x28\ndense out=20\nbatchnorm\nrelu\ndense out=10\nsoftmax_xent\n' > "$T/densebn.net"
+expect_error "batch norm of one value per channel" 2 \
+    "--batch 1 over 1 worker gives a rank 1 sample an iteration, so batch norm 'batchnorm1' ($T/densebn.net:3)" \
+    "$DTRAIN" --net "$T/densebn.net" $D --batch 1 --iters 2
+expect_error "batch norm of one value per channel, 2 ranks" 2 "(expected at least 2 samples per rank: --batch 4 or more)" \
+    mpi -np 2 "$DTRAIN" --net "$T/densebn.net" $D --batch 3 --iters 2
+"$DTRAIN" --net "$T/densebn.net" $D --batch 2 --iters 2 > "$T/out" 2>&1 || { cat "$T/out"; fail "batch norm of 2 values"; }
 expect_error "--log in no directory" 2 "--log: $T/nonexistent/dir/log.jsonl: cannot create: no directory $T/nonexistent/dir" "$DTRAIN" $D --log "$T/nonexistent/dir/log.jsonl"
 # --dry-run checks the outputs as a run does
 expect_error "--dry-run --log in no directory" 2 "--log: $T/nonexistent/dir/log.jsonl: cannot create" "$DTRAIN" $D --dry-run --log "$T/nonexistent/dir/log.jsonl"
