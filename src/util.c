@@ -172,7 +172,9 @@ int dt_parse_double(const char *s, double lo, double hi, const char *what, doubl
     errno = 0;
     v = strtod(s, NULL);
     if (errno == ERANGE) /* beyond a double, or below its smallest (where strtod gives 0 or a denormal) */
-        return dt_fail("%s: expected a number in [%g, %g], found %s, beyond what a double holds", what, lo, hi, s);
+        return dt_fail("%s: expected a number in [%g, %g], found %s, %s", what, lo, hi, s,
+                       fabs(v) < 1.0 ? "too close to 0 for a double (it would be read as 0)"
+                                     : "beyond what a double holds");
     if (v < lo || v > hi) return dt_fail("%s: expected a number in [%g, %g], found %s", what, lo, hi, s);
     *out = v;
     return 0;

@@ -92,6 +92,8 @@ static const struct {
      "t.net:2: in=nothere: no layer named 'nothere' before this line"},
     {"input shape=4\ndense out=3 init=gauss\nsoftmax_xent\n", "t.net:2: dense: unknown init 'gauss'"},
     {"input shape=4\ndense out=3 init=normal\nsoftmax_xent\n", "t.net:2: dense: init=normal: expected normal:VALUE"},
+    {"input shape=4\ndense out=3 init=const:1e39\nsoftmax_xent\n",
+     "t.net:2: dense: init: const:VALUE: expected a number in [-1e+06, 1e+06], found 1e39"},
     {"input shape=4\ndropout p=1.5\ndense out=2\nsoftmax_xent\n",
      "t.net:2: dropout: p: expected a number in [0, 0.99], found 1.5"},
     {"input\ndense out=3\nsoftmax_xent\n", "t.net:1: input: missing required key 'shape'"},

@@ -108,7 +108,9 @@ int layer_kv_init(dt_kv *kv, int n_kv, const char *key, dt_init dflt, const char
         if (colon) {
             double v;
             if (dt_parse_double(colon + 1, kinds[i].kind == DT_INIT_NORMAL ? 0.0 : -1e6, 1e6,
-                                kinds[i].kind == DT_INIT_NORMAL ? "normal:STD (a standard deviation)" : key, &v) != 0)
+                                kinds[i].kind == DT_INIT_NORMAL ? "normal:STD (a standard deviation)"
+                                                                : "const:VALUE",
+                                &v) != 0)
                 return dt_fail_prefix("%s: %s: %s", where, type, key);
             out->value = (float)v;
         }
