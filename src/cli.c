@@ -785,6 +785,10 @@ int cli_parse(int argc, char **argv, dt_opts *o)
         }
         if (strcmp(all[c - 256].d->name, "rerun") == 0) rerun = optarg;
     }
+    if (optind < argc && optind > 1 && !strcmp(argv[optind - 1], "--"))
+        return dt_fail("unexpected argument '%s' after '--' (dtrain reads no options after it, and takes no other "
+                       "arguments; see dtrain --help)",
+                       argv[optind]);
     if (optind < argc)
         return dt_fail("unexpected argument '%s' (options start with --; see dtrain --help)", argv[optind]);
     if (config && rerun)

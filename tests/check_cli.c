@@ -93,6 +93,7 @@ static const struct {
     {{"--lr-schedule", "exp"}, "--lr-schedule: unknown schedule 'exp'"},
     {{"--net", ""}, "--net: expected NAME|FILE, found an empty value"},
     {{"extra"}, "unexpected argument 'extra'"},
+    {{"--", "--lr", "0.1"}, "unexpected argument '--lr' after '--' (dtrain reads no options after it"},
     {{"--config", "/nonexistent.conf"}, "--config: /nonexistent.conf: cannot open"},
 };
 
