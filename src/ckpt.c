@@ -400,6 +400,13 @@ int ckpt_check_meta(dt_ckpt_state *r, const st_file *f, const char *path, long *
     return 0;
 }
 
+/* a checkpoint of made_by ranks that holds per-rank state, resumed on `ranks` */
+static int other_ranks(const char *path, long made_by, int ranks, const dt_mode_desc *mode)
+{
+    return dt_fail("%s: made by %ld ranks, this run has %d (resume %s with %ld ranks: it keeps per-rank state)", path,
+                   made_by, ranks, mode ? mode->name : "its mode", made_by);
+}
+
 int ckpt_peek(dt_ckpt_state *r, const char *path, int ranks, long *it)
 {
     st_file *f;
@@ -409,8 +416,7 @@ int ckpt_peek(dt_ckpt_state *r, const char *path, int ranks, long *it)
     for (int i = 0; rc == 0 && i < f->n; i++) per_rank |= strncmp(f->e[i].name, "comm:", 5) == 0;
     if (rc == 0 && per_rank && made_by != ranks) {
         r->usage_error = 1;
-        rc = dt_fail("%s: made by %ld ranks, this run has %d (resume %s with %ld ranks: it keeps per-rank state)", path,
-                     made_by, ranks, r->mode ? r->mode->name : "its mode", made_by);
+        rc = other_ranks(path, made_by, ranks, r->mode);
     }
     st_close(f);
     return rc;
@@ -518,8 +524,7 @@ int ckpt_restore(dt_ckpt_state *r, const char *path, long *it0_out)
     int same_ranks = meta[1] == p, with_stats = same_ranks && has_stats(r) && r->env->n_workers > 1;
     rc = own_list(r, with_stats && r->env->is_worker, &mine);
     if (rc == 0 && !same_ranks && mine.n > 0)
-        rc = dt_fail("%s: made by %ld ranks, this run has %d (resume %s with %ld ranks: it keeps per-rank state)", path,
-                     meta[1], p, r->mode->name, meta[1]);
+        rc = other_ranks(path, meta[1], p, r->mode);
     if (AGREE(r, rc)) {
         r->usage_error = !same_ranks; /* on every rank (a PS server keeps no state of its own): the rank count */
         goto fail;

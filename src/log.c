@@ -51,14 +51,7 @@ static FILE *open_log(const char *path)
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISFIFO(st.st_mode)) return fopen(path, "w");
     int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return NULL;
-    FILE *f = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
-        int e = errno;
-        close(fd);
-        errno = e;
-    }
-    return f;
+    return fd < 0 ? NULL : dt_fdopen_blocking(fd, "w");
 }
 
 int log_open(dt_log **out, int enabled, const char *json_path, const char *progress, int log_every, int launched)

@@ -207,6 +207,17 @@ int dt_host_memory(size_t *avail, size_t *total)
     return found == 3 ? 0 : dt_fail("/proc/meminfo has no MemAvailable and MemTotal");
 }
 
+FILE *dt_fdopen_blocking(int fd, const char *mode)
+{
+    FILE *f = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0 ? fdopen(fd, mode) : NULL;
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
 int dt_read_file(const char *path, char **data, size_t *n_bytes)
 {
     /* opened without blocking, so that a named pipe is refused below instead of waiting in open()
@@ -226,11 +237,7 @@ int dt_read_file(const char *path, char **data, size_t *n_bytes)
         close(fd);
         return dt_fail("%s: %s (expected a file)", path, dt_file_kind(st.st_mode));
     }
-    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 || !(f = fdopen(fd, "rb"))) {
-        int e = errno;
-        close(fd);
-        return dt_fail("%s: cannot open (%s)", path, strerror(e));
-    }
+    if (!(f = dt_fdopen_blocking(fd, "rb"))) return dt_fail("%s: cannot open (%s)", path, strerror(errno));
     if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);
         return dt_fail("%s: cannot determine the size (%s)", path, strerror(errno));

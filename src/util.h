@@ -72,6 +72,10 @@ const char *dt_file_kind(mode_t m);
 int dt_is_kind(const char *path, int dir);
 /* Reads a whole file into a NUL-terminated buffer (caller frees with free()). */
 int dt_read_file(const char *path, char **data, size_t *n_bytes);
+/* fd, opened with O_NONBLOCK (so that a named pipe without its other end fails or is seen at once
+ * instead of waiting in open()), as a FILE that blocks as a file does; on failure fd is closed, errno
+ * kept, NULL */
+FILE *dt_fdopen_blocking(int fd, const char *mode);
 /* The host's memory: MemAvailable (what the kernel can give without swapping) and MemTotal. */
 int dt_host_memory(size_t *avail, size_t *total);
 /* A file dtrain is to write (and replace atomically): absent or a regular file (not a link, a

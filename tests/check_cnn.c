@@ -113,34 +113,14 @@ static double pool_loss(void *p)
 START_TEST(fd_pool)
 {
     ref_pool cases[] = {
-        {.max = 1,
-         .rows = 2,
-         .c = 3,
-         .h = 6,
-         .w = 7,
-         .oh = 4,
-         .ow = 4,
-         .kh = 3,
-         .kw = 3,
-         .sh = 2,
-         .sw = 2,
-         .pt = 1,
-         .pl = 1},
+        // clang-format off
+        {.max = 1, .rows = 2, .c = 3, .h = 6, .w = 7, .oh = 4, .ow = 4, .kh = 3, .kw = 3, .sh = 2, .sw = 2,
+         .pt = 1, .pl = 1},
         {.max = 0, .rows = 2, .c = 3, .h = 6, .w = 7, .oh = 3, .ow = 3, .kh = 3, .kw = 3, .sh = 2, .sw = 2},
-        {.max = 0,
-         .rows = 1,
-         .c = 2,
-         .h = 5,
-         .w = 5,
-         .oh = 3,
-         .ow = 3,
-         .kh = 3,
-         .kw = 3,
-         .sh = 2,
-         .sw = 2,
-         .pt = 1,
-         .pl = 1},
+        {.max = 0, .rows = 1, .c = 2, .h = 5, .w = 5, .oh = 3, .ow = 3, .kh = 3, .kw = 3, .sh = 2, .sw = 2,
+         .pt = 1, .pl = 1},
         {.max = 0, .rows = 2, .c = 3, .h = 4, .w = 4, .oh = 1, .ow = 1, .kh = 4, .kw = 4, .sh = 1, .sw = 1},
+        // clang-format on
     };
     for (size_t k = 0; k < DT_ARRAY_LEN(cases); k++) {
         pool_ctx c = {.g = cases[k]};
