@@ -179,10 +179,7 @@ static char *options_without(const char *all, const char *const *skip)
     return out;
 }
 
-/* text with the defaults that follow from the run spelled out, so that an option given at the value it
- * would take anyway is the same run as one left out: an empty dataset (the net's: `dataset`), an empty
- * compress (the mode's default codec) and classes 0 (the net's count). NULL: out of memory. */
-static char *options_resolved(const char *text, const char *dataset, const char *mode, int classes)
+char *ckpt_options_resolved(const char *text, const char *dataset, const char *mode, int classes)
 {
     const dt_mode_desc *m = mode ? mode_find(mode) : NULL;
     const char *codec = m && m->default_compress ? m->default_compress : "none";
@@ -364,10 +361,10 @@ int ckpt_check_meta(dt_ckpt_state *r, const st_file *f, const char *path, long *
     static const char *const skip[] = {"epochs = ",     "iters = ",          "precision = ",
                                        "fp16-scale = ", "fp16-scale-window = ", "transport = ", NULL};
     char *ours0 = options_without(r->options, skip), *theirs0 = options_without(m_opts, skip);
-    char *ours = ours0 ? options_resolved(ours0, r->dataset ? r->dataset : "", r->mode ? r->mode->name : m_mode,
+    char *ours = ours0 ? ckpt_options_resolved(ours0, r->dataset ? r->dataset : "", r->mode ? r->mode->name : m_mode,
                                           net_n_classes(net))
                        : NULL;
-    char *theirs = theirs0 ? options_resolved(theirs0, m_ds, m_mode, net_n_classes(net)) : NULL;
+    char *theirs = theirs0 ? ckpt_options_resolved(theirs0, m_ds, m_mode, net_n_classes(net)) : NULL;
     free(ours0), free(theirs0);
     if (!ours || !theirs) {
         free(ours), free(theirs);

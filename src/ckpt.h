@@ -39,6 +39,13 @@ typedef struct dt_ckpt_state {
 
 /* Collective: writes a checkpoint after `done` iterations to path (rank 0 writes, atomically).
  * 0 on every rank, or -1 on every rank. */
+/* An options text ("key = value" lines) with the defaults that follow from the run spelled out, so that
+ * an option given at the value it would take anyway is the same run as one left out: an empty dataset
+ * (the net's: `dataset`), an empty compress (the mode's default codec; mode may be NULL or "auto") and
+ * classes 0 (the net's count). For checkpoints and for the ranks' start-up agreement. Caller frees;
+ * NULL: out of memory. */
+char *ckpt_options_resolved(const char *text, const char *dataset, const char *mode, int classes);
+
 int ckpt_save(dt_ckpt_state *s, long done, const char *path);
 /* Rank 0's checks of a checkpoint's metadata before a resume reads a tensor: complete, of s's net,
  * made with s's options (but those a resume may change: --epochs, --iters, --precision with its

@@ -284,23 +284,44 @@ static int check_targets(dt_run *r)
     return 0;
 }
 
-/* A batch norm over one value per channel (a dense layer's output, or 1x1 pixels, and one sample on a
- * rank) outputs its shift alone, so nothing before it learns: refused when a full batch gives some
- * rank `fewest` = 1 sample (as PyTorch refuses it). */
-static int check_batchnorm(dt_run *r, long fewest)
+/* A batch norm over 1 value per channel (a dense layer's, or 1x1 pixels, on 1 sample) outputs its
+ * shift alone and nothing before it learns; PyTorch refuses it. A rank sees 1 sample when the batch
+ * gives it 1, or when the epoch's last, short batch does (n_train % batch samples under 2 a worker,
+ * some worker then getting 1, as splits are balanced). Refused before training, with the nearest
+ * batch from --batch up that gives every rank 0 or at least 2 of every batch. */
+static int ones_a_rank(size_t n_train, long batch, int workers)
 {
-    if (fewest != 1 || r->env.total_iters == 0) return 0;
+    long last = batch > 0 ? (long)(n_train % (size_t)batch) : 0;
+    return batch / workers == 1 ? 1 : last > 0 && last < 2L * workers ? 2 : 0; /* 2: the last batch */
+}
+
+static int check_batchnorm(dt_run *r, size_t n_train)
+{
+    const dt_mode_env *env = &r->env;
+    long batch = r->opts->batch;
+    int p = env->n_workers, ones = ones_a_rank(n_train, batch, p);
+    if (!ones || env->total_iters == 0) return 0;
+    if (ones == 2 && env->total_iters < env->iters_per_epoch) return 0; /* --iters ends before the last batch */
     for (int i = 0; i < r->net->n_layers; i++) {
         const dt_layer *l = r->net->layers[i];
         long per = 1;
         for (int d = 1; d < l->out.n_dims; d++) per *= l->out.d[d];
         if (strcmp(l->ops->type, "batchnorm") != 0 || per != 1) continue;
+        long fit = batch; /* ends: n_train itself leaves no short batch */
+        while (fit < (long)n_train && ones_a_rank(n_train, fit, p)) fit++;
+        char why[160];
+        if (ones == 1)
+            snprintf(why, sizeof why, "--batch %ld over %d worker%s gives a rank 1 sample an iteration", batch, p,
+                     p == 1 ? "" : "s");
+        else
+            snprintf(why, sizeof why, "the last batch of each epoch, %ld of the %zu training samples at --batch %ld, "
+                     "gives a rank of the %d worker%s 1 sample", (long)(n_train % (size_t)batch), n_train, batch, p,
+                     p == 1 ? "" : "s");
         r->usage_error = 1;
-        return dt_fail("--batch %ld over %d worker%s gives a rank 1 sample an iteration, so batch norm '%s' (%s:%d) "
-                       "normalizes 1 value per channel: its output is its shift alone and nothing before it learns "
-                       "(expected at least 2 samples per rank: --batch %d or more)",
-                       r->opts->batch, r->env.n_workers, r->env.n_workers == 1 ? "" : "s", l->name, r->net->origin,
-                       l->line, 2 * r->env.n_workers);
+        return dt_fail("%s, so batch norm '%s' (%s:%d) normalizes 1 value per channel: its output is its shift alone "
+                       "and nothing before it learns (expected at least 2 samples per rank in every batch: "
+                       "--batch %ld, say)",
+                       why, l->name, r->net->origin, l->line, fit);
     }
     return 0;
 }
@@ -350,7 +371,7 @@ static int setup_mode(dt_run *r, int p, size_t n_train)
                        "(--epochs 0 evaluates it)",
                        o->net);
     r->local_batch = (int)((o->batch + env->n_workers - 1) / env->n_workers);
-    return check_batchnorm(r, (long)(o->batch / env->n_workers));
+    return check_batchnorm(r, n_train);
 }
 
 /* Everything else that depends only on this rank's inputs. */
@@ -607,7 +628,10 @@ static int start_loader(dt_run *r, long it0)
 /* What every rank must agree on: the options that change the computation, and what they led to. */
 static char *agreement_text(const dt_run *r)
 {
-    const char *opts = r->agreement;
+    /* an option given at its default is the same configuration as one left out (--compress none) */
+    char *opts = r->agreement ? ckpt_options_resolved(r->agreement, r->dataset, r->auto_mode ? NULL : r->mode->name,
+                                                      net_n_classes(r->net))
+                              : NULL;
     char *text = NULL;
     if (!opts || asprintf(&text,
                           "%snet parameters = %zu + %zu state\ntraining samples = %zu\ntest samples = %zu\n"
@@ -617,6 +641,7 @@ static char *agreement_text(const dt_run *r)
         dt_fail("out of memory");
         text = NULL;
     }
+    free(opts);
     return text;
 }
 
@@ -734,6 +759,9 @@ static void banner(dt_run *r)
     if (beyond && env->total_iters > 0)
         log_text(r->log, "note: %d of the %d steps of --lr-schedule %s fall at or after the run's end (%g epochs)\n",
                  beyond, r->lr.n_milestones, o->lr_schedule, run_epochs);
+    if (o->epochs == 0 && o->iters > 0) /* a cap on nothing: said, as a flag that does nothing must be */
+        log_text(r->log, "note: --iters %ld stops nothing: --epochs 0 only evaluates (train with --epochs 1 or more)\n",
+                 o->iters);
     log_text(r->log, "augmentation: %s; %ld batch%s prefetched%s%s%s\n", aug, o->prefetch, o->prefetch == 1 ? "" : "es",
              UPLOADS(r->be) ? ", copied to " : "", UPLOADS(r->be) ? r->be->name : "",
              UPLOADS(r->be) ? " memory a batch ahead on a queue of their own" : "");

@@ -111,8 +111,14 @@ printf 'input shape=1x28x28\ndense out=20\nbatchnorm\nrelu\ndense out=10\nsoftma
 expect_error "batch norm of one value per channel" 2 \
     "--batch 1 over 1 worker gives a rank 1 sample an iteration, so batch norm 'batchnorm1' ($T/densebn.net:3)" \
     "$DTRAIN" --net "$T/densebn.net" $D --batch 1 --iters 2
-expect_error "batch norm of one value per channel, 2 ranks" 2 "(expected at least 2 samples per rank: --batch 4 or more)" \
+expect_error "batch norm of one value per channel, 2 ranks" 2 "(expected at least 2 samples per rank in every batch: --batch 4, say)" \
     mpi -np 2 "$DTRAIN" --net "$T/densebn.net" $D --batch 3 --iters 2
+# the epoch's last batch, 200 % 6 = 2 samples over 2 ranks, gives each 1 (it trained that batch on the shift alone)
+expect_error "batch norm of one value per channel in the last batch" 2 \
+    "the last batch of each epoch, 2 of the 200 training samples at --batch 6, gives a rank of the 2 workers 1 sample, so batch norm 'batchnorm1'" \
+    mpi -np 2 "$DTRAIN" --net "$T/densebn.net" $D --batch 6 --epochs 1
+grep -qF -- "--batch 7, say)" "$T/out" || { cat "$T/out"; fail "the last batch's batch norm: no batch suggested"; }
+mpi -np 2 "$DTRAIN" --net "$T/densebn.net" $D --batch 6 --iters 5 > "$T/out" 2>&1 || { cat "$T/out"; fail "a run that ends before the short batch was refused"; }
 "$DTRAIN" --net "$T/densebn.net" $D --batch 2 --iters 2 > "$T/out" 2>&1 || { cat "$T/out"; fail "batch norm of 2 values"; }
 expect_error "--log in no directory" 2 "--log: $T/nonexistent/dir/log.jsonl: cannot create: no directory $T/nonexistent/dir" "$DTRAIN" $D --log "$T/nonexistent/dir/log.jsonl"
 # --dry-run checks the outputs as a run does
@@ -157,6 +163,9 @@ expect_error "a damaged JPEG" 1 "train/cat/1.jpg: a damaged JPEG (libjpeg: " \
     "$DTRAIN" --net resnet18 --dataset imagenet --data-dir "$T/tree" --progress none
 expect_error "a checkpoint of a run that only evaluates" 2 "--checkpoint with --epochs 0 would write nothing" \
     "$DTRAIN" $D --epochs 0 --checkpoint "$T/e0.ck" --checkpoint-every 1it
+# --iters with --epochs 0 caps nothing: said (it was silently dropped)
+"$DTRAIN" $D --epochs 0 --iters 3 > "$T/out" 2>&1 || { cat "$T/out"; fail "--epochs 0 --iters 3 failed"; }
+grep -qF "note: --iters 3 stops nothing: --epochs 0 only evaluates" "$T/out" || { cat "$T/out"; fail "--iters with --epochs 0: no note"; }
 expect_error "--log on one rank only" 1 "[rank 1] the configuration differs from rank 0's (rank 0: 'log = (not given)', this rank: 'log = (given)')" \
     mpi -np 1 "$DTRAIN" $D --iters 2 : -np 1 "$DTRAIN" $D --iters 2 --log "$T/one.jsonl"
 expect_error "a checkpoint cadence without a file" 2 "--checkpoint-every needs --checkpoint FILE" "$DTRAIN" $D --checkpoint-every 2ep
@@ -197,6 +206,12 @@ expect_error "one rank prints, the other trains" 2 "the action differs from rank
 # ranks started with different options refuse to train together
 expect_error "configuration mismatch" 1 "[rank 1] the configuration differs from rank 0's (rank 0: 'lr = 0.1', this rank: 'lr = 0.2')" \
     mpi -np 1 "$DTRAIN" $D --lr 0.1 : -np 1 "$DTRAIN" $D --lr 0.2
+# an option given at the value it takes anyway is the same configuration (it was refused: 'compress = none'
+# against 'compress = '); a real difference of codec still is one
+mpi -np 1 "$DTRAIN" $D --iters 2 --compress none --classes 10 : -np 1 "$DTRAIN" $D --iters 2 > "$T/out" 2>&1 ||
+    { cat "$T/out"; fail "ranks that differ only in options spelled out at their defaults did not train together"; }
+expect_error "a codec on one rank only" 1 "[rank 1] the configuration differs from rank 0's (rank 0: 'compress = q8', this rank: 'compress = none')" \
+    mpi -np 1 "$DTRAIN" $D --iters 2 --compress q8 : -np 1 "$DTRAIN" $D --iters 2
 mkdir -p "$T/other" && make_idx "$T/other" 150 40
 expect_error "different data on different ranks" 1 "this rank: 'training samples = 150'" \
     mpi -np 1 "$DTRAIN" $D : -np 1 "$DTRAIN" --dataset mnist --data-dir "$T/other" --progress none
