@@ -738,6 +738,11 @@ static void banner(dt_run *r)
     if (r->classes_note[0]) log_text(r->log, "%s\n", r->classes_note);
     log_text(r->log, "%d rank%s x %d thread%s, %s\n", p, p == 1 ? "" : "s", r->threads, r->threads == 1 ? "" : "s",
              mode);
+    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN), here = comm_local_size(r->comm); /* rank 0's host */
+    if (o->threads > 0 && cores > 0 && (long)r->threads * here > cores) /* oversubscribed: OpenMP's threads wait for each other */
+        log_text(r->log, "note: --threads %d on %d rank%s of this host is more threads than its %d core%s, which "
+                 "slows every pass (--threads 0 takes %d)\n", r->threads, here, here == 1 ? "" : "s", cores,
+                 cores == 1 ? "" : "s", DT_MAX(1, cores / DT_MAX(1, here)));
     char length[96]; /* --iters cuts the epochs short */
     if (env->total_iters < o->epochs * env->iters_per_epoch)
         snprintf(length, sizeof length, "%ld iteration%s (--iters; %ld epoch%s asked)", env->total_iters,

@@ -166,6 +166,9 @@ expect_error "a checkpoint of a run that only evaluates" 2 "--checkpoint with --
 # --iters with --epochs 0 caps nothing: said (it was silently dropped)
 "$DTRAIN" $D --epochs 0 --iters 3 > "$T/out" 2>&1 || { cat "$T/out"; fail "--epochs 0 --iters 3 failed"; }
 grep -qF "note: --iters 3 stops nothing: --epochs 0 only evaluates" "$T/out" || { cat "$T/out"; fail "--iters with --epochs 0: no note"; }
+# more threads than cores: said (each pass slows as OpenMP's threads wait for each other)
+"$DTRAIN" $D --iters 1 --threads $(($(getconf _NPROCESSORS_ONLN) + 1)) > "$T/out" 2>&1 || { cat "$T/out"; fail "--threads cores+1 failed"; }
+grep -qF "is more threads than its $(getconf _NPROCESSORS_ONLN) core" "$T/out" || { cat "$T/out"; fail "--threads above the cores: no note"; }
 expect_error "--log on one rank only" 1 "[rank 1] the configuration differs from rank 0's (rank 0: 'log = (not given)', this rank: 'log = (given)')" \
     mpi -np 1 "$DTRAIN" $D --iters 2 : -np 1 "$DTRAIN" $D --iters 2 --log "$T/one.jsonl"
 expect_error "a checkpoint cadence without a file" 2 "--checkpoint-every needs --checkpoint FILE" "$DTRAIN" $D --checkpoint-every 2ep
