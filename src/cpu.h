@@ -17,6 +17,16 @@
 #define DT_CLONES
 #endif
 
+/* No contraction of a * b + c into one fused multiply-add in the function that follows, whose bits
+ * must equal a reference's (or the GPU twin's) that rounds the product. GCC: for that function.
+ * Clang has no such attribute: its pragma turns contraction off from there to the end of the file
+ * (the optimize attribute was ignored there, with a warning). */
+#if defined(__clang__)
+#define DT_NO_CONTRACT _Pragma("clang fp contract(off)")
+#else
+#define DT_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
+#endif
+
 /* Sets FTZ and DAZ on the calling thread. */
 void cpu_flush_denormals(void);
 /* Raises the niceness of the calling thread and of the OpenMP pool's threads to at least nice

@@ -5,9 +5,11 @@
 
 #include "chunks.h"
 
+#include "../cpu.h"
+
 #define LANES 32
 
-__attribute__((optimize("fp-contract=off"))) void chunks_correct(float *restrict g, const float *restrict h,
+DT_NO_CONTRACT void chunks_correct(float *restrict g, const float *restrict h,
                                                                 const float *restrict w, float wd, size_t n)
 {
     if (wd != 0.0f)
@@ -36,7 +38,7 @@ float chunks_l1(const float *restrict x, size_t n)
     return s[0];
 }
 
-__attribute__((optimize("fp-contract=off"))) float chunks_fold(float *restrict g, float *restrict h,
+DT_NO_CONTRACT float chunks_fold(float *restrict g, float *restrict h,
                                                               float *restrict hu, float *restrict w,
                                                               const float *restrict sum, size_t n, int p, float m,
                                                               float lr)

@@ -116,7 +116,7 @@ DT_CLONES static void accumulate_plain(float *restrict r, const float *restrict 
 
 /* each product and sum rounded on its own (never fused: the vector clones would), so that every CPU
  * and a GPU (cuda/elementwise.h, ew_velocity) keep the same residuals */
-__attribute__((optimize("fp-contract=off"))) DT_CLONES static void
+DT_NO_CONTRACT DT_CLONES static void
 accumulate_corrected(float *restrict r, float *restrict u, const float *restrict g, const float *restrict w, size_t n,
                      float m, float wd)
 {
@@ -219,7 +219,7 @@ static int update_on(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w, const d
 }
 
 /* w - lr v rounded twice, as on a GPU (ew_pair) */
-__attribute__((optimize("fp-contract=off"))) int memory_update(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w,
+DT_NO_CONTRACT int memory_update(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w,
                                                                const dt_pair *agg, size_t k, const dt_hostbuf *dense,
                                                                float lr)
 {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../cpu.h"
 #include "../util.h"
 
 typedef struct {
@@ -98,7 +99,7 @@ typedef struct {
     int flip;        /* mirrored left-right */
 } sink;
 
-__attribute__((optimize("fp-contract=off"))) static inline void store_row(const sink *k, int ch, size_t at,
+DT_NO_CONTRACT static inline void store_row(const sink *k, int ch, size_t at,
                                                                         const float *acc, int ow)
 {
     if (k->u8) {
@@ -119,7 +120,7 @@ __attribute__((optimize("fp-contract=off"))) static inline void store_row(const 
     for (int j = 0; j < ow; j++) o[j] = acc[j] * ac + bc;
 }
 
-__attribute__((optimize("fp-contract=off"))) static int resample(const uint8_t *src, int c, int h, int w, double x0,
+DT_NO_CONTRACT static int resample(const uint8_t *src, int c, int h, int w, double x0,
                                                                   double y0, double rw, double rh, int oh, int ow,
                                                                   const sink *out, image_scratch *scr)
 {
