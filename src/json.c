@@ -264,12 +264,15 @@ int64_t json_int(const json *j)
 void json_write_string(FILE *f, const char *s)
 {
     fputc('"', f);
-    for (; *s; s++) {
+    while (*s) {
         unsigned char ch = (unsigned char)*s;
+        size_t n = dt_utf8_len(s);
         if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
         else if (ch == '\n') fputs("\\n", f);
         else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-        else fputc(ch, f);
+        else if (n == 0) fprintf(f, "\\udc%02x", ch); /* no UTF-8 (a Latin-1 file name): Python's surrogateescape */
+        else fwrite(s, 1, n, f);
+        s += n ? n : 1;
     }
     fputc('"', f);
 }

@@ -16,27 +16,66 @@
 
 static _Thread_local char errbuf[8192]; /* room for a few paths of PATH_MAX */
 
+size_t dt_utf8_len(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    unsigned cp;
+    int n;
+    if (u[0] < 0x80) return u[0] != 0;
+    if (u[0] >= 0xc2 && u[0] <= 0xdf) n = 1, cp = u[0] & 0x1fu;
+    else if (u[0] >= 0xe0 && u[0] <= 0xef) n = 2, cp = u[0] & 0x0fu;
+    else if (u[0] >= 0xf0 && u[0] <= 0xf4) n = 3, cp = u[0] & 0x07u;
+    else return 0;
+    for (int i = 1; i <= n; i++) { /* stops at the terminator: it is no continuation byte */
+        if ((u[i] & 0xc0) != 0x80) return 0;
+        cp = cp << 6 | (u[i] & 0x3fu);
+    }
+    if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0; /* overlong, beyond Unicode, or a surrogate */
+    return (size_t)n + 1;
+}
+
+/* src into errbuf with the bytes a terminal would act on or cannot show (control characters but
+ * newline and tab, DEL, bytes of no valid UTF-8 character: a file name's Latin-1, say) written as
+ * \xNN; cut with '~' at errbuf's end. */
+static void set_error(const char *src)
+{
+    size_t o = 0, cap = sizeof errbuf;
+    while (*src && o + 5 < cap) {
+        unsigned char ch = (unsigned char)*src;
+        size_t n = dt_utf8_len(src);
+        if (n == 0 || (ch < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f) {
+            o += (size_t)snprintf(errbuf + o, cap - o, "\\x%02x", ch);
+            src++;
+        } else {
+            memcpy(errbuf + o, src, n);
+            o += n, src += n;
+        }
+    }
+    if (*src) errbuf[o++] = '~'; /* mark the cut */
+    errbuf[o] = 0;
+}
+
 int dt_fail(const char *fmt, ...)
 {
     char msg[sizeof errbuf]; /* an argument may be dt_errmsg() itself: the message it had */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (vsnprintf(msg, sizeof msg, fmt, ap) >= (int)sizeof msg) msg[sizeof msg - 2] = '~';
     va_end(ap);
-    memcpy(errbuf, msg, sizeof errbuf);
+    set_error(msg);
     return -1;
 }
 
 int dt_fail_prefix(const char *fmt, ...)
 {
-    char prefix[4608], old[sizeof errbuf];
+    char prefix[4608], msg[sizeof errbuf + sizeof prefix + 2];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
-    memcpy(old, errbuf, sizeof old);
-    if (snprintf(errbuf, sizeof errbuf, "%s: %s", prefix, old) >= (int)sizeof errbuf)
-        errbuf[sizeof errbuf - 2] = '~'; /* mark the cut */
+    snprintf(msg, sizeof msg, "%s: %s", prefix, errbuf);
+    set_error(msg);
     return -1;
 }
 

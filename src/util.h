@@ -21,6 +21,8 @@
 #endif
 
 /* Sets the thread's error message and returns -1, so `return dt_fail("...")` reads naturally. */
+/* The length of the valid UTF-8 character at s (1 to 4), 0 at the terminator or an invalid byte. */
+size_t dt_utf8_len(const char *s);
 int dt_fail(const char *fmt, ...) DT_PRINTF(1, 2);
 /* Prepends "prefix: " to the current message (adds context while the error travels up). */
 int dt_fail_prefix(const char *fmt, ...) DT_PRINTF(1, 2);

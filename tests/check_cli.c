@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "json.h"
 #include "testutil.h"
 #include "util.h"
 
@@ -177,6 +178,33 @@ START_TEST(agreement_text)
 }
 END_TEST
 
+/* A message shows what a terminal would act on or cannot show as \xNN (a file name's Latin-1 byte,
+ * an escape sequence), valid UTF-8 as it is; a JSON string keeps such a byte as Python's
+ * surrogateescape does, so the log stays valid UTF-8 and json.loads gives the name back. */
+START_TEST(unprintable_names)
+{
+    ck_assert_uint_eq(dt_utf8_len("a"), 1);
+    ck_assert_uint_eq(dt_utf8_len("\xc3\xa9"), 2);           /* é */
+    ck_assert_uint_eq(dt_utf8_len("\xe2\x82\xac"), 3);       /* € */
+    ck_assert_uint_eq(dt_utf8_len("\xf0\x9f\x98\x80"), 4);   /* an emoji */
+    ck_assert_uint_eq(dt_utf8_len("\xe9t\xe9"), 0);          /* Latin-1 */
+    ck_assert_uint_eq(dt_utf8_len("\xc0\xaf"), 0);           /* overlong */
+    ck_assert_uint_eq(dt_utf8_len("\xed\xa0\x80"), 0);       /* a surrogate */
+    ck_assert_uint_eq(dt_utf8_len("\xe2\x82"), 0);           /* cut at the terminator */
+    ck_assert_uint_eq(dt_utf8_len(""), 0);
+    dt_fail("--data-dir %s: no such directory", "/d/caf\xe9\x1b[31m\xc3\xa9\ttab");
+    ck_assert_str_eq(dt_errmsg(), "--data-dir /d/caf\\xe9\\x1b[31m\xc3\xa9\ttab: no such directory");
+    dt_fail_prefix("--net \x7f");
+    ck_assert_str_eq(dt_errmsg(), "--net \\x7f: --data-dir /d/caf\\xe9\\x1b[31m\xc3\xa9\ttab: no such directory");
+    char buf[128] = "";
+    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+    ck_assert_ptr_nonnull(f);
+    json_write_string(f, "caf\xe9 \xc3\xa9\x01\"\\\n");
+    fclose(f);
+    ck_assert_str_eq(buf, "\"caf\\udce9 \xc3\xa9\\u0001\\\"\\\\\\n\"");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -185,6 +213,7 @@ int main(void)
     tcase_add_loop_test(tc, bad_arguments, 0, (int)(sizeof bad / sizeof bad[0]));
     tcase_add_test(tc, config_file_then_command_line);
     tcase_add_test(tc, agreement_text);
+    tcase_add_test(tc, unprintable_names);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
