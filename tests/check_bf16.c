@@ -157,7 +157,7 @@ START_TEST(conv_rounds_operands)
                 const double *wy = f32 ? yp : y, *wdx = f32 ? dxp : dx, *wdx2 = f32 ? dx2p : dx2,
                              *wdw = w32 ? dwp : dw, *wdb = w32 ? dbp : db;
                 dt_conv_cfg cfg = {g.c, g.h, g.w, g.o, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pt, g.pt, g.pl, g.pl,
-                                   g.groups, bias, lin, lout};
+                                   g.groups, bias, lin, lout, 0};
                 void *plan = be->conv_plan(be, &cfg);
                 ck_assert_msg(plan != NULL, "%s", dt_errmsg());
                 size_t sx = be->act_size(be, lin, g.rows, g.c, g.h, g.w),
@@ -217,6 +217,99 @@ START_TEST(conv_rounds_operands)
 }
 END_TEST
 
+/* A convolution whose only consumer is a batch norm keeps y and dy in bf16 (conv_bf16_out; net.c
+ * marks the edge): against the same ops on fp32 buffers, bit for bit. The convolution writes y as
+ * its fp32 output rounded; batch norm on those bf16 values gives what it gives on their fp32
+ * widening (y, the statistics, the scale and shift gradients), and its dx is that fp32 dx rounded;
+ * the convolution's backward on that bf16 dy gives the dx and dW it gives on its widening. Where the
+ * backend keeps fp32 (a plain side, or the weights' gradient in fp32), conv_bf16_out says no. */
+static float widened(const float *buf16, size_t i) { return cpu_float_of_bf16(((const uint16_t *)buf16)[i]); }
+
+START_TEST(conv_bn_edge_in_bf16)
+{
+    static const char *lname[] = {"plain", "nChw16c", "NHWC"};
+    const struct {
+        int rows, c, h, w, o, k, s, p, bias;
+    } cases[] = {{3, 16, 9, 9, 16, 3, 1, 1, 0}, {2, 32, 6, 7, 48, 1, 1, 0, 1}, {5, 64, 8, 8, 64, 3, 2, 1, 0}};
+    for (size_t t = 0; t < DT_ARRAY_LEN(cases); t++)
+        for (int li = 1; li < 3; li++) {
+            dt_layout lay = (dt_layout)li;
+            int rows = cases[t].rows, C = cases[t].c, O = cases[t].o, k = cases[t].k, st = cases[t].s,
+                pd = cases[t].p, H = cases[t].h, W = cases[t].w, OH = (H + 2 * pd - k) / st + 1,
+                OW = (W + 2 * pd - k) / st + 1, bias = cases[t].bias;
+            dt_conv_cfg c32 = {C, H, W, O, OH, OW, k, k, st, st, pd, pd, pd, pd, 1, bias, lay, lay, 0}, c16 = c32;
+            ck_assert_msg(be->conv_bf16_out && be->conv_bf16_out(be, &c32), "case %zu %s: conv_bf16_out said no", t,
+                          lname[li]);
+            c16.out_bf16 = 1;
+            dt_bn_cfg b32 = {O, OH, OW, 1e-5f, lay, 0, 0}, b16 = b32;
+            b16.in_bf16 = 1;
+            void *pc32 = be->conv_plan(be, &c32), *pc16 = be->conv_plan(be, &c16), *pb32 = be->bn_plan(be, &b32),
+                 *pb16 = be->bn_plan(be, &b16);
+            ck_assert_msg(pc32 && pc16 && pb32 && pb16, "%s", dt_errmsg());
+            size_t nx = (size_t)rows * C * H * W, ny = (size_t)rows * O * OH * OW, nw = (size_t)O * C * k * k;
+            double *dx0 = rnd(nx, 10 + t), *dw0 = rnd(nw, 20 + t), *db0 = rnd((size_t)O, 30 + t),
+                   *dg = rnd((size_t)O, 40 + t), *dbt = rnd((size_t)O, 50 + t), *ddy = rnd(ny, 60 + t);
+            float *x = dev(dx0, nx), *w = dev(dw0, nw), *b = dev(db0, (size_t)O), *gam = dev(dg, (size_t)O),
+                  *bet = dev(dbt, (size_t)O), *dz = dev(ddy, ny);
+            float *y32 = be->alloc(be, 4 * ny), *y16 = be->alloc(be, 4 * ny), *yw = be->alloc(be, 4 * ny),
+                  *z32 = be->alloc(be, 4 * ny), *z16 = be->alloc(be, 4 * ny), *m32 = be->alloc(be, 4 * (size_t)O),
+                  *v32 = be->alloc(be, 4 * (size_t)O), *m16 = be->alloc(be, 4 * (size_t)O),
+                  *v16 = be->alloc(be, 4 * (size_t)O), *d32 = be->alloc(be, 4 * ny), *d16 = be->alloc(be, 4 * ny),
+                  *dw = be->alloc(be, 4 * (size_t)O * 4), *g32 = dw, *s32 = dw + O, *g16 = dw + 2 * O,
+                  *s16 = dw + 3 * O, *dyw = be->alloc(be, 4 * ny), *ex32 = be->alloc(be, 4 * nx),
+                  *ex16 = be->alloc(be, 4 * nx), *ew32 = be->alloc(be, 4 * nw), *ew16 = be->alloc(be, 4 * nw),
+                  *eb32 = be->alloc(be, 4 * (size_t)O), *eb16 = be->alloc(be, 4 * (size_t)O);
+            char what[96];
+            snprintf(what, sizeof what, "case %zu (%d -> %d, k %d, s %d, %s)", t, C, O, k, st, lname[li]);
+            ck_assert_int_eq(be->conv_fwd(be, pc32, rows, x, w, bias ? b : NULL, y32), 0);
+            ck_assert_int_eq(be->conv_fwd(be, pc16, rows, x, w, bias ? b : NULL, y16), 0);
+            for (size_t i = 0; i < ny; i++) {
+                ck_assert_msg(((uint16_t *)y16)[i] == cpu_bf16_of(y32[i]), "%s: y[%zu] %.9g, not %.9g rounded", what,
+                              i, (double)widened(y16, i), (double)y32[i]);
+                yw[i] = widened(y16, i);
+            }
+            ck_assert_int_eq(be->bn_fwd(be, pb32, rows, 1, yw, gam, bet, m32, v32, z32), 0);
+            ck_assert_int_eq(be->bn_fwd(be, pb16, rows, 1, y16, gam, bet, m16, v16, z16), 0);
+            ck_assert_msg(!memcmp(z32, z16, 4 * ny) && !memcmp(m32, m16, 4 * (size_t)O) &&
+                              !memcmp(v32, v16, 4 * (size_t)O),
+                          "%s: batch norm on bf16 x differs from batch norm on its widening", what);
+            ck_assert_int_eq(be->bn_bwd(be, pb32, rows, yw, gam, m32, v32, dz, NULL, d32, 0.0f, g32, s32), 0);
+            ck_assert_int_eq(be->bn_bwd(be, pb16, rows, y16, gam, m16, v16, dz, NULL, d16, 0.0f, g16, s16), 0);
+            ck_assert_msg(!memcmp(g32, g16, 4 * (size_t)O) && !memcmp(s32, s16, 4 * (size_t)O),
+                          "%s: batch norm's scale and shift gradients differ on bf16 x", what);
+            for (size_t i = 0; i < ny; i++) {
+                ck_assert_msg(((uint16_t *)d16)[i] == cpu_bf16_of(d32[i]), "%s: dx[%zu] %.9g, not %.9g rounded", what,
+                              i, (double)widened(d16, i), (double)d32[i]);
+                dyw[i] = widened(d16, i);
+            }
+            ck_assert_msg(be->bn_bwd(be, pb16, rows, y16, gam, m16, v16, dz, NULL, d16, 1.0f, g16, s16) != 0,
+                          "%s: a bf16 dx was added to", what);
+            ck_assert_int_eq(be->conv_bwd(be, pc32, rows, x, w, dyw, ex32, 0.0f, ew32, bias ? eb32 : NULL), 0);
+            ck_assert_int_eq(be->conv_bwd(be, pc16, rows, x, w, d16, ex16, 0.0f, ew16, bias ? eb16 : NULL), 0);
+            ck_assert_msg(!memcmp(ex32, ex16, 4 * nx) && !memcmp(ew32, ew16, 4 * nw) &&
+                              (!bias || !memcmp(eb32, eb16, 4 * (size_t)O)),
+                          "%s: the convolution's backward on bf16 dy differs from it on its widening", what);
+            float *all[] = {x, w, b, gam, bet, dz, y32, y16, yw, z32, z16, m32, v32, m16, v16, d32, d16, dw, dyw,
+                            ex32, ex16, ew32, ew16, eb32, eb16};
+            for (size_t i = 0; i < DT_ARRAY_LEN(all); i++) be->free(be, all[i]);
+            be->plan_free(be, pc32), be->plan_free(be, pc16), be->plan_free(be, pb32), be->plan_free(be, pb16);
+            free(dx0), free(dw0), free(db0), free(dg), free(dbt), free(ddy);
+        }
+    /* where it keeps fp32: a plain side; the weights' gradient of a strided 16 -> 32 layer in fp32 */
+    dt_conv_cfg plain = {16, 8, 8, 16, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, DT_LAYOUT_PLAIN, DT_LAYOUT_BLOCK16, 0},
+                strided = {16, 8, 8, 32, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, DT_LAYOUT_BLOCK16, DT_LAYOUT_BLOCK16, 0},
+                blocked = {16, 8, 8, 16, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, DT_LAYOUT_BLOCK16, DT_LAYOUT_BLOCK16, 0};
+    ck_assert(!be->conv_bf16_out(be, &plain));
+    ck_assert(cpu_has_amx() || !be->conv_bf16_out(be, &strided));
+    dt_backend *f32;
+    dt_backend_opts o = {.n_threads = 1, .device = -1, .precision = DT_PRECISION_FP32};
+    ck_assert_int_eq(backend_cpu_create_with(&f32, &o), 0);
+    ck_assert_msg(be->conv_bf16_out(be, &blocked) && (!f32->conv_bf16_out || !f32->conv_bf16_out(f32, &blocked)),
+                  "bf16 edges under fp32");
+    backend_destroy(f32);
+}
+END_TEST
+
 int main(void)
 {
     dt_backend *probe;
@@ -232,6 +325,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, gemm_rounds_operands);
     tcase_add_test(tc, conv_rounds_operands);
+    tcase_add_test(tc, conv_bn_edge_in_bf16);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

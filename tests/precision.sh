@@ -69,6 +69,26 @@ mpi -np 2 "$DTRAIN" "${common[@]}" --iters 0 --epochs 2 --batch 200 --precision 
 cmp -s "$T/straight.st" "$T/resumed.st" || fail "bf16: 1 epoch + resume 1 trained other weights than 2 epochs"
 note "a bf16 checkpoint resumes bit for bit in bf16, in fp32 with a line that says so; another --lr is refused"
 
+# a convolution whose only consumer is a batch norm keeps its output and gradient in bf16 (the
+# first one here reads the 1-channel input, plain, and keeps fp32); said, changes the result, and
+# runs repeat and resume bit for bit
+printf 'input shape=1x28x28\nconv out=16 k=3 pad=1\nbatchnorm\nrelu\nconv out=16 k=3 pad=1\nbatchnorm\nrelu\nmaxpool k=2\ndense out=10\nsoftmax_xent\n' > "$T/cbn.net"
+cbn=(--net "$T/cbn.net" --dataset fashion-mnist --batch 32 --progress none --precision bf16)
+for e in 1 0; do
+    DTRAIN_BF16_EDGES=$e "$DTRAIN" "${cbn[@]}" --iters 12 --save "$T/cbn$e.st" > "$T/cbn$e.out" 2>&1 ||
+        { cat "$T/cbn$e.out"; fail "the conv-bn net failed (DTRAIN_BF16_EDGES=$e)"; }
+done
+grep -q "^bf16 activations: 1 of the 2 convolutions store their outputs" "$T/cbn1.out" ||
+    { cat "$T/cbn1.out"; fail "the banner does not count the convolution stored in bf16"; }
+! grep -q "^bf16 activations" "$T/cbn0.out" || fail "DTRAIN_BF16_EDGES=0 still stores bf16"
+cmp -s "$T/cbn1.st" "$T/cbn0.st" && fail "storing the convolution's output in bf16 changed nothing"
+"$DTRAIN" "${cbn[@]}" --iters 12 --save "$T/cbn1b.st" > /dev/null 2>&1 && cmp -s "$T/cbn1.st" "$T/cbn1b.st" ||
+    fail "the conv-bn net in bf16 does not repeat bit for bit"
+"$DTRAIN" "${cbn[@]}" --iters 6 --checkpoint "$T/cbn.ckpt" > /dev/null 2>&1 &&
+    "$DTRAIN" "${cbn[@]}" --iters 12 --resume "$T/cbn.ckpt" --save "$T/cbn1r.st" > /dev/null 2>&1 &&
+    cmp -s "$T/cbn1.st" "$T/cbn1r.st" || fail "the conv-bn net in bf16: 6 iterations + resume 6 trained other weights than 12"
+note "conv -> batch norm in bf16: said, a result of its own, repeated and resumed bit for bit"
+
 skip_if_sanitized "training for an accuracy bound"
 acc_of() { json_last "$1" summary test_acc; }
 within() { awk -v a="$1" -v b="$2" -v d="$3" 'BEGIN { x = a - b; if (x < 0) x = -x; exit !(x <= d) }'; }

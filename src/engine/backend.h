@@ -40,6 +40,10 @@ typedef enum {
 typedef struct dt_conv_cfg {
     int c, h, w, o, oh, ow, kh, kw, sh, sw, pt, pb, pl, pr, groups, bias;
     dt_layout in_layout, out_layout;
+    /* y and dy in bf16, two bytes a value in the layout (the rest of their float buffers unused):
+     * conv_fwd writes y rounded to bf16 and conv_bwd takes dy as bf16; only where conv_bf16_out said
+     * yes for this configuration (ABI 16) */
+    int out_bf16;
 } dt_conv_cfg;
 
 /* Pooling: max, or average over the window's values inside the input (padding excluded). */
@@ -57,6 +61,9 @@ typedef struct dt_bn_cfg {
     float eps;
     dt_layout layout;
     int relu;
+    /* x and dx in bf16, as a convolution of out_bf16 stores them (its y and dy): bn_fwd and bn_bwd
+     * read x so, bn_bwd writes dx rounded to bf16 (dx_beta 0 only). A backend with conv_bf16_out. */
+    int in_bf16;
 } dt_bn_cfg;
 
 /* Local response normalisation across channels (Caffe/AlexNet):
@@ -269,6 +276,11 @@ struct dt_backend {
     /* conv_bwd's x is its forward's: a backend may reuse what it made of x in the plan's last
      * conv_fwd for as many rows at the same address (the CPU's rounding to bf16) */
     void *(*conv_plan)(dt_backend *be, const dt_conv_cfg *cfg);
+    /* Whether a convolution of cfg (its out_bf16 aside) may store y and dy in bf16 for a batch norm
+     * that alone consumes it (ABI 16): under --precision bf16, where its kernels take and give bf16
+     * there anyway; then the batch norm's passes read and write half the bytes, and the rounding of
+     * dy before the convolution's backward is gone. NULL: never. */
+    int (*conv_bf16_out)(dt_backend *be, const dt_conv_cfg *cfg);
     int (*conv_fwd)(dt_backend *be, void *plan, int rows, const float *x, const float *w, const float *b, float *y);
     int (*conv_bwd)(dt_backend *be, void *plan, int rows, const float *x, const float *w, const float *dy, float *dx,
                     float dx_beta, float *dw, float *db);
@@ -337,7 +349,7 @@ typedef struct dt_backend_desc {
 
 /* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
  * which returns NULL when it was built for another ABI. */
-#define DT_BACKEND_ABI 15
+#define DT_BACKEND_ABI 16
 typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
 
 /* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise

@@ -98,21 +98,12 @@ static int cpu_gemm(dt_backend *be, int ta, int tb, int m, int n, int k, float a
     return 0;
 }
 
-/* round to nearest even; a NaN stays a (quiet) NaN */
-static inline uint16_t bf16_of(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-}
-
 DT_CLONES static void round_rows(uint16_t *restrict dst, const float *restrict src, size_t r0, size_t r1, size_t cols,
                                  size_t ld)
 {
     for (size_t r = r0; r < r1; r++) {
 #pragma omp simd
-        for (size_t c = 0; c < cols; c++) dst[r * cols + c] = bf16_of(src[r * ld + c]);
+        for (size_t c = 0; c < cols; c++) dst[r * cols + c] = cpu_bf16_of(src[r * ld + c]);
     }
 }
 

@@ -6,6 +6,8 @@
 #define DT_BACKEND_CPU_H
 
 #include <dnnl.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "backend.h"
 
@@ -14,6 +16,24 @@
 static inline int cpu_threads_for(int n_threads, size_t work)
 {
     return work >= CPU_PAR_MIN && n_threads > 1 ? n_threads : 1;
+}
+
+/* bfloat16 of f, rounded to nearest even (as the CPU's vcvtneps2bf16); a NaN stays a (quiet) NaN */
+static inline uint16_t cpu_bf16_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+/* the float a bfloat16 stands for (exactly: its upper half) */
+static inline float cpu_float_of_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
 }
 
 typedef struct cpu_impl {

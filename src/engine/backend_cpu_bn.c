@@ -32,6 +32,7 @@
 
 typedef struct bn_geom {
     int c, hw, rows, blocked, nhwc; /* blocked: nChw16c or NHWC */
+    int xb;                         /* x (and dx) in bf16 (dt_bn_cfg's in_bf16) */
     size_t step;                    /* blocked: floats from a pixel to the next (16 or C) */
     /* blocked: pixels a pass over 16 channels takes at a time before the next 16 channels' (all of
      * a row's in nChw16c, where they are contiguous; in NHWC a tile of about 8 KB, so the next
@@ -53,20 +54,28 @@ static int tile_end(const bn_geom *g, int i0) { return DT_MIN(i0 + g->tile, g->h
 /* chunk k of n rows cut into nk chunks */
 static int chunk_lo(int rows, int nk, int k) { return (int)((long)rows * k / nk); }
 
+/* x's value i, where p points into x as floats and h as bf16 (xb: x holds bf16); with xb a constant
+ * of the inlined body, each loop reads one type and stays vectorised */
+#define X_AT(p, h, i, xb) ((xb) ? cpu_float_of_bf16((h)[i]) : (p)[i])
+
 /* Adds, over rows [r0, r1), the sums of x - k and of (x - k)^2 per channel into s1, s2: one pass.
  * k is a value of the channel (its first), so the variance S2/M - (S1/M)^2 of the shifted values
  * does not cancel (in double, with |mean - k| within the data's spread). ra: 3 C doubles of scratch. */
-DT_CLONES static void stats_chunk(const bn_geom *g, const float *x, const double *k, int r0, int r1, double *s1,
-                                  double *s2, double *ra)
+static inline __attribute__((always_inline)) void stats_body(const bn_geom *g, const float *x, const double *k,
+                                                             int r0, int r1, double *s1, double *s2, double *ra,
+                                                             const int xb)
 {
+    const uint16_t *xh = (const uint16_t *)(const void *)x;
     if (!g->blocked) {
         for (int r = r0; r < r1; r++)
             for (int c = 0; c < g->c; c++) {
-                const float *p = x + ((size_t)r * g->c + c) * g->hw;
+                size_t o = ((size_t)r * g->c + c) * g->hw;
+                const float *p = x + o;
+                const uint16_t *ph = xh + o;
                 double a = 0.0, b = 0.0, kc = k[c];
 #pragma omp simd reduction(+ : a, b)
                 for (int i = 0; i < g->hw; i++) {
-                    double d = (double)p[i] - kc;
+                    double d = (double)X_AT(p, ph, i, xb) - kc;
                     a += d;
                     b += d * d;
                 }
@@ -79,14 +88,16 @@ DT_CLONES static void stats_chunk(const bn_geom *g, const float *x, const double
         memset(ra, 0, sizeof(double) * 2 * (size_t)g->c);
         for (int i0 = 0; i0 < g->hw; i0 += g->tile)
             for (int cb = 0; cb < g->c / 16; cb++) {
-                const float *p = x + blk(g, r, cb) + (size_t)i0 * g->step;
+                size_t o = blk(g, r, cb) + (size_t)i0 * g->step;
+                const float *p = x + o;
+                const uint16_t *ph = xh + o;
                 double a[16], b[16], kc[16], *ta = ra + cb * 16, *tb = ta + g->c;
                 memcpy(kc, k + cb * 16, sizeof kc);
                 memcpy(a, ta, sizeof a), memcpy(b, tb, sizeof b);
-                for (int i = i0, i1 = tile_end(g, i0); i < i1; i++, p += g->step) {
+                for (int i = i0, i1 = tile_end(g, i0); i < i1; i++, p += g->step, ph += g->step) {
 #pragma omp simd
                     for (int j = 0; j < 16; j++) {
-                        double d = (double)p[j] - kc[j];
+                        double d = (double)X_AT(p, ph, j, xb) - kc[j];
                         a[j] += d;
                         b[j] += d * d;
                     }
@@ -95,6 +106,13 @@ DT_CLONES static void stats_chunk(const bn_geom *g, const float *x, const double
             }
         for (int c = 0; c < g->c; c++) s1[c] += ra[c], s2[c] += ra[g->c + c];
     }
+}
+
+DT_CLONES static void stats_chunk(const bn_geom *g, const float *x, const double *k, int r0, int r1, double *s1,
+                                  double *s2, double *ra)
+{
+    if (g->xb) stats_body(g, x, k, r0, r1, s1, s2, ra, 1);
+    else stats_body(g, x, k, r0, r1, s1, s2, ra, 0);
 }
 
 /* dy where the fused relu's output y is > 0 (relu_bwd's expression), or dy itself without it. Both
@@ -118,17 +136,19 @@ static inline float dy_where(float dy, float y, const int relu)
 static inline __attribute__((always_inline)) void grad_sums_body(const bn_geom *g, const float *x, const float *dy,
                                                                  const float *y, const double *m, int r0, int r1,
                                                                  double *s1, double *s2, double *s3, double *ra,
-                                                                 const int relu)
+                                                                 const int relu, const int xb)
 {
+    const uint16_t *xh = (const uint16_t *)(const void *)x;
     if (!g->blocked) {
         for (int r = r0; r < r1; r++)
             for (int c = 0; c < g->c; c++) {
                 size_t o = ((size_t)r * g->c + c) * g->hw;
                 const float *p = x + o, *d = dy + o, *v = relu ? y + o : d; /* without relu: never read */
+                const uint16_t *ph = xh + o;
                 double a = 0.0, b = 0.0, e = 0.0, mc = m[c];
 #pragma omp simd reduction(+ : a, b, e)
                 for (int i = 0; i < g->hw; i++) {
-                    double xm = (double)p[i] - mc, di = (double)DY_AT(d, v, i, relu);
+                    double xm = (double)X_AT(p, ph, i, xb) - mc, di = (double)DY_AT(d, v, i, relu);
                     a += di;
                     b += di * xm;
                     e += xm;
@@ -145,13 +165,15 @@ static inline __attribute__((always_inline)) void grad_sums_body(const bn_geom *
             for (int cb = 0; cb < g->c / 16; cb++) {
                 size_t o = blk(g, r, cb) + (size_t)i0 * g->step;
                 const float *p = x + o, *d = dy + o, *v = relu ? y + o : d; /* without relu: never read */
+                const uint16_t *ph = xh + o;
                 double a[16], b[16], e[16], mc[16], *ta = ra + cb * 16, *tb = ta + g->c, *te = tb + g->c;
                 memcpy(mc, m + cb * 16, sizeof mc);
                 memcpy(a, ta, sizeof a), memcpy(b, tb, sizeof b), memcpy(e, te, sizeof e);
-                for (int i = i0, i1 = tile_end(g, i0); i < i1; i++, p += g->step, d += g->step, v += g->step) {
+                for (int i = i0, i1 = tile_end(g, i0); i < i1;
+                     i++, p += g->step, ph += g->step, d += g->step, v += g->step) {
 #pragma omp simd
                     for (int k = 0; k < 16; k++) {
-                        double xm = (double)p[k] - mc[k], dk = (double)DY_AT(d, v, k, relu);
+                        double xm = (double)X_AT(p, ph, k, xb) - mc[k], dk = (double)DY_AT(d, v, k, relu);
                         a[k] += dk;
                         b[k] += dk * xm;
                         e[k] += xm;
@@ -166,8 +188,10 @@ static inline __attribute__((always_inline)) void grad_sums_body(const bn_geom *
 DT_CLONES static void grad_sums_chunk(const bn_geom *g, const float *x, const float *dy, const float *y,
                                       const double *m, int r0, int r1, double *s1, double *s2, double *s3, double *ra)
 {
-    if (y) grad_sums_body(g, x, dy, y, m, r0, r1, s1, s2, s3, ra, 1);
-    else grad_sums_body(g, x, dy, NULL, m, r0, r1, s1, s2, s3, ra, 0);
+    if (g->xb && y) grad_sums_body(g, x, dy, y, m, r0, r1, s1, s2, s3, ra, 1, 1);
+    else if (g->xb) grad_sums_body(g, x, dy, NULL, m, r0, r1, s1, s2, s3, ra, 0, 1);
+    else if (y) grad_sums_body(g, x, dy, y, m, r0, r1, s1, s2, s3, ra, 1, 0);
+    else grad_sums_body(g, x, dy, NULL, m, r0, r1, s1, s2, s3, ra, 0, 0);
 }
 
 /* y = (x - m) * a + b per channel, over rows [r0, r1); relu: then max(y, 0) as relu_fwd */
@@ -175,17 +199,19 @@ DT_CLONES static void grad_sums_chunk(const bn_geom *g, const float *x, const fl
 
 static inline __attribute__((always_inline)) void normalize_body(const bn_geom *g, const float *x, const float *m,
                                                                  const float *a, const float *b, int r0, int r1,
-                                                                 float *y, const int relu)
+                                                                 float *y, const int relu, const int xb)
 {
+    const uint16_t *xh = (const uint16_t *)(const void *)x;
     for (int r = r0; r < r1; r++) {
         if (!g->blocked) {
             for (int c = 0; c < g->c; c++) {
                 size_t o = ((size_t)r * g->c + c) * g->hw;
                 const float *restrict p = x + o;
+                const uint16_t *restrict ph = xh + o;
                 float *restrict q = y + o, mc = m[c], ac = a[c], bc = b[c];
 #pragma omp simd
                 for (int i = 0; i < g->hw; i++) {
-                    float v = (p[i] - mc) * ac + bc;
+                    float v = (X_AT(p, ph, i, xb) - mc) * ac + bc;
                     q[i] = RELU_IF(v, relu);
                 }
             }
@@ -195,11 +221,12 @@ static inline __attribute__((always_inline)) void normalize_body(const bn_geom *
             for (int cb = 0; cb < g->c / 16; cb++) {
                 size_t o = blk(g, r, cb) + (size_t)i0 * g->step;
                 const float *restrict p = x + o, *mc = m + cb * 16, *ac = a + cb * 16, *bc = b + cb * 16;
+                const uint16_t *restrict ph = xh + o;
                 float *restrict q = y + o;
-                for (int i = i0, i1 = tile_end(g, i0); i < i1; i++, p += g->step, q += g->step) {
+                for (int i = i0, i1 = tile_end(g, i0); i < i1; i++, p += g->step, ph += g->step, q += g->step) {
 #pragma omp simd
                     for (int k = 0; k < 16; k++) {
-                        float v = (p[k] - mc[k]) * ac[k] + bc[k];
+                        float v = (X_AT(p, ph, k, xb) - mc[k]) * ac[k] + bc[k];
                         q[k] = RELU_IF(v, relu);
                     }
                 }
@@ -210,29 +237,45 @@ static inline __attribute__((always_inline)) void normalize_body(const bn_geom *
 DT_CLONES static void normalize_rows(const bn_geom *g, const float *x, const float *m, const float *a, const float *b,
                                      int r0, int r1, float *y, int relu)
 {
-    if (relu) normalize_body(g, x, m, a, b, r0, r1, y, 1);
-    else normalize_body(g, x, m, a, b, r0, r1, y, 0);
+    if (g->xb && relu) normalize_body(g, x, m, a, b, r0, r1, y, 1, 1);
+    else if (g->xb) normalize_body(g, x, m, a, b, r0, r1, y, 0, 1);
+    else if (relu) normalize_body(g, x, m, a, b, r0, r1, y, 1, 0);
+    else normalize_body(g, x, m, a, b, r0, r1, y, 0, 0);
 }
 
-/* dx = beta dx + (dy - u - (x - m) k) a per channel, over rows [r0, r1); relu: dy taken where y > 0 */
+/* dx = beta dx + (dy - u - (x - m) k) a per channel, over rows [r0, r1); relu: dy taken where y > 0;
+ * xb: x read as bf16 and dx written as bf16 (rounded to nearest even, as cpu_round_bf16), beta 0 */
+#define DX_OF(i, j)                                                                                                    \
+    ((DY_AT(d, v, i, relu) - uc[j] - (X_AT(p, ph, i, xb) - mc[j]) * kc[j]) * ac[j])
+#define DX_SET(i, val)                                                                                                 \
+    do {                                                                                                               \
+        if (xb) qh[i] = cpu_bf16_of(val);                                                                              \
+        else q[i] = (val);                                                                                             \
+    } while (0)
+#define DX_ADD(i, val) (q[i] = beta * q[i] + (val)) /* not with xb */
+
 static inline __attribute__((always_inline)) void dx_body(const bn_geom *g, const float *x, const float *dy,
                                                           const float *y, const float *m, const float *u,
                                                           const float *k, const float *a, float beta, int r0, int r1,
-                                                          float *dx, const int relu)
+                                                          float *dx, const int relu, const int xb)
 {
+    const uint16_t *xh = (const uint16_t *)(const void *)x;
+    uint16_t *dxh = (uint16_t *)(void *)dx;
     for (int r = r0; r < r1; r++) {
         if (!g->blocked) {
             for (int c = 0; c < g->c; c++) {
                 size_t o = ((size_t)r * g->c + c) * g->hw;
                 const float *restrict p = x + o, *restrict d = dy + o, *restrict v = relu ? y + o : d;
-                float *restrict q = dx + o, mc = m[c], uc = u[c], kc = k[c], ac = a[c];
-                if (beta == 0.0f) {
+                const uint16_t *restrict ph = xh + o;
+                float *restrict q = dx + o;
+                uint16_t *restrict qh = dxh + o;
+                const float *uc = u + c, *mc = m + c, *kc = k + c, *ac = a + c;
+                if (xb || beta == 0.0f) {
 #pragma omp simd
-                    for (int i = 0; i < g->hw; i++) q[i] = (DY_AT(d, v, i, relu) - uc - (p[i] - mc) * kc) * ac;
+                    for (int i = 0; i < g->hw; i++) DX_SET(i, DX_OF(i, 0));
                 } else {
 #pragma omp simd
-                    for (int i = 0; i < g->hw; i++)
-                        q[i] = beta * q[i] + (DY_AT(d, v, i, relu) - uc - (p[i] - mc) * kc) * ac;
+                    for (int i = 0; i < g->hw; i++) DX_ADD(i, DX_OF(i, 0));
                 }
             }
             continue;
@@ -241,18 +284,18 @@ static inline __attribute__((always_inline)) void dx_body(const bn_geom *g, cons
             for (int cb = 0; cb < g->c / 16; cb++) {
                 size_t o = blk(g, r, cb) + (size_t)i0 * g->step;
                 const float *restrict p = x + o, *restrict d = dy + o, *restrict v = relu ? y + o : d;
+                const uint16_t *restrict ph = xh + o;
                 const float *mc = m + cb * 16, *uc = u + cb * 16, *kc = k + cb * 16, *ac = a + cb * 16;
                 float *restrict q = dx + o;
+                uint16_t *restrict qh = dxh + o;
                 for (int i = i0, i1 = tile_end(g, i0); i < i1;
-                     i++, p += g->step, d += g->step, v += g->step, q += g->step) {
-                    if (beta == 0.0f) {
+                     i++, p += g->step, ph += g->step, d += g->step, v += g->step, q += g->step, qh += g->step) {
+                    if (xb || beta == 0.0f) {
 #pragma omp simd
-                        for (int j = 0; j < 16; j++)
-                            q[j] = (DY_AT(d, v, j, relu) - uc[j] - (p[j] - mc[j]) * kc[j]) * ac[j];
+                        for (int j = 0; j < 16; j++) DX_SET(j, DX_OF(j, j));
                     } else {
 #pragma omp simd
-                        for (int j = 0; j < 16; j++)
-                            q[j] = beta * q[j] + (DY_AT(d, v, j, relu) - uc[j] - (p[j] - mc[j]) * kc[j]) * ac[j];
+                        for (int j = 0; j < 16; j++) DX_ADD(j, DX_OF(j, j));
                     }
                 }
             }
@@ -262,15 +305,17 @@ static inline __attribute__((always_inline)) void dx_body(const bn_geom *g, cons
 DT_CLONES static void dx_rows(const bn_geom *g, const float *x, const float *dy, const float *y, const float *m,
                               const float *u, const float *k, const float *a, float beta, int r0, int r1, float *dx)
 {
-    if (y) dx_body(g, x, dy, y, m, u, k, a, beta, r0, r1, dx, 1);
-    else dx_body(g, x, dy, NULL, m, u, k, a, beta, r0, r1, dx, 0);
+    if (g->xb && y) dx_body(g, x, dy, y, m, u, k, a, 0.0f, r0, r1, dx, 1, 1);
+    else if (g->xb) dx_body(g, x, dy, NULL, m, u, k, a, 0.0f, r0, r1, dx, 0, 1);
+    else if (y) dx_body(g, x, dy, y, m, u, k, a, beta, r0, r1, dx, 1, 0);
+    else dx_body(g, x, dy, NULL, m, u, k, a, beta, r0, r1, dx, 0, 0);
 }
 
 static bn_geom geom_of(const dt_bn_cfg *c, int rows)
 {
     int nhwc = c->layout == DT_LAYOUT_NHWC, hw = c->h * c->w, tile = nhwc ? DT_MAX(2048 / c->c, 4) : hw;
-    return (bn_geom){c->c, hw, rows, c->layout == DT_LAYOUT_BLOCK16 || nhwc, nhwc, nhwc ? (size_t)c->c : 16,
-                     DT_MAX(tile, 1)};
+    return (bn_geom){c->c, hw, rows, c->layout == DT_LAYOUT_BLOCK16 || nhwc, nhwc, c->in_bf16 != 0,
+                     nhwc ? (size_t)c->c : 16, DT_MAX(tile, 1)};
 }
 
 /* the chunked per-channel sums s1, s2, s3, each summed over the chunks in order into t1, t2, t3 */
@@ -347,8 +392,10 @@ int cpu_bn_forward(const dt_bn_cfg *cfg, int n_threads, int rows, int train, con
     float *fm = t.f, *fa = t.f + C, *fb = t.f + 2 * C;
     if (train) {
         double n = (double)rows * g.hw, *k = t.d + 2 * C; /* each channel's first value */
-        for (int c = 0; c < C; c++)
-            k[c] = g.blocked ? x[blk(&g, 0, c / 16) + c % 16] : x[(size_t)c * g.hw];
+        for (int c = 0; c < C; c++) {
+            size_t at = g.blocked ? blk(&g, 0, c / 16) + c % 16 : (size_t)c * g.hw;
+            k[c] = g.xb ? cpu_float_of_bf16(((const uint16_t *)(const void *)x)[at]) : x[at];
+        }
         if (chunked_sums(&g, n_threads, SUM_STATS, x, NULL, NULL, k, dm, dv, NULL) != 0) return tmp_put(&t, -1);
         for (int c = 0; c < C; c++) {
             double d = dm[c] / n, v = dv[c] / n - d * d;
@@ -375,6 +422,8 @@ int cpu_bn_backward(const dt_bn_cfg *cfg, int n_threads, int rows, const float *
                     float *dscale, float *dshift)
 {
     if (!cfg->relu) y = NULL;
+    if (cfg->in_bf16 && dx && dx_beta != 0.0f)
+        return dt_fail("internal: batch norm's dx in bf16 is written, not added to (its input has one consumer)");
     bn_geom g = geom_of(cfg, rows);
     int C = cfg->c;
     double n = (double)rows * g.hw;

@@ -16,6 +16,7 @@
  */
 #include <dnnl.h>
 #include <dnnl_debug.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,13 +278,13 @@ static void conv_formats(const dt_conv_cfg *c, int rows, int own, int narrow, dn
          * has no bf16 kernel but its reference one (ref:any in ONEDNN_VERBOSE) */
         md4t(src_p, rows, c->c, c->h, c->w, DT_LAYOUT_NHWC, lo);
         md4t(dsrc_p, rows, c->c, c->h, c->w, DT_LAYOUT_NHWC, dnnl_f32);
-        md4t(dst_p, rows, c->o, c->oh, c->ow, DT_LAYOUT_NHWC, dnnl_f32);
+        md4t(dst_p, rows, c->o, c->oh, c->ow, DT_LAYOUT_NHWC, c->out_bf16 ? dnnl_bf16 : dnnl_f32);
         md4t(ddst_p, rows, c->o, c->oh, c->ow, DT_LAYOUT_NHWC, lo);
     } else { /* the layer's layouts; the inputs in the type the primitives multiply in */
         md4t(src_p, rows, c->c, c->h, c->w, c->in_layout, lo);
         md4t(ddst_p, rows, c->o, c->oh, c->ow, c->out_layout, lo);
         md4(dsrc_p, rows, c->c, c->h, c->w, c->in_layout);
-        md4(dst_p, rows, c->o, c->oh, c->ow, c->out_layout);
+        md4t(dst_p, rows, c->o, c->oh, c->ow, c->out_layout, c->out_bf16 ? dnnl_bf16 : dnnl_f32);
     }
 }
 
@@ -327,7 +328,7 @@ static int conv_entry_make(dt_backend *be, const dt_conv_cfg *c, int rows, conv_
     int rc = -1;
     e->rows = rows;
     md4(&src, rows, c->c, c->h, c->w, c->in_layout);
-    md4(&dst, rows, c->o, c->oh, c->ow, c->out_layout);
+    md4t(&dst, rows, c->o, c->oh, c->ow, c->out_layout, c->out_bf16 ? dnnl_bf16 : dnnl_f32); /* y and dy */
     wei_md(c, &wany, 1, dnnl_f32);
     wei_md(c, &wany_lo, 1, lo);
     wei_md(c, &wuser, 0, dnnl_f32);
@@ -392,6 +393,17 @@ static int conv_entry_make(dt_backend *be, const dt_conv_cfg *c, int rows, conv_
 out:
     pd_destroy(&fpd), pd_destroy(&bpd), pd_destroy(&wpd);
     return rc;
+}
+
+/* y and dy in bf16 (backend.h) where the primitives take the layer's layouts on both sides and
+ * multiply in bf16 in every pass at every batch: dy is then in the type bf16 that the backward
+ * passes take it in (its rounding, a pass of its own, gone), and the forward's kernel writes y
+ * rounded to nearest even (oneDNN's conversion, as ours). Elsewhere a reorder would convert each
+ * way and the weights' gradient of weights_in_fp32 would take dy rounded. */
+static int cpu_conv_bf16_out(dt_backend *be, const dt_conv_cfg *c)
+{
+    return ((cpu_impl *)be->impl)->bf16 && c->in_layout != DT_LAYOUT_PLAIN && c->out_layout != DT_LAYOUT_PLAIN &&
+           !weights_in_fp32(c, INT_MAX);
 }
 
 static void *cpu_conv_plan(dt_backend *be, const dt_conv_cfg *cfg)
@@ -965,6 +977,7 @@ int backend_cpu_dnnl_init(dt_backend *be)
     be->to_plain = cpu_to_plain;
     be->from_plain = cpu_from_plain;
     be->conv_plan = cpu_conv_plan;
+    be->conv_bf16_out = cpu_conv_bf16_out;
     be->conv_fwd = cpu_conv_fwd;
     be->conv_bwd = cpu_conv_bwd;
     be->pool_plan = cpu_pool_plan;

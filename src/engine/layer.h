@@ -62,6 +62,10 @@ struct dt_layer {
      * two-input add that also computes the relu after it, its only consumer; fused, that relu, which
      * then runs no forward or backward of its own and whose y and dy are its input's */
     int fuse_relu, fused;
+    /* y and dy in bf16 (dt_conv_cfg's out_bf16): net_alloc marks a convolution whose only consumer is
+     * a batchnorm of its layout, and its alloc keeps the mark where the backend's conv_bf16_out agrees;
+     * that batchnorm's alloc then reads its input so (dt_bn_cfg's in_bf16) */
+    int y_bf16;
     void *state;
 };
 

@@ -696,10 +696,33 @@ static void fuse_layers(dt_net *net, dt_backend *be)
     }
 }
 
+/* A convolution whose only consumer is a batchnorm of its layout may keep its y and dy in bf16
+ * (layer.h's y_bf16; the convolution's alloc asks the backend). DTRAIN_BF16_EDGES=0: never. */
+static void mark_bf16_edges(dt_net *net, dt_backend *be)
+{
+    const char *env = getenv("DTRAIN_BF16_EDGES");
+    int on = be->conv_bf16_out && !(env && strcmp(env, "0") == 0);
+    const dt_layer_ops *conv = layer_find("conv"), *bn = layer_find("batchnorm");
+    for (int i = 0; i < net->n_layers; i++) {
+        dt_layer *l = net->layers[i];
+        int users = 0, bns = 0;
+        l->y_bf16 = 0;
+        if (!on || l->ops != conv) continue;
+        for (int j = i + 1; j < net->n_layers; j++)
+            for (int k = 0; k < net->layers[j]->n_in; k++)
+                if (net->layers[j]->in[k] == l) {
+                    users++;
+                    bns += net->layers[j]->ops == bn && net->layers[j]->layout == l->layout;
+                }
+        l->y_bf16 = users == 1 && bns == 1;
+    }
+}
+
 int net_alloc(dt_net *net, dt_backend *be, int max_batch)
 {
     if (net_check_memory(net, be, max_batch, NULL) != 0) return -1;
     fuse_layers(net, be);
+    mark_bf16_edges(net, be);
     for (int i = 0; i < net->n_layers; i++) {
         dt_layer *l = net->layers[i];
         size_t n = layer_act_size(l, be, net->max_batch);
