@@ -157,7 +157,7 @@ START_TEST(conv_rounds_operands)
                 const double *wy = f32 ? yp : y, *wdx = f32 ? dxp : dx, *wdx2 = f32 ? dx2p : dx2,
                              *wdw = w32 ? dwp : dw, *wdb = w32 ? dbp : db;
                 dt_conv_cfg cfg = {g.c, g.h, g.w, g.o, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pt, g.pt, g.pl, g.pl,
-                                   g.groups, bias, lin, lout, 0};
+                                   g.groups, bias, lin, lout, 0, 0};
                 void *plan = be->conv_plan(be, &cfg);
                 ck_assert_msg(plan != NULL, "%s", dt_errmsg());
                 size_t sx = be->act_size(be, lin, g.rows, g.c, g.h, g.w),
@@ -237,11 +237,11 @@ START_TEST(conv_bn_edge_in_bf16)
             int rows = cases[t].rows, C = cases[t].c, O = cases[t].o, k = cases[t].k, st = cases[t].s,
                 pd = cases[t].p, H = cases[t].h, W = cases[t].w, OH = (H + 2 * pd - k) / st + 1,
                 OW = (W + 2 * pd - k) / st + 1, bias = cases[t].bias;
-            dt_conv_cfg c32 = {C, H, W, O, OH, OW, k, k, st, st, pd, pd, pd, pd, 1, bias, lay, lay, 0}, c16 = c32;
+            dt_conv_cfg c32 = {C, H, W, O, OH, OW, k, k, st, st, pd, pd, pd, pd, 1, bias, lay, lay, 0, 0}, c16 = c32;
             ck_assert_msg(be->conv_bf16_out && be->conv_bf16_out(be, &c32), "case %zu %s: conv_bf16_out said no", t,
                           lname[li]);
             c16.out_bf16 = 1;
-            dt_bn_cfg b32 = {O, OH, OW, 1e-5f, lay, 0, 0}, b16 = b32;
+            dt_bn_cfg b32 = {O, OH, OW, 1e-5f, lay, 0, 0, 0}, b16 = b32;
             b16.in_bf16 = 1;
             void *pc32 = be->conv_plan(be, &c32), *pc16 = be->conv_plan(be, &c16), *pb32 = be->bn_plan(be, &b32),
                  *pb16 = be->bn_plan(be, &b16);
@@ -296,9 +296,9 @@ START_TEST(conv_bn_edge_in_bf16)
             free(dx0), free(dw0), free(db0), free(dg), free(dbt), free(ddy);
         }
     /* where it keeps fp32: a plain side; the weights' gradient of a strided 16 -> 32 layer in fp32 */
-    dt_conv_cfg plain = {16, 8, 8, 16, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, DT_LAYOUT_PLAIN, DT_LAYOUT_BLOCK16, 0},
-                strided = {16, 8, 8, 32, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, DT_LAYOUT_BLOCK16, DT_LAYOUT_BLOCK16, 0},
-                blocked = {16, 8, 8, 16, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, DT_LAYOUT_BLOCK16, DT_LAYOUT_BLOCK16, 0};
+    dt_conv_cfg plain = {16, 8, 8, 16, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, DT_LAYOUT_PLAIN, DT_LAYOUT_BLOCK16, 0, 0},
+                strided = {16, 8, 8, 32, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, DT_LAYOUT_BLOCK16, DT_LAYOUT_BLOCK16, 0, 0},
+                blocked = {16, 8, 8, 16, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, DT_LAYOUT_BLOCK16, DT_LAYOUT_BLOCK16, 0, 0};
     ck_assert(!be->conv_bf16_out(be, &plain));
     ck_assert(cpu_has_amx() || !be->conv_bf16_out(be, &strided));
     dt_backend *f32;
@@ -307,6 +307,76 @@ START_TEST(conv_bn_edge_in_bf16)
     ck_assert_msg(be->conv_bf16_out(be, &blocked) && (!f32->conv_bf16_out || !f32->conv_bf16_out(f32, &blocked)),
                   "bf16 edges under fp32");
     backend_destroy(f32);
+}
+END_TEST
+
+/* A batch norm (with its relu fused) whose only consumer is a convolution writes y in bf16
+ * (dt_bn_cfg's out_bf16) and the convolution takes it so (in_bf16): the same bits as on fp32 y,
+ * which the convolution rounded itself: y is that rounding, the convolution's y, dx and dW are its
+ * own on fp32 y, and batch norm's backward (its relu's mask from the bf16 y) is its own on fp32 y;
+ * with batch norm's input in bf16 too (a convolution's before it) and without. */
+START_TEST(bn_conv_edge_in_bf16)
+{
+    static const char *lname[] = {"plain", "nChw16c", "NHWC"};
+    const struct {
+        int rows, c, h, w, o, k;
+    } cases[] = {{3, 16, 9, 9, 16, 3}, {2, 32, 6, 7, 48, 1}, {4, 64, 5, 5, 32, 3}};
+    for (size_t t = 0; t < DT_ARRAY_LEN(cases); t++)
+        for (int li = 1; li < 3; li++)
+            for (int xin = 0; xin < 2; xin++) {
+                dt_layout lay = (dt_layout)li;
+                int rows = cases[t].rows, C = cases[t].c, O = cases[t].o, k = cases[t].k, H = cases[t].h,
+                    W = cases[t].w, pd = k / 2;
+                dt_bn_cfg b32 = {C, H, W, 1e-5f, lay, 1, xin, 0}, b16 = b32;
+                b16.out_bf16 = 1;
+                dt_conv_cfg c32 = {C, H, W, O, H, W, k, k, 1, 1, pd, pd, pd, pd, 1, 1, lay, lay, 0, 0}, c16 = c32;
+                ck_assert_msg(be->conv_bf16_in && be->conv_bf16_in(be, &c32), "case %zu: conv_bf16_in said no", t);
+                c16.in_bf16 = 1;
+                void *pb32 = be->bn_plan(be, &b32), *pb16 = be->bn_plan(be, &b16), *pc32 = be->conv_plan(be, &c32),
+                     *pc16 = be->conv_plan(be, &c16);
+                ck_assert_msg(pb32 && pb16 && pc32 && pc16, "%s", dt_errmsg());
+                size_t nx = (size_t)rows * C * H * W, ny = (size_t)rows * O * H * W, nw = (size_t)O * C * k * k;
+                double *dx0 = rnd(nx, 70 + t), *dw0 = rnd(nw, 80 + t), *db0 = rnd((size_t)O, 90 + t),
+                       *dg = rnd((size_t)C, 100 + t), *dbt = rnd((size_t)C, 110 + t), *ddy = rnd(ny, 120 + t),
+                       *rx = rounded(dx0, nx);
+                float *x = dev(rx, nx), *w = dev(dw0, nw), *b = dev(db0, (size_t)O), *gam = dev(dg, (size_t)C),
+                      *bet = dev(dbt, (size_t)C), *dy = dev(ddy, ny);
+                for (size_t i = 0; xin && i < nx; i++) ((uint16_t *)x)[i] = cpu_bf16_of(x[i]); /* in place, as bf16 */
+                float *z32 = be->alloc(be, 4 * nx), *z16 = be->alloc(be, 4 * nx), *m32 = be->alloc(be, 4 * (size_t)C),
+                      *v32 = be->alloc(be, 4 * (size_t)C), *m16 = be->alloc(be, 4 * (size_t)C),
+                      *v16 = be->alloc(be, 4 * (size_t)C), *y32 = be->alloc(be, 4 * ny), *y16 = be->alloc(be, 4 * ny),
+                      *e32 = be->alloc(be, 4 * nx), *e16 = be->alloc(be, 4 * nx), *w32 = be->alloc(be, 4 * nw),
+                      *w16 = be->alloc(be, 4 * nw), *bb32 = be->alloc(be, 4 * (size_t)O),
+                      *bb16 = be->alloc(be, 4 * (size_t)O), *d32 = be->alloc(be, 4 * nx), *d16 = be->alloc(be, 4 * nx),
+                      *s = be->alloc(be, 16 * (size_t)C);
+                char what[112];
+                snprintf(what, sizeof what, "case %zu (%d -> %d, k %d, %s, batch norm's x in %s)", t, C, O, k,
+                         lname[li], xin ? "bf16" : "fp32");
+                ck_assert_int_eq(be->bn_fwd(be, pb32, rows, 1, x, gam, bet, m32, v32, z32), 0);
+                ck_assert_int_eq(be->bn_fwd(be, pb16, rows, 1, x, gam, bet, m16, v16, z16), 0);
+                for (size_t i = 0; i < nx; i++)
+                    ck_assert_msg(((uint16_t *)z16)[i] == cpu_bf16_of(z32[i]), "%s: y[%zu] %.9g, not %.9g rounded",
+                                  what, i, (double)widened(z16, i), (double)z32[i]);
+                ck_assert_msg(!memcmp(m32, m16, 4 * (size_t)C) && !memcmp(v32, v16, 4 * (size_t)C),
+                              "%s: the statistics differ", what);
+                ck_assert_int_eq(be->conv_fwd(be, pc32, rows, z32, w, b, y32), 0);
+                ck_assert_int_eq(be->conv_fwd(be, pc16, rows, z16, w, b, y16), 0);
+                ck_assert_msg(!memcmp(y32, y16, 4 * ny), "%s: the convolution of the bf16 x differs", what);
+                ck_assert_int_eq(be->conv_bwd(be, pc32, rows, z32, w, dy, e32, 0.0f, w32, bb32), 0);
+                ck_assert_int_eq(be->conv_bwd(be, pc16, rows, z16, w, dy, e16, 0.0f, w16, bb16), 0);
+                ck_assert_msg(!memcmp(e32, e16, 4 * nx) && !memcmp(w32, w16, 4 * nw) && !memcmp(bb32, bb16, 4 * (size_t)O),
+                              "%s: the convolution's backward on the bf16 x differs", what);
+                ck_assert_int_eq(be->bn_bwd(be, pb32, rows, x, gam, m32, v32, e32, z32, d32, 0.0f, s, s + C), 0);
+                ck_assert_int_eq(be->bn_bwd(be, pb16, rows, x, gam, m16, v16, e32, z16, d16, 0.0f, s + 2 * C, s + 3 * C),
+                                 0);
+                ck_assert_msg(!memcmp(d32, d16, (xin ? 2 : 4) * nx) && !memcmp(s, s + 2 * C, 8 * (size_t)C),
+                              "%s: batch norm's backward with the relu's mask from the bf16 y differs", what);
+                float *all[] = {x,  w,   b,   gam,  bet,  dy,  z32, z16, m32, v32, m16, v16, y32,
+                                y16, e32, e16, w32, w16, bb32, bb16, d32, d16, s};
+                for (size_t i = 0; i < DT_ARRAY_LEN(all); i++) be->free(be, all[i]);
+                be->plan_free(be, pb32), be->plan_free(be, pb16), be->plan_free(be, pc32), be->plan_free(be, pc16);
+                free(dx0), free(dw0), free(db0), free(dg), free(dbt), free(ddy), free(rx);
+            }
 }
 END_TEST
 
@@ -326,6 +396,7 @@ int main(void)
     tcase_add_test(tc, gemm_rounds_operands);
     tcase_add_test(tc, conv_rounds_operands);
     tcase_add_test(tc, conv_bn_edge_in_bf16);
+    tcase_add_test(tc, bn_conv_edge_in_bf16);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -311,7 +311,7 @@ START_TEST(fast_conv_matches_reference)
         for (int a = 0; a < nli; a++)
             for (int c = 0; c < nlo; c++) {
                 dt_conv_cfg cfg = {g.c, g.h, g.w, g.o, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pt, pb, g.pl, pr, g.groups,
-                                   bias, li[a], lo[c], 0};
+                                   bias, li[a], lo[c], 0, 0};
                 void *plan = be->conv_plan(be, &cfg);
                 ck_assert_msg(plan != NULL, "%s", dt_errmsg());
                 float *fx = dev_act(x, li[a], g.rows, g.c, g.h, g.w), *fw = dev_vec(w, nw), *fb = dev_vec(b, g.o);
@@ -440,7 +440,7 @@ START_TEST(fast_batchnorm_matches_reference)
         dt_layout l[3];
         int nl = layouts(c, l);
         for (int a = 0; a < nl; a++) {
-            dt_bn_cfg cfg = {c, h, w, 1e-5f, l[a], 0, 0};
+            dt_bn_cfg cfg = {c, h, w, 1e-5f, l[a], 0, 0, 0};
             void *plan = be->bn_plan(be, &cfg);
             float *fx = dev_act(x, l[a], rows, c, h, w), *fdy = dev_act(dy, l[a], rows, c, h, w);
             float *fy = be->alloc(be, sizeof(float) * n), *fdx = be->alloc(be, sizeof(float) * n);
@@ -485,7 +485,7 @@ START_TEST(fused_bn_relu_equals_bn_then_relu)
         int nl = layouts(c, l);
         for (int a = 0; a < nl; a++) {
             size_t na = be->act_size(be, l[a], rows, c, h, w), bytes = sizeof(float) * na;
-            dt_bn_cfg cu = {c, h, w, 1e-5f, l[a], 0, 0}, cf = cu;
+            dt_bn_cfg cu = {c, h, w, 1e-5f, l[a], 0, 0, 0}, cf = cu;
             cf.relu = 1;
             void *pu = be->bn_plan(be, &cu), *pf = be->bn_plan(be, &cf);
             ck_assert_msg(pu && pf, "%s", dt_errmsg());
@@ -592,7 +592,7 @@ START_TEST(batchnorm_precise_on_resnet20_layers)
         dt_layout l[3];
         int nl = layouts(c, l);
         for (int a = 0; a < nl; a++) {
-            dt_bn_cfg cfg = {c, h, w, 1e-5f, l[a], 0, 0};
+            dt_bn_cfg cfg = {c, h, w, 1e-5f, l[a], 0, 0, 0};
             void *plan = be->bn_plan(be, &cfg);
             float *fx = dev_act(x, l[a], rows, c, h, w), *fdy = dev_act(dy, l[a], rows, c, h, w);
             float *fy = be->alloc(be, sizeof(float) * n), *fdx = be->alloc(be, sizeof(float) * n);

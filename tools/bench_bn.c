@@ -170,7 +170,7 @@ static int fused_vs_separate(const layer *s, int threads, int reps)
     for (size_t i = 0; i < na; i++)
         x[i] = (float)(2 * rng_uniform_d(&r) - 0.8), dy[i] = (float)(rng_uniform_d(&r) - 0.5);
     for (int c = 0; c < s->c; c++) g[c] = 1.0f + 0.01f * (float)c, b[c] = 0.05f;
-    dt_bn_cfg cu = {s->c, s->h, s->w, 1e-5f, lay, 0, 0}, cf = cu;
+    dt_bn_cfg cu = {s->c, s->h, s->w, 1e-5f, lay, 0, 0, 0}, cf = cu;
     cf.relu = 1;
     void *pu = be->bn_plan(be, &cu), *pf = be->bn_plan(be, &cf);
     double best[2] = {1e30, 1e30};
@@ -275,7 +275,7 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < c; i++) fg[i] = (float)(1.0 + 0.5 * (2 * rng_uniform_d(&r) - 1)), g[i] = fg[i];
         ref_bn(s, x, g, dy, y, dx, dg, db);
         to_blocked(s, fx, bx), to_blocked(s, fdy, bdy);
-        dt_bn_cfg cfg = {s->c, s->h, s->w, 1e-5f, DT_LAYOUT_BLOCK16, 0, 0};
+        dt_bn_cfg cfg = {s->c, s->h, s->w, 1e-5f, DT_LAYOUT_BLOCK16, 0, 0, 0};
         for (int threads = 1; threads <= 2; threads++) {
             onednn o;
             double err[2], best[2] = {1e30, 1e30};

@@ -44,6 +44,9 @@ typedef struct dt_conv_cfg {
      * conv_fwd writes y rounded to bf16 and conv_bwd takes dy as bf16; only where conv_bf16_out said
      * yes for this configuration (ABI 16) */
     int out_bf16;
+    /* x in bf16 (a batch norm's output of out_bf16), which the passes multiply in as it is (its
+     * rounding gone); dx stays fp32. Only where conv_bf16_in said yes (ABI 16) */
+    int in_bf16;
 } dt_conv_cfg;
 
 /* Pooling: max, or average over the window's values inside the input (padding excluded). */
@@ -64,6 +67,9 @@ typedef struct dt_bn_cfg {
     /* x and dx in bf16, as a convolution of out_bf16 stores them (its y and dy): bn_fwd and bn_bwd
      * read x so, bn_bwd writes dx rounded to bf16 (dx_beta 0 only). A backend with conv_bf16_out. */
     int in_bf16;
+    /* y in bf16 (after the relu), for a convolution of in_bf16 that alone consumes it: bn_fwd writes y
+     * rounded to bf16, bn_bwd reads its y so; dy stays fp32. A backend with conv_bf16_in. */
+    int out_bf16;
 } dt_bn_cfg;
 
 /* Local response normalisation across channels (Caffe/AlexNet):
@@ -281,6 +287,10 @@ struct dt_backend {
      * there anyway; then the batch norm's passes read and write half the bytes, and the rounding of
      * dy before the convolution's backward is gone. NULL: never. */
     int (*conv_bf16_out)(dt_backend *be, const dt_conv_cfg *cfg);
+    /* Whether a convolution of cfg (its bf16 flags aside) may take x in bf16 from a batch norm that
+     * it alone consumes (ABI 16): where it rounds x to bf16 in x's layout anyway, the batch norm
+     * writes that rounding instead of fp32, the same bits in half the bytes. NULL: never. */
+    int (*conv_bf16_in)(dt_backend *be, const dt_conv_cfg *cfg);
     int (*conv_fwd)(dt_backend *be, void *plan, int rows, const float *x, const float *w, const float *b, float *y);
     int (*conv_bwd)(dt_backend *be, void *plan, int rows, const float *x, const float *w, const float *dy, float *dx,
                     float dx_beta, float *dw, float *db);

@@ -33,6 +33,7 @@
 typedef struct bn_geom {
     int c, hw, rows, blocked, nhwc; /* blocked: nChw16c or NHWC */
     int xb;                         /* x (and dx) in bf16 (dt_bn_cfg's in_bf16) */
+    int yb;                         /* y in bf16 (dt_bn_cfg's out_bf16) */
     size_t step;                    /* blocked: floats from a pixel to the next (16 or C) */
     /* blocked: pixels a pass over 16 channels takes at a time before the next 16 channels' (all of
      * a row's in nChw16c, where they are contiguous; in NHWC a tile of about 8 KB, so the next
@@ -128,7 +129,21 @@ static inline float dy_where(float dy, float y, const int relu)
     v.u &= -(uint32_t)(y > 0.0f); /* +0.0f where y <= 0 (or NaN), as relu_bwd's select */
     return v.f;
 }
-#define DY_AT(d, y, i, relu) dy_where((d)[i], (y)[i], relu)
+/* v: y as floats, vh: as bf16 (yb: y holds bf16); without relu both point at dy */
+#define DY_AT(d, v, vh, i, relu, yb) dy_where((d)[i], (yb) ? cpu_float_of_bf16((vh)[i]) : (v)[i], relu)
+
+/* CALL(relu, xb, yb) with each flag a constant, for the flags' values: each variant its own loops */
+#define VARIANTS(relu, xb, yb, CALL)                                                                                   \
+    switch (((relu) ? 4 : 0) | ((xb) ? 2 : 0) | ((yb) ? 1 : 0)) {                                                     \
+    case 0: CALL(0, 0, 0); break;                                                                                      \
+    case 1: CALL(0, 0, 1); break;                                                                                      \
+    case 2: CALL(0, 1, 0); break;                                                                                      \
+    case 3: CALL(0, 1, 1); break;                                                                                      \
+    case 4: CALL(1, 0, 0); break;                                                                                      \
+    case 5: CALL(1, 0, 1); break;                                                                                      \
+    case 6: CALL(1, 1, 0); break;                                                                                      \
+    default: CALL(1, 1, 1); break;                                                                                     \
+    }
 
 /* Adds, over rows [r0, r1), the sums of dy, of dy (x - m) and of x - m per channel into s1, s2,
  * s3 (ra: 3 C doubles of scratch); relu: dy taken where y > 0. Inlined with relu a constant, so each
@@ -136,7 +151,7 @@ static inline float dy_where(float dy, float y, const int relu)
 static inline __attribute__((always_inline)) void grad_sums_body(const bn_geom *g, const float *x, const float *dy,
                                                                  const float *y, const double *m, int r0, int r1,
                                                                  double *s1, double *s2, double *s3, double *ra,
-                                                                 const int relu, const int xb)
+                                                                 const int relu, const int xb, const int yb)
 {
     const uint16_t *xh = (const uint16_t *)(const void *)x;
     if (!g->blocked) {
@@ -144,11 +159,11 @@ static inline __attribute__((always_inline)) void grad_sums_body(const bn_geom *
             for (int c = 0; c < g->c; c++) {
                 size_t o = ((size_t)r * g->c + c) * g->hw;
                 const float *p = x + o, *d = dy + o, *v = relu ? y + o : d; /* without relu: never read */
-                const uint16_t *ph = xh + o;
+                const uint16_t *ph = xh + o, *vh = relu ? (const uint16_t *)(const void *)y + o : (const uint16_t *)d;
                 double a = 0.0, b = 0.0, e = 0.0, mc = m[c];
 #pragma omp simd reduction(+ : a, b, e)
                 for (int i = 0; i < g->hw; i++) {
-                    double xm = (double)X_AT(p, ph, i, xb) - mc, di = (double)DY_AT(d, v, i, relu);
+                    double xm = (double)X_AT(p, ph, i, xb) - mc, di = (double)DY_AT(d, v, vh, i, relu, yb);
                     a += di;
                     b += di * xm;
                     e += xm;
@@ -165,15 +180,15 @@ static inline __attribute__((always_inline)) void grad_sums_body(const bn_geom *
             for (int cb = 0; cb < g->c / 16; cb++) {
                 size_t o = blk(g, r, cb) + (size_t)i0 * g->step;
                 const float *p = x + o, *d = dy + o, *v = relu ? y + o : d; /* without relu: never read */
-                const uint16_t *ph = xh + o;
+                const uint16_t *ph = xh + o, *vh = relu ? (const uint16_t *)(const void *)y + o : (const uint16_t *)d;
                 double a[16], b[16], e[16], mc[16], *ta = ra + cb * 16, *tb = ta + g->c, *te = tb + g->c;
                 memcpy(mc, m + cb * 16, sizeof mc);
                 memcpy(a, ta, sizeof a), memcpy(b, tb, sizeof b), memcpy(e, te, sizeof e);
                 for (int i = i0, i1 = tile_end(g, i0); i < i1;
-                     i++, p += g->step, ph += g->step, d += g->step, v += g->step) {
+                     i++, p += g->step, ph += g->step, d += g->step, v += g->step, vh += g->step) {
 #pragma omp simd
                     for (int k = 0; k < 16; k++) {
-                        double xm = (double)X_AT(p, ph, k, xb) - mc[k], dk = (double)DY_AT(d, v, k, relu);
+                        double xm = (double)X_AT(p, ph, k, xb) - mc[k], dk = (double)DY_AT(d, v, vh, k, relu, yb);
                         a[k] += dk;
                         b[k] += dk * xm;
                         e[k] += xm;
@@ -188,31 +203,38 @@ static inline __attribute__((always_inline)) void grad_sums_body(const bn_geom *
 DT_CLONES static void grad_sums_chunk(const bn_geom *g, const float *x, const float *dy, const float *y,
                                       const double *m, int r0, int r1, double *s1, double *s2, double *s3, double *ra)
 {
-    if (g->xb && y) grad_sums_body(g, x, dy, y, m, r0, r1, s1, s2, s3, ra, 1, 1);
-    else if (g->xb) grad_sums_body(g, x, dy, NULL, m, r0, r1, s1, s2, s3, ra, 0, 1);
-    else if (y) grad_sums_body(g, x, dy, y, m, r0, r1, s1, s2, s3, ra, 1, 0);
-    else grad_sums_body(g, x, dy, NULL, m, r0, r1, s1, s2, s3, ra, 0, 0);
+#define GS(relu, xb, yb) grad_sums_body(g, x, dy, y, m, r0, r1, s1, s2, s3, ra, relu, xb, yb)
+    VARIANTS(y != NULL, g->xb, g->yb, GS)
+#undef GS
 }
 
-/* y = (x - m) * a + b per channel, over rows [r0, r1); relu: then max(y, 0) as relu_fwd */
+/* y = (x - m) * a + b per channel, over rows [r0, r1); relu: then max(y, 0) as relu_fwd; yb: y
+ * written rounded to bf16 (as cpu_round_bf16, which the convolution after it did on fp32 y) */
 #define RELU_IF(v, relu) ((relu) ? ((v) > 0.0f ? (v) : 0.0f) : (v))
+#define Y_PUT(i, val)                                                                                                  \
+    do {                                                                                                               \
+        if (yb) qh[i] = cpu_bf16_of(val);                                                                              \
+        else q[i] = (val);                                                                                             \
+    } while (0)
 
 static inline __attribute__((always_inline)) void normalize_body(const bn_geom *g, const float *x, const float *m,
                                                                  const float *a, const float *b, int r0, int r1,
-                                                                 float *y, const int relu, const int xb)
+                                                                 float *y, const int relu, const int xb, const int yb)
 {
     const uint16_t *xh = (const uint16_t *)(const void *)x;
+    uint16_t *yh = (uint16_t *)(void *)y;
     for (int r = r0; r < r1; r++) {
         if (!g->blocked) {
             for (int c = 0; c < g->c; c++) {
                 size_t o = ((size_t)r * g->c + c) * g->hw;
                 const float *restrict p = x + o;
                 const uint16_t *restrict ph = xh + o;
+                uint16_t *restrict qh = yh + o;
                 float *restrict q = y + o, mc = m[c], ac = a[c], bc = b[c];
 #pragma omp simd
                 for (int i = 0; i < g->hw; i++) {
                     float v = (X_AT(p, ph, i, xb) - mc) * ac + bc;
-                    q[i] = RELU_IF(v, relu);
+                    Y_PUT(i, RELU_IF(v, relu));
                 }
             }
             continue;
@@ -222,12 +244,14 @@ static inline __attribute__((always_inline)) void normalize_body(const bn_geom *
                 size_t o = blk(g, r, cb) + (size_t)i0 * g->step;
                 const float *restrict p = x + o, *mc = m + cb * 16, *ac = a + cb * 16, *bc = b + cb * 16;
                 const uint16_t *restrict ph = xh + o;
+                uint16_t *restrict qh = yh + o;
                 float *restrict q = y + o;
-                for (int i = i0, i1 = tile_end(g, i0); i < i1; i++, p += g->step, ph += g->step, q += g->step) {
+                for (int i = i0, i1 = tile_end(g, i0); i < i1;
+                     i++, p += g->step, ph += g->step, q += g->step, qh += g->step) {
 #pragma omp simd
                     for (int k = 0; k < 16; k++) {
                         float v = (X_AT(p, ph, k, xb) - mc[k]) * ac[k] + bc[k];
-                        q[k] = RELU_IF(v, relu);
+                        Y_PUT(k, RELU_IF(v, relu));
                     }
                 }
             }
@@ -237,16 +261,15 @@ static inline __attribute__((always_inline)) void normalize_body(const bn_geom *
 DT_CLONES static void normalize_rows(const bn_geom *g, const float *x, const float *m, const float *a, const float *b,
                                      int r0, int r1, float *y, int relu)
 {
-    if (g->xb && relu) normalize_body(g, x, m, a, b, r0, r1, y, 1, 1);
-    else if (g->xb) normalize_body(g, x, m, a, b, r0, r1, y, 0, 1);
-    else if (relu) normalize_body(g, x, m, a, b, r0, r1, y, 1, 0);
-    else normalize_body(g, x, m, a, b, r0, r1, y, 0, 0);
+#define NB(relu, xb, yb) normalize_body(g, x, m, a, b, r0, r1, y, relu, xb, yb)
+    VARIANTS(relu, g->xb, g->yb, NB)
+#undef NB
 }
 
 /* dx = beta dx + (dy - u - (x - m) k) a per channel, over rows [r0, r1); relu: dy taken where y > 0;
  * xb: x read as bf16 and dx written as bf16 (rounded to nearest even, as cpu_round_bf16), beta 0 */
 #define DX_OF(i, j)                                                                                                    \
-    ((DY_AT(d, v, i, relu) - uc[j] - (X_AT(p, ph, i, xb) - mc[j]) * kc[j]) * ac[j])
+    ((DY_AT(d, v, vh, i, relu, yb) - uc[j] - (X_AT(p, ph, i, xb) - mc[j]) * kc[j]) * ac[j])
 #define DX_SET(i, val)                                                                                                 \
     do {                                                                                                               \
         if (xb) qh[i] = cpu_bf16_of(val);                                                                              \
@@ -257,7 +280,7 @@ DT_CLONES static void normalize_rows(const bn_geom *g, const float *x, const flo
 static inline __attribute__((always_inline)) void dx_body(const bn_geom *g, const float *x, const float *dy,
                                                           const float *y, const float *m, const float *u,
                                                           const float *k, const float *a, float beta, int r0, int r1,
-                                                          float *dx, const int relu, const int xb)
+                                                          float *dx, const int relu, const int xb, const int yb)
 {
     const uint16_t *xh = (const uint16_t *)(const void *)x;
     uint16_t *dxh = (uint16_t *)(void *)dx;
@@ -266,7 +289,8 @@ static inline __attribute__((always_inline)) void dx_body(const bn_geom *g, cons
             for (int c = 0; c < g->c; c++) {
                 size_t o = ((size_t)r * g->c + c) * g->hw;
                 const float *restrict p = x + o, *restrict d = dy + o, *restrict v = relu ? y + o : d;
-                const uint16_t *restrict ph = xh + o;
+                const uint16_t *restrict ph = xh + o,
+                               *restrict vh = relu ? (const uint16_t *)(const void *)y + o : (const uint16_t *)d;
                 float *restrict q = dx + o;
                 uint16_t *restrict qh = dxh + o;
                 const float *uc = u + c, *mc = m + c, *kc = k + c, *ac = a + c;
@@ -284,12 +308,14 @@ static inline __attribute__((always_inline)) void dx_body(const bn_geom *g, cons
             for (int cb = 0; cb < g->c / 16; cb++) {
                 size_t o = blk(g, r, cb) + (size_t)i0 * g->step;
                 const float *restrict p = x + o, *restrict d = dy + o, *restrict v = relu ? y + o : d;
-                const uint16_t *restrict ph = xh + o;
+                const uint16_t *restrict ph = xh + o,
+                               *restrict vh = relu ? (const uint16_t *)(const void *)y + o : (const uint16_t *)d;
                 const float *mc = m + cb * 16, *uc = u + cb * 16, *kc = k + cb * 16, *ac = a + cb * 16;
                 float *restrict q = dx + o;
                 uint16_t *restrict qh = dxh + o;
                 for (int i = i0, i1 = tile_end(g, i0); i < i1;
-                     i++, p += g->step, ph += g->step, d += g->step, v += g->step, q += g->step, qh += g->step) {
+                     i++, p += g->step, ph += g->step, d += g->step, v += g->step, vh += g->step, q += g->step,
+                     qh += g->step) {
                     if (xb || beta == 0.0f) {
 #pragma omp simd
                         for (int j = 0; j < 16; j++) DX_SET(j, DX_OF(j, j));
@@ -305,16 +331,15 @@ static inline __attribute__((always_inline)) void dx_body(const bn_geom *g, cons
 DT_CLONES static void dx_rows(const bn_geom *g, const float *x, const float *dy, const float *y, const float *m,
                               const float *u, const float *k, const float *a, float beta, int r0, int r1, float *dx)
 {
-    if (g->xb && y) dx_body(g, x, dy, y, m, u, k, a, 0.0f, r0, r1, dx, 1, 1);
-    else if (g->xb) dx_body(g, x, dy, NULL, m, u, k, a, 0.0f, r0, r1, dx, 0, 1);
-    else if (y) dx_body(g, x, dy, y, m, u, k, a, beta, r0, r1, dx, 1, 0);
-    else dx_body(g, x, dy, NULL, m, u, k, a, beta, r0, r1, dx, 0, 0);
+#define DB(relu, xb, yb) dx_body(g, x, dy, y, m, u, k, a, xb ? 0.0f : beta, r0, r1, dx, relu, xb, yb)
+    VARIANTS(y != NULL, g->xb, g->yb, DB)
+#undef DB
 }
 
 static bn_geom geom_of(const dt_bn_cfg *c, int rows)
 {
     int nhwc = c->layout == DT_LAYOUT_NHWC, hw = c->h * c->w, tile = nhwc ? DT_MAX(2048 / c->c, 4) : hw;
-    return (bn_geom){c->c, hw, rows, c->layout == DT_LAYOUT_BLOCK16 || nhwc, nhwc, c->in_bf16 != 0,
+    return (bn_geom){c->c, hw, rows, c->layout == DT_LAYOUT_BLOCK16 || nhwc, nhwc, c->in_bf16 != 0, c->out_bf16 != 0,
                      nhwc ? (size_t)c->c : 16, DT_MAX(tile, 1)};
 }
 

@@ -283,7 +283,7 @@ static void conv_formats(const dt_conv_cfg *c, int rows, int own, int narrow, dn
     } else { /* the layer's layouts; the inputs in the type the primitives multiply in */
         md4t(src_p, rows, c->c, c->h, c->w, c->in_layout, lo);
         md4t(ddst_p, rows, c->o, c->oh, c->ow, c->out_layout, lo);
-        md4(dsrc_p, rows, c->c, c->h, c->w, c->in_layout);
+        md4(dsrc_p, rows, c->c, c->h, c->w, c->in_layout); /* dx in fp32, of an in_bf16 x too */
         md4t(dst_p, rows, c->o, c->oh, c->ow, c->out_layout, c->out_bf16 ? dnnl_bf16 : dnnl_f32);
     }
 }
@@ -318,7 +318,7 @@ static int weights_in_fp32(const dt_conv_cfg *c, int rows)
 
 static int conv_entry_make(dt_backend *be, const dt_conv_cfg *c, int rows, conv_entry *e)
 {
-    dnnl_memory_desc_t src, dst, src_p, dst_p, dsrc_p, ddst_p, src_w, ddst_w, wany, wany_lo, wuser, bias;
+    dnnl_memory_desc_t src, dsrc, dst, src_p, dst_p, dsrc_p, ddst_p, src_w, ddst_w, wany, wany_lo, wuser, bias;
     dnnl_convolution_desc_t fd, bd, wd;
     dnnl_primitive_desc_t fpd = NULL, bpd = NULL, wpd = NULL;
     dnnl_dims_t st = {c->sh, c->sw}, pl = {c->pt, c->pl}, pr = {c->pb, c->pr}, bdims = {c->o};
@@ -327,7 +327,8 @@ static int conv_entry_make(dt_backend *be, const dt_conv_cfg *c, int rows, conv_
     int own = c->c >= 16 && (c->in_layout == DT_LAYOUT_PLAIN || c->out_layout == DT_LAYOUT_PLAIN);
     int rc = -1;
     e->rows = rows;
-    md4(&src, rows, c->c, c->h, c->w, c->in_layout);
+    md4t(&src, rows, c->c, c->h, c->w, c->in_layout, c->in_bf16 ? dnnl_bf16 : dnnl_f32); /* x */
+    md4(&dsrc, rows, c->c, c->h, c->w, c->in_layout);                                       /* dx */
     md4t(&dst, rows, c->o, c->oh, c->ow, c->out_layout, c->out_bf16 ? dnnl_bf16 : dnnl_f32); /* y and dy */
     wei_md(c, &wany, 1, dnnl_f32);
     wei_md(c, &wany_lo, 1, lo);
@@ -378,7 +379,7 @@ static int conv_entry_make(dt_backend *be, const dt_conv_cfg *c, int rows, conv_
         reorder_make(be, &e->w_fwd, &wuser, fw, 1) || reorder_make(be, &e->w_bwd, &wuser, bw, 1) ||
         reorder_make(be, &e->dw_out, dw, &wuser, 0) || reorder_make(be, &e->x_lo, &src, fs, 1) ||
         reorder_make(be, &e->dy_lo, &dst, bdd, 1) || reorder_make(be, &e->y_out, fdst, &dst, 0) ||
-        reorder_make(be, &e->dx_out, bs, &src, 0))
+        reorder_make(be, &e->dx_out, bs, &dsrc, 0))
         goto out;
     /* the weights' pass takes x and dy as the others do (then it reuses their reorders), or its own */
     e->own_x_w = !dnnl_memory_desc_equal(ws, fs), e->own_dy_w = !dnnl_memory_desc_equal(wdd, bdd);
@@ -405,6 +406,10 @@ static int cpu_conv_bf16_out(dt_backend *be, const dt_conv_cfg *c)
     return ((cpu_impl *)be->impl)->bf16 && c->in_layout != DT_LAYOUT_PLAIN && c->out_layout != DT_LAYOUT_PLAIN &&
            !weights_in_fp32(c, INT_MAX);
 }
+
+/* x in bf16 (backend.h) where x is rounded to bf16 in its own layout for every pass (the layer's
+ * layouts on both sides; no weights' gradient in fp32): the batch norm before writes that rounding */
+static int cpu_conv_bf16_in(dt_backend *be, const dt_conv_cfg *c) { return cpu_conv_bf16_out(be, c); }
 
 static void *cpu_conv_plan(dt_backend *be, const dt_conv_cfg *cfg)
 {
@@ -978,6 +983,7 @@ int backend_cpu_dnnl_init(dt_backend *be)
     be->from_plain = cpu_from_plain;
     be->conv_plan = cpu_conv_plan;
     be->conv_bf16_out = cpu_conv_bf16_out;
+    be->conv_bf16_in = cpu_conv_bf16_in;
     be->conv_fwd = cpu_conv_fwd;
     be->conv_bwd = cpu_conv_bwd;
     be->pool_plan = cpu_pool_plan;

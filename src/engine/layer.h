@@ -62,9 +62,11 @@ struct dt_layer {
      * two-input add that also computes the relu after it, its only consumer; fused, that relu, which
      * then runs no forward or backward of its own and whose y and dy are its input's */
     int fuse_relu, fused;
-    /* y and dy in bf16 (dt_conv_cfg's out_bf16): net_alloc marks a convolution whose only consumer is
-     * a batchnorm of its layout, and its alloc keeps the mark where the backend's conv_bf16_out agrees;
-     * that batchnorm's alloc then reads its input so (dt_bn_cfg's in_bf16) */
+    /* Activations in bf16 (net.c, mark_bf16_edges). A convolution: y and dy (dt_conv_cfg's out_bf16),
+     * marked where its only consumer is a batchnorm of its layout and kept by its alloc where the
+     * backend's conv_bf16_out agrees; that batchnorm's alloc then reads its input so (dt_bn_cfg's
+     * in_bf16). A batchnorm (and the relu fused into it): y only (dt_bn_cfg's out_bf16), where its only
+     * consumer is a convolution whose takes_bf16 says yes; that convolution's alloc reads it so. */
     int y_bf16;
     void *state;
 };
@@ -83,6 +85,8 @@ struct dt_layer_ops {
     int (*alloc)(dt_layer *l, dt_backend *be, int max_rows);
     int (*forward)(dt_layer *l, dt_backend *be, dt_pass *p);
     int (*backward)(dt_layer *l, dt_backend *be, dt_pass *p);
+    /* optional: whether its input may come in bf16 (dt_conv_cfg's in_bf16), layouts known */
+    int (*takes_bf16)(dt_layer *l, dt_backend *be);
     /* optional: frees what alloc made (the layer's state struct is freed by the net) */
     void (*destroy)(dt_layer *l, dt_backend *be);
 };

@@ -36,7 +36,7 @@ static int bn_infer(dt_layer *l, const char *where)
     l->out = l->in[0]->out;
     l->out_size = l->in[0]->out_size;
     shape_chw(&l->out, &c, &h, &w);
-    s->cfg = (dt_bn_cfg){c, h, w, (float)s->eps, DT_LAYOUT_PLAIN, 0, 0};
+    s->cfg = (dt_bn_cfg){c, h, w, (float)s->eps, DT_LAYOUT_PLAIN, 0, 0, 0};
     l->n_params = 0;
     layer_param(l, "weight", 1, &c, (dt_init){DT_INIT_CONST, 1.0f}, c, c);
     layer_param(l, "bias", 1, &c, (dt_init){DT_INIT_CONST, 0.0f}, c, c);
@@ -52,6 +52,7 @@ static int bn_alloc(dt_layer *l, dt_backend *be, int max_rows)
     s->cfg.layout = l->layout;
     s->cfg.relu = l->fuse_relu;
     s->cfg.in_bf16 = l->in[0]->y_bf16; /* its input's alloc ran before */
+    s->cfg.out_bf16 = l->y_bf16;       /* net.c's mark: a convolution alone consumes it */
     if (!(s->mean = be->alloc(be, sizeof(float) * (size_t)s->cfg.c)) ||
         !(s->var = be->alloc(be, sizeof(float) * (size_t)s->cfg.c)))
         return -1;

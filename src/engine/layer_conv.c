@@ -103,7 +103,7 @@ static int conv_infer(dt_layer *l, const char *where)
     l->out.d[0] = s->out, l->out.d[1] = oh, l->out.d[2] = ow;
     l->out_size = (size_t)s->out * oh * ow;
     s->cfg = (dt_conv_cfg){c, h, w, s->out, oh, ow, s->kh, s->kw, s->sh, s->sw, pt, pb, pl, pr, s->groups, s->bias,
-                           DT_LAYOUT_PLAIN, DT_LAYOUT_PLAIN, 0};
+                           DT_LAYOUT_PLAIN, DT_LAYOUT_PLAIN, 0, 0};
     /* sizes in 64 bits: channels up to 2^20 times a kernel up to 2^16 x 2^16 overflow an int */
     int64_t per_out = (int64_t)(c / s->groups) * s->kh * s->kw, n_w = per_out * s->out;
     if (n_w > INT32_MAX || (int64_t)s->out * oh * ow > INT32_MAX)
@@ -126,10 +126,19 @@ static int conv_alloc(dt_layer *l, dt_backend *be, int max_rows)
     (void)max_rows;
     s->cfg.in_layout = l->in[0]->layout;
     s->cfg.out_layout = l->layout;
-    s->cfg.out_bf16 = 0;
+    s->cfg.out_bf16 = s->cfg.in_bf16 = 0;
     l->y_bf16 = l->y_bf16 && be->conv_bf16_out && be->conv_bf16_out(be, &s->cfg); /* net_alloc's mark */
     s->cfg.out_bf16 = l->y_bf16;
+    s->cfg.in_bf16 = l->in[0]->y_bf16; /* a batchnorm's, which asked conv_takes_bf16 */
     return (s->plan = be->conv_plan(be, &s->cfg)) ? 0 : -1;
+}
+
+static int conv_takes_bf16(dt_layer *l, dt_backend *be)
+{
+    conv_state *s = l->state;
+    dt_conv_cfg c = s->cfg;
+    c.in_layout = l->in[0]->layout, c.out_layout = l->layout, c.out_bf16 = c.in_bf16 = 0;
+    return be->conv_bf16_in && be->conv_bf16_in(be, &c);
 }
 
 static int conv_forward(dt_layer *l, dt_backend *be, dt_pass *p)
@@ -166,5 +175,6 @@ const dt_layer_ops layer_conv_ops = {
     .alloc = conv_alloc,
     .forward = conv_forward,
     .backward = conv_backward,
+    .takes_bf16 = conv_takes_bf16,
     .destroy = conv_destroy,
 };

@@ -696,25 +696,36 @@ static void fuse_layers(dt_net *net, dt_backend *be)
     }
 }
 
-/* A convolution whose only consumer is a batchnorm of its layout may keep its y and dy in bf16
- * (layer.h's y_bf16; the convolution's alloc asks the backend). DTRAIN_BF16_EDGES=0: never. */
+/* the only layer that consumes l's output, NULL where none or several do */
+static dt_layer *sole_consumer(const dt_net *net, int i)
+{
+    dt_layer *l = net->layers[i], *user = NULL;
+    for (int j = i + 1; j < net->n_layers; j++)
+        for (int k = 0; k < net->layers[j]->n_in; k++)
+            if (net->layers[j]->in[k] == l) {
+                if (user) return NULL;
+                user = net->layers[j];
+            }
+    return user;
+}
+
+/* Activations in bf16 between a convolution and a batchnorm (layer.h's y_bf16), where the backend
+ * stores them so: a convolution whose only consumer is a batchnorm of its layout (its y and dy; the
+ * convolution's alloc asks the backend), and a batchnorm (with the relu fused into it) whose only
+ * consumer is a convolution that takes bf16 (its y). DTRAIN_BF16_EDGES=0: none. */
 static void mark_bf16_edges(dt_net *net, dt_backend *be)
 {
     const char *env = getenv("DTRAIN_BF16_EDGES");
-    int on = be->conv_bf16_out && !(env && strcmp(env, "0") == 0);
+    int on = !(env && strcmp(env, "0") == 0);
     const dt_layer_ops *conv = layer_find("conv"), *bn = layer_find("batchnorm");
-    for (int i = 0; i < net->n_layers; i++) {
-        dt_layer *l = net->layers[i];
-        int users = 0, bns = 0;
-        l->y_bf16 = 0;
-        if (!on || l->ops != conv) continue;
-        for (int j = i + 1; j < net->n_layers; j++)
-            for (int k = 0; k < net->layers[j]->n_in; k++)
-                if (net->layers[j]->in[k] == l) {
-                    users++;
-                    bns += net->layers[j]->ops == bn && net->layers[j]->layout == l->layout;
-                }
-        l->y_bf16 = users == 1 && bns == 1;
+    for (int i = 0; i < net->n_layers; i++) net->layers[i]->y_bf16 = 0;
+    for (int i = 0; on && i < net->n_layers; i++) {
+        dt_layer *l = net->layers[i], *out = l->fuse_relu ? net->layers[i + 1] : l; /* the relu fused into it */
+        dt_layer *user = sole_consumer(net, l->fuse_relu ? i + 1 : i);
+        if (!user || user->layout != l->layout) continue;
+        if (l->ops == conv && user->ops == bn) l->y_bf16 = be->conv_bf16_out != NULL;
+        else if (l->ops == bn && user->ops == conv && user->ops->takes_bf16 && user->ops->takes_bf16(user, be))
+            l->y_bf16 = out->y_bf16 = 1;
     }
 }
 
