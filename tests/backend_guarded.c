@@ -640,6 +640,18 @@ static size_t g_act_size(dt_backend *be, dt_layout l, int rows, int c, int h, in
     return in->act_size(in, l, rows, c, h, w);
 }
 
+static int g_conv_bf16_out(dt_backend *be, const dt_conv_cfg *cfg)
+{
+    dt_backend *in = ((guarded *)be->impl)->in;
+    return in->conv_bf16_out && in->conv_bf16_out(in, cfg);
+}
+
+static int g_conv_bf16_in(dt_backend *be, const dt_conv_cfg *cfg)
+{
+    dt_backend *in = ((guarded *)be->impl)->in;
+    return in->conv_bf16_in && in->conv_bf16_in(in, cfg);
+}
+
 static void *g_pool_plan(dt_backend *be, const dt_pool_cfg *cfg)
 {
     dt_backend *in = ((guarded *)be->impl)->in;
@@ -1112,7 +1124,7 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
     WRAP(relu_fwd), WRAP(relu_bwd), WRAP(dropout_fwd), WRAP(dropout_bwd), WRAP(softmax_xent_fwd);
     WRAP(softmax_xent_bwd), WRAP(sgd_step), WRAP(scale), WRAP(grad_unscale), WRAP(add), WRAP(add2), WRAP(bn_running);
     WRAP(to_plain), WRAP(from_plain);
-    WRAP(layout_for), WRAP(act_size), WRAP(conv_plan), WRAP(conv_fwd), WRAP(conv_bwd), WRAP(pool_plan);
+    WRAP(layout_for), WRAP(act_size), WRAP(conv_bf16_out), WRAP(conv_bf16_in), WRAP(conv_plan), WRAP(conv_fwd), WRAP(conv_bwd), WRAP(pool_plan);
     WRAP(pool_fwd), WRAP(pool_bwd), WRAP(bn_plan), WRAP(bn_fwd), WRAP(bn_bwd), WRAP(lrn_plan), WRAP(lrn_fwd);
     WRAP(lrn_bwd), WRAP(plan_free), WRAP(shortcut_fwd), WRAP(shortcut_bwd), WRAP(wire_encode), WRAP(wire_decode);
     WRAP(residual_add), WRAP(topk), WRAP(pairs_apply), WRAP(pairs_merge), WRAP(pairs_zero_common), WRAP(tern_stats);

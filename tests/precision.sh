@@ -87,7 +87,13 @@ cmp -s "$T/cbn1.st" "$T/cbn0.st" && fail "storing the convolution's output in bf
 "$DTRAIN" "${cbn[@]}" --iters 6 --checkpoint "$T/cbn.ckpt" > /dev/null 2>&1 &&
     "$DTRAIN" "${cbn[@]}" --iters 12 --resume "$T/cbn.ckpt" --save "$T/cbn1r.st" > /dev/null 2>&1 &&
     cmp -s "$T/cbn1.st" "$T/cbn1r.st" || fail "the conv-bn net in bf16: 6 iterations + resume 6 trained other weights than 12"
-note "conv -> batch norm in bf16: said, a result of its own, repeated and resumed bit for bit"
+# on the guarded backend (device memory the host may not touch outside ops; it wraps the CPU's
+# bf16 queries) the same bits
+DTRAIN_MODULE_PATH="$top_builddir/tests" "$DTRAIN" "${cbn[@]}" --iters 12 --device cpu-guarded --save "$T/cbng.st" \
+    > "$T/cbng.out" 2>&1 || { cat "$T/cbng.out"; fail "the conv-bn net in bf16 on cpu-guarded failed"; }
+grep -q "^bf16 activations: 1 of the 2 convolutions" "$T/cbng.out" && cmp -s "$T/cbn1.st" "$T/cbng.st" ||
+    { cat "$T/cbng.out"; fail "the conv-bn net in bf16 on cpu-guarded: not the CPU's bf16 edges and bits"; }
+note "conv -> batch norm in bf16: said, a result of its own, repeated and resumed bit for bit, the same on cpu-guarded"
 
 skip_if_sanitized "training for an accuracy bound"
 acc_of() { json_last "$1" summary test_acc; }
