@@ -362,7 +362,7 @@ int ckpt_check_meta(dt_ckpt_state *r, const st_file *f, const char *path, long *
                                        "fp16-scale = ", "fp16-scale-window = ", "transport = ", NULL};
     char *ours0 = options_without(r->options, skip), *theirs0 = options_without(m_opts, skip);
     char *ours = ours0 ? ckpt_options_resolved(ours0, r->dataset ? r->dataset : "", r->mode ? r->mode->name : m_mode,
-                                          net_n_classes(net))
+                                               net_n_classes(net))
                        : NULL;
     char *theirs = theirs0 ? ckpt_options_resolved(theirs0, m_ds, m_mode, net_n_classes(net)) : NULL;
     free(ours0), free(theirs0);

@@ -270,8 +270,10 @@ void json_write_string(FILE *f, const char *s)
         if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
         else if (ch == '\n') fputs("\\n", f);
         else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-        else if (n == 0) fprintf(f, "\\udc%02x", ch); /* no UTF-8 (a Latin-1 file name): Python's surrogateescape */
-        else fwrite(s, 1, n, f);
+        else if (n == 0)
+            fprintf(f, "\\udc%02x", ch); /* no UTF-8 (a Latin-1 file name): Python's surrogateescape */
+        else
+            fwrite(s, 1, n, f);
         s += n ? n : 1;
     }
     fputc('"', f);

@@ -314,9 +314,10 @@ static int check_batchnorm(dt_run *r, size_t n_train)
             snprintf(why, sizeof why, "--batch %ld over %d worker%s gives a rank 1 sample an iteration", batch, p,
                      p == 1 ? "" : "s");
         else
-            snprintf(why, sizeof why, "the last batch of each epoch, %ld of the %zu training samples at --batch %ld, "
-                     "gives a rank of the %d worker%s 1 sample", (long)(n_train % (size_t)batch), n_train, batch, p,
-                     p == 1 ? "" : "s");
+            snprintf(why, sizeof why,
+                     "the last batch of each epoch, %ld of the %zu training samples at --batch %ld, "
+                     "gives a rank of the %d worker%s 1 sample",
+                     (long)(n_train % (size_t)batch), n_train, batch, p, p == 1 ? "" : "s");
         r->usage_error = 1;
         return dt_fail("%s, so batch norm '%s' (%s:%d) normalizes 1 value per channel: its output is its shift alone "
                        "and nothing before it learns (expected at least 2 samples per rank in every batch: "
@@ -739,10 +740,13 @@ static void banner(dt_run *r)
     log_text(r->log, "%d rank%s x %d thread%s, %s\n", p, p == 1 ? "" : "s", r->threads, r->threads == 1 ? "" : "s",
              mode);
     int cores = (int)sysconf(_SC_NPROCESSORS_ONLN), here = comm_local_size(r->comm); /* rank 0's host */
-    if (o->threads > 0 && cores > 0 && (long)r->threads * here > cores) /* oversubscribed: OpenMP's threads wait for each other */
-        log_text(r->log, "note: --threads %d on %d rank%s of this host is more threads than its %d core%s, which "
-                 "slows every pass (--threads 0 takes %d)\n", r->threads, here, here == 1 ? "" : "s", cores,
-                 cores == 1 ? "" : "s", DT_MAX(1, cores / DT_MAX(1, here)));
+    if (o->threads > 0 && cores > 0 &&
+        (long)r->threads * here > cores) /* oversubscribed: OpenMP's threads wait for each other */
+        log_text(r->log,
+                 "note: --threads %d on %d rank%s of this host is more threads than its %d core%s, which "
+                 "slows every pass (--threads 0 takes %d)\n",
+                 r->threads, here, here == 1 ? "" : "s", cores, cores == 1 ? "" : "s",
+                 DT_MAX(1, cores / DT_MAX(1, here)));
     char length[96]; /* --iters cuts the epochs short */
     if (env->total_iters < o->epochs * env->iters_per_epoch)
         snprintf(length, sizeof length, "%ld iteration%s (--iters; %ld epoch%s asked)", env->total_iters,
@@ -795,9 +799,11 @@ static void banner(dt_run *r)
     log_text(r->log, "backend %s%s%s%s%s: %s; %s\n", r->be->name, r->auto_why[0] ? " (auto; " : "", r->auto_why,
              r->auto_why[0] ? ")" : "", lowp, backend_describe(r->be), comm_library());
     if (edges || bn_edges)
-        log_text(r->log, "bf16 activations: %d of the %d convolutions store their outputs (and take their gradients) in "
+        log_text(r->log,
+                 "bf16 activations: %d of the %d convolutions store their outputs (and take their gradients) in "
                  "bf16 for the batch norms after them, %d of the %d batch norms their outputs for the convolutions "
-                 "after them\n", edges, convs, bn_edges, bns);
+                 "after them\n",
+                 edges, convs, bn_edges, bns);
     if (r->auto_cpu && r->opts->gpu_given[0])
         log_text(r->log, "%s: no effect: --device auto took the cpu\n", r->opts->gpu_given);
     if (!r->be->host_memory) log_text(r->log, "transport %s\n", r->transport);

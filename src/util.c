@@ -22,10 +22,14 @@ size_t dt_utf8_len(const char *s)
     unsigned cp;
     int n;
     if (u[0] < 0x80) return u[0] != 0;
-    if (u[0] >= 0xc2 && u[0] <= 0xdf) n = 1, cp = u[0] & 0x1fu;
-    else if (u[0] >= 0xe0 && u[0] <= 0xef) n = 2, cp = u[0] & 0x0fu;
-    else if (u[0] >= 0xf0 && u[0] <= 0xf4) n = 3, cp = u[0] & 0x07u;
-    else return 0;
+    if (u[0] >= 0xc2 && u[0] <= 0xdf)
+        n = 1, cp = u[0] & 0x1fu;
+    else if (u[0] >= 0xe0 && u[0] <= 0xef)
+        n = 2, cp = u[0] & 0x0fu;
+    else if (u[0] >= 0xf0 && u[0] <= 0xf4)
+        n = 3, cp = u[0] & 0x07u;
+    else
+        return 0;
     for (int i = 1; i <= n; i++) { /* stops at the terminator: it is no continuation byte */
         if ((u[i] & 0xc0) != 0x80) return 0;
         cp = cp << 6 | (u[i] & 0x3fu);

@@ -1124,7 +1124,8 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
     WRAP(relu_fwd), WRAP(relu_bwd), WRAP(dropout_fwd), WRAP(dropout_bwd), WRAP(softmax_xent_fwd);
     WRAP(softmax_xent_bwd), WRAP(sgd_step), WRAP(scale), WRAP(grad_unscale), WRAP(add), WRAP(add2), WRAP(bn_running);
     WRAP(to_plain), WRAP(from_plain);
-    WRAP(layout_for), WRAP(act_size), WRAP(conv_bf16_out), WRAP(conv_bf16_in), WRAP(conv_plan), WRAP(conv_fwd), WRAP(conv_bwd), WRAP(pool_plan);
+    WRAP(layout_for), WRAP(act_size), WRAP(conv_bf16_out), WRAP(conv_bf16_in), WRAP(conv_plan), WRAP(conv_fwd),
+        WRAP(conv_bwd), WRAP(pool_plan);
     WRAP(pool_fwd), WRAP(pool_bwd), WRAP(bn_plan), WRAP(bn_fwd), WRAP(bn_bwd), WRAP(lrn_plan), WRAP(lrn_fwd);
     WRAP(lrn_bwd), WRAP(plan_free), WRAP(shortcut_fwd), WRAP(shortcut_bwd), WRAP(wire_encode), WRAP(wire_decode);
     WRAP(residual_add), WRAP(topk), WRAP(pairs_apply), WRAP(pairs_merge), WRAP(pairs_zero_common), WRAP(tern_stats);

@@ -156,8 +156,8 @@ START_TEST(conv_rounds_operands)
                 int w32 = f32 || (!cpu_has_amx() && g.sh > 1 && g.kh > 1 && g.c >= 16 && g.c <= 32 && g.rows >= 64);
                 const double *wy = f32 ? yp : y, *wdx = f32 ? dxp : dx, *wdx2 = f32 ? dx2p : dx2,
                              *wdw = w32 ? dwp : dw, *wdb = w32 ? dbp : db;
-                dt_conv_cfg cfg = {g.c, g.h, g.w, g.o, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pt, g.pt, g.pl, g.pl,
-                                   g.groups, bias, lin, lout, 0, 0};
+                dt_conv_cfg cfg = {g.c,  g.h,  g.w,  g.o,  g.oh,     g.ow, g.kh, g.kw, g.sh, g.sw,
+                                   g.pt, g.pt, g.pl, g.pl, g.groups, bias, lin,  lout, 0,    0};
                 void *plan = be->conv_plan(be, &cfg);
                 ck_assert_msg(plan != NULL, "%s", dt_errmsg());
                 size_t sx = be->act_size(be, lin, g.rows, g.c, g.h, g.w),
@@ -234,9 +234,9 @@ START_TEST(conv_bn_edge_in_bf16)
     for (size_t t = 0; t < DT_ARRAY_LEN(cases); t++)
         for (int li = 1; li < 3; li++) {
             dt_layout lay = (dt_layout)li;
-            int rows = cases[t].rows, C = cases[t].c, O = cases[t].o, k = cases[t].k, st = cases[t].s,
-                pd = cases[t].p, H = cases[t].h, W = cases[t].w, OH = (H + 2 * pd - k) / st + 1,
-                OW = (W + 2 * pd - k) / st + 1, bias = cases[t].bias;
+            int rows = cases[t].rows, C = cases[t].c, O = cases[t].o, k = cases[t].k, st = cases[t].s, pd = cases[t].p,
+                H = cases[t].h, W = cases[t].w, OH = (H + 2 * pd - k) / st + 1, OW = (W + 2 * pd - k) / st + 1,
+                bias = cases[t].bias;
             dt_conv_cfg c32 = {C, H, W, O, OH, OW, k, k, st, st, pd, pd, pd, pd, 1, bias, lay, lay, 0, 0}, c16 = c32;
             ck_assert_msg(be->conv_bf16_out && be->conv_bf16_out(be, &c32), "case %zu %s: conv_bf16_out said no", t,
                           lname[li]);
@@ -264,8 +264,8 @@ START_TEST(conv_bn_edge_in_bf16)
             ck_assert_int_eq(be->conv_fwd(be, pc32, rows, x, w, bias ? b : NULL, y32), 0);
             ck_assert_int_eq(be->conv_fwd(be, pc16, rows, x, w, bias ? b : NULL, y16), 0);
             for (size_t i = 0; i < ny; i++) {
-                ck_assert_msg(((uint16_t *)y16)[i] == cpu_bf16_of(y32[i]), "%s: y[%zu] %.9g, not %.9g rounded", what,
-                              i, (double)widened(y16, i), (double)y32[i]);
+                ck_assert_msg(((uint16_t *)y16)[i] == cpu_bf16_of(y32[i]), "%s: y[%zu] %.9g, not %.9g rounded", what, i,
+                              (double)widened(y16, i), (double)y32[i]);
                 yw[i] = widened(y16, i);
             }
             ck_assert_int_eq(be->bn_fwd(be, pb32, rows, 1, yw, gam, bet, m32, v32, z32), 0);
@@ -289,16 +289,18 @@ START_TEST(conv_bn_edge_in_bf16)
             ck_assert_msg(!memcmp(ex32, ex16, 4 * nx) && !memcmp(ew32, ew16, 4 * nw) &&
                               (!bias || !memcmp(eb32, eb16, 4 * (size_t)O)),
                           "%s: the convolution's backward on bf16 dy differs from it on its widening", what);
-            float *all[] = {x, w, b, gam, bet, dz, y32, y16, yw, z32, z16, m32, v32, m16, v16, d32, d16, dw, dyw,
-                            ex32, ex16, ew32, ew16, eb32, eb16};
+            float *all[] = {x,   w,   b,   gam, bet, dz,  y32,  y16,  yw,   z32,  z16,  m32, v32,
+                            m16, v16, d32, d16, dw,  dyw, ex32, ex16, ew32, ew16, eb32, eb16};
             for (size_t i = 0; i < DT_ARRAY_LEN(all); i++) be->free(be, all[i]);
             be->plan_free(be, pc32), be->plan_free(be, pc16), be->plan_free(be, pb32), be->plan_free(be, pb16);
             free(dx0), free(dw0), free(db0), free(dg), free(dbt), free(ddy);
         }
     /* where it keeps fp32: a plain side; the weights' gradient of a strided 16 -> 32 layer in fp32 */
     dt_conv_cfg plain = {16, 8, 8, 16, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, DT_LAYOUT_PLAIN, DT_LAYOUT_BLOCK16, 0, 0},
-                strided = {16, 8, 8, 32, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, DT_LAYOUT_BLOCK16, DT_LAYOUT_BLOCK16, 0, 0},
-                blocked = {16, 8, 8, 16, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, DT_LAYOUT_BLOCK16, DT_LAYOUT_BLOCK16, 0, 0};
+                strided = {16, 8, 8, 32, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, DT_LAYOUT_BLOCK16, DT_LAYOUT_BLOCK16,
+                           0,  0},
+                blocked = {16, 8, 8, 16, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, DT_LAYOUT_BLOCK16, DT_LAYOUT_BLOCK16,
+                           0,  0};
     ck_assert(!be->conv_bf16_out(be, &plain));
     ck_assert(cpu_has_amx() || !be->conv_bf16_out(be, &strided));
     dt_backend *f32;
@@ -364,15 +366,16 @@ START_TEST(bn_conv_edge_in_bf16)
                 ck_assert_msg(!memcmp(y32, y16, 4 * ny), "%s: the convolution of the bf16 x differs", what);
                 ck_assert_int_eq(be->conv_bwd(be, pc32, rows, z32, w, dy, e32, 0.0f, w32, bb32), 0);
                 ck_assert_int_eq(be->conv_bwd(be, pc16, rows, z16, w, dy, e16, 0.0f, w16, bb16), 0);
-                ck_assert_msg(!memcmp(e32, e16, 4 * nx) && !memcmp(w32, w16, 4 * nw) && !memcmp(bb32, bb16, 4 * (size_t)O),
+                ck_assert_msg(!memcmp(e32, e16, 4 * nx) && !memcmp(w32, w16, 4 * nw) &&
+                                  !memcmp(bb32, bb16, 4 * (size_t)O),
                               "%s: the convolution's backward on the bf16 x differs", what);
                 ck_assert_int_eq(be->bn_bwd(be, pb32, rows, x, gam, m32, v32, e32, z32, d32, 0.0f, s, s + C), 0);
-                ck_assert_int_eq(be->bn_bwd(be, pb16, rows, x, gam, m16, v16, e32, z16, d16, 0.0f, s + 2 * C, s + 3 * C),
-                                 0);
+                ck_assert_int_eq(
+                    be->bn_bwd(be, pb16, rows, x, gam, m16, v16, e32, z16, d16, 0.0f, s + 2 * C, s + 3 * C), 0);
                 ck_assert_msg(!memcmp(d32, d16, (xin ? 2 : 4) * nx) && !memcmp(s, s + 2 * C, 8 * (size_t)C),
                               "%s: batch norm's backward with the relu's mask from the bf16 y differs", what);
-                float *all[] = {x,  w,   b,   gam,  bet,  dy,  z32, z16, m32, v32, m16, v16, y32,
-                                y16, e32, e16, w32, w16, bb32, bb16, d32, d16, s};
+                float *all[] = {x,   w,   b,   gam, bet, dy,  z32,  z16,  m32, v32, m16, v16,
+                                y32, y16, e32, e16, w32, w16, bb32, bb16, d32, d16, s};
                 for (size_t i = 0; i < DT_ARRAY_LEN(all); i++) be->free(be, all[i]);
                 be->plan_free(be, pb32), be->plan_free(be, pb16), be->plan_free(be, pc32), be->plan_free(be, pc16);
                 free(dx0), free(dw0), free(db0), free(dg), free(dbt), free(ddy), free(rx);

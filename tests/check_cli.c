@@ -184,13 +184,13 @@ END_TEST
 START_TEST(unprintable_names)
 {
     ck_assert_uint_eq(dt_utf8_len("a"), 1);
-    ck_assert_uint_eq(dt_utf8_len("\xc3\xa9"), 2);           /* é */
-    ck_assert_uint_eq(dt_utf8_len("\xe2\x82\xac"), 3);       /* € */
-    ck_assert_uint_eq(dt_utf8_len("\xf0\x9f\x98\x80"), 4);   /* an emoji */
-    ck_assert_uint_eq(dt_utf8_len("\xe9t\xe9"), 0);          /* Latin-1 */
-    ck_assert_uint_eq(dt_utf8_len("\xc0\xaf"), 0);           /* overlong */
-    ck_assert_uint_eq(dt_utf8_len("\xed\xa0\x80"), 0);       /* a surrogate */
-    ck_assert_uint_eq(dt_utf8_len("\xe2\x82"), 0);           /* cut at the terminator */
+    ck_assert_uint_eq(dt_utf8_len("\xc3\xa9"), 2);         /* é */
+    ck_assert_uint_eq(dt_utf8_len("\xe2\x82\xac"), 3);     /* € */
+    ck_assert_uint_eq(dt_utf8_len("\xf0\x9f\x98\x80"), 4); /* an emoji */
+    ck_assert_uint_eq(dt_utf8_len("\xe9t\xe9"), 0);        /* Latin-1 */
+    ck_assert_uint_eq(dt_utf8_len("\xc0\xaf"), 0);         /* overlong */
+    ck_assert_uint_eq(dt_utf8_len("\xed\xa0\x80"), 0);     /* a surrogate */
+    ck_assert_uint_eq(dt_utf8_len("\xe2\x82"), 0);         /* cut at the terminator */
     ck_assert_uint_eq(dt_utf8_len(""), 0);
     dt_fail("--data-dir %s: no such directory", "/d/caf\xe9\x1b[31m\xc3\xa9\ttab");
     ck_assert_str_eq(dt_errmsg(), "--data-dir /d/caf\\xe9\\x1b[31m\xc3\xa9\ttab: no such directory");

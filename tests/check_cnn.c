@@ -310,8 +310,8 @@ START_TEST(fast_conv_matches_reference)
         int nli = layouts(g.c, li), nlo = layouts(g.o, lo);
         for (int a = 0; a < nli; a++)
             for (int c = 0; c < nlo; c++) {
-                dt_conv_cfg cfg = {g.c, g.h, g.w, g.o, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pt, pb, g.pl, pr, g.groups,
-                                   bias, li[a], lo[c], 0, 0};
+                dt_conv_cfg cfg = {g.c,  g.h, g.w,  g.o, g.oh,     g.ow, g.kh,  g.kw,  g.sh, g.sw,
+                                   g.pt, pb,  g.pl, pr,  g.groups, bias, li[a], lo[c], 0,    0};
                 void *plan = be->conv_plan(be, &cfg);
                 ck_assert_msg(plan != NULL, "%s", dt_errmsg());
                 float *fx = dev_act(x, li[a], g.rows, g.c, g.h, g.w), *fw = dev_vec(w, nw), *fb = dev_vec(b, g.o);

@@ -9,8 +9,8 @@
 
 #define LANES 32
 
-DT_NO_CONTRACT void chunks_correct(float *restrict g, const float *restrict h,
-                                                                const float *restrict w, float wd, size_t n)
+DT_NO_CONTRACT void chunks_correct(float *restrict g, const float *restrict h, const float *restrict w, float wd,
+                                   size_t n)
 {
     if (wd != 0.0f)
         for (size_t i = 0; i < n; i++) g[i] += h[i] + wd * w[i];
@@ -38,10 +38,8 @@ float chunks_l1(const float *restrict x, size_t n)
     return s[0];
 }
 
-DT_NO_CONTRACT float chunks_fold(float *restrict g, float *restrict h,
-                                                              float *restrict hu, float *restrict w,
-                                                              const float *restrict sum, size_t n, int p, float m,
-                                                              float lr)
+DT_NO_CONTRACT float chunks_fold(float *restrict g, float *restrict h, float *restrict hu, float *restrict w,
+                                 const float *restrict sum, size_t n, int p, float m, float lr)
 {
     float l1;
     if (sum) {

@@ -49,8 +49,7 @@ DT_CLONES static void quantise(const float *restrict x, size_t n, float inv, int
 
 /* x + q s rounded twice, never fused into one multiply-add (which the vector clones would otherwise
  * make): the same sums on every CPU and on the GPU (cuda/elementwise.h, ew_q8_dec_add) */
-DT_NO_CONTRACT DT_CLONES static void dequantise(const int8_t *restrict q, size_t n,
-                                                                           float s, float *restrict x, int add)
+DT_NO_CONTRACT DT_CLONES static void dequantise(const int8_t *restrict q, size_t n, float s, float *restrict x, int add)
 {
     if (add) {
 #pragma omp simd

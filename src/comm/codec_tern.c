@@ -10,8 +10,7 @@
  * the blocks in double: one order of additions, each product rounded on its own, whatever the CPU's
  * vectors (an OpenMP reduction's order, and fused multiply-adds, would follow the clone: AVX-512,
  * AVX2 and baseline CPUs gave different scalers) and what a device's kernel can repeat. */
-DT_CLONES DT_NO_CONTRACT static void block_stats(const float *restrict g, size_t n,
-                                                                             float *sum, float *sq, float *mx)
+DT_CLONES DT_NO_CONTRACT static void block_stats(const float *restrict g, size_t n, float *sum, float *sq, float *mx)
 {
     float s[16] = {0}, q[16] = {0}, m = 0.0f;
     size_t i = 0;

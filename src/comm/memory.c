@@ -116,9 +116,8 @@ DT_CLONES static void accumulate_plain(float *restrict r, const float *restrict 
 
 /* each product and sum rounded on its own (never fused: the vector clones would), so that every CPU
  * and a GPU (cuda/elementwise.h, ew_velocity) keep the same residuals */
-DT_NO_CONTRACT DT_CLONES static void
-accumulate_corrected(float *restrict r, float *restrict u, const float *restrict g, const float *restrict w, size_t n,
-                     float m, float wd)
+DT_NO_CONTRACT DT_CLONES static void accumulate_corrected(float *restrict r, float *restrict u, const float *restrict g,
+                                                          const float *restrict w, size_t n, float m, float wd)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
@@ -219,9 +218,8 @@ static int update_on(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w, const d
 }
 
 /* w - lr v rounded twice, as on a GPU (ew_pair) */
-DT_NO_CONTRACT int memory_update(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w,
-                                                               const dt_pair *agg, size_t k, const dt_hostbuf *dense,
-                                                               float lr)
+DT_NO_CONTRACT int memory_update(dt_memory *mem, dt_optim *opt, const dt_hostbuf *w, const dt_pair *agg, size_t k,
+                                 const dt_hostbuf *dense, float lr)
 {
     if (mem->be) return update_on(mem, opt, w, agg, k, dense, lr);
     if (mem->u) { /* momentum and decay are in the aggregate already: plain SGD, only where it is non-zero */

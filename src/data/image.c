@@ -99,8 +99,7 @@ typedef struct {
     int flip;        /* mirrored left-right */
 } sink;
 
-DT_NO_CONTRACT static inline void store_row(const sink *k, int ch, size_t at,
-                                                                        const float *acc, int ow)
+DT_NO_CONTRACT static inline void store_row(const sink *k, int ch, size_t at, const float *acc, int ow)
 {
     if (k->u8) {
         uint8_t *o = k->u8 + at;
@@ -120,9 +119,8 @@ DT_NO_CONTRACT static inline void store_row(const sink *k, int ch, size_t at,
     for (int j = 0; j < ow; j++) o[j] = acc[j] * ac + bc;
 }
 
-DT_NO_CONTRACT static int resample(const uint8_t *src, int c, int h, int w, double x0,
-                                                                  double y0, double rw, double rh, int oh, int ow,
-                                                                  const sink *out, image_scratch *scr)
+DT_NO_CONTRACT static int resample(const uint8_t *src, int c, int h, int w, double x0, double y0, double rw, double rh,
+                                   int oh, int ow, const sink *out, image_scratch *scr)
 {
     int nx = taps_full(ow, rw), ny = taps_full(oh, rh);
     double sy = rh / oh > 1.0 ? rh / oh : 1.0;

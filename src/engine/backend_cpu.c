@@ -337,9 +337,8 @@ static int cpu_add2(dt_backend *be, float *y, const float *u, const float *v, si
 
 /* a layer's channels: few, so one thread; never fused, as the contract says (cuda/elementwise.h,
  * ew_bn_running, is the GPU's twin) */
-DT_NO_CONTRACT static int cpu_bn_running(dt_backend *be, float *rmean, float *rvar,
-                                                                       const float *mean, const float *var, size_t n,
-                                                                       float m, double unbias)
+DT_NO_CONTRACT static int cpu_bn_running(dt_backend *be, float *rmean, float *rvar, const float *mean, const float *var,
+                                         size_t n, float m, double unbias)
 {
     (void)be;
     for (size_t i = 0; i < n; i++) {

@@ -62,9 +62,8 @@ static int chunk_lo(int rows, int nk, int k) { return (int)((long)rows * k / nk)
 /* Adds, over rows [r0, r1), the sums of x - k and of (x - k)^2 per channel into s1, s2: one pass.
  * k is a value of the channel (its first), so the variance S2/M - (S1/M)^2 of the shifted values
  * does not cancel (in double, with |mean - k| within the data's spread). ra: 3 C doubles of scratch. */
-static inline __attribute__((always_inline)) void stats_body(const bn_geom *g, const float *x, const double *k,
-                                                             int r0, int r1, double *s1, double *s2, double *ra,
-                                                             const int xb)
+static inline __attribute__((always_inline)) void stats_body(const bn_geom *g, const float *x, const double *k, int r0,
+                                                             int r1, double *s1, double *s2, double *ra, const int xb)
 {
     const uint16_t *xh = (const uint16_t *)(const void *)x;
     if (!g->blocked) {
@@ -112,8 +111,10 @@ static inline __attribute__((always_inline)) void stats_body(const bn_geom *g, c
 DT_CLONES static void stats_chunk(const bn_geom *g, const float *x, const double *k, int r0, int r1, double *s1,
                                   double *s2, double *ra)
 {
-    if (g->xb) stats_body(g, x, k, r0, r1, s1, s2, ra, 1);
-    else stats_body(g, x, k, r0, r1, s1, s2, ra, 0);
+    if (g->xb)
+        stats_body(g, x, k, r0, r1, s1, s2, ra, 1);
+    else
+        stats_body(g, x, k, r0, r1, s1, s2, ra, 0);
 }
 
 /* dy where the fused relu's output y is > 0 (relu_bwd's expression), or dy itself without it. Both
@@ -134,15 +135,15 @@ static inline float dy_where(float dy, float y, const int relu)
 
 /* CALL(relu, xb, yb) with each flag a constant, for the flags' values: each variant its own loops */
 #define VARIANTS(relu, xb, yb, CALL)                                                                                   \
-    switch (((relu) ? 4 : 0) | ((xb) ? 2 : 0) | ((yb) ? 1 : 0)) {                                                     \
-    case 0: CALL(0, 0, 0); break;                                                                                      \
-    case 1: CALL(0, 0, 1); break;                                                                                      \
-    case 2: CALL(0, 1, 0); break;                                                                                      \
-    case 3: CALL(0, 1, 1); break;                                                                                      \
-    case 4: CALL(1, 0, 0); break;                                                                                      \
-    case 5: CALL(1, 0, 1); break;                                                                                      \
-    case 6: CALL(1, 1, 0); break;                                                                                      \
-    default: CALL(1, 1, 1); break;                                                                                     \
+    switch (((relu) ? 4 : 0) | ((xb) ? 2 : 0) | ((yb) ? 1 : 0)) {                                                      \
+        case 0: CALL(0, 0, 0); break;                                                                                  \
+        case 1: CALL(0, 0, 1); break;                                                                                  \
+        case 2: CALL(0, 1, 0); break;                                                                                  \
+        case 3: CALL(0, 1, 1); break;                                                                                  \
+        case 4: CALL(1, 0, 0); break;                                                                                  \
+        case 5: CALL(1, 0, 1); break;                                                                                  \
+        case 6: CALL(1, 1, 0); break;                                                                                  \
+        default: CALL(1, 1, 1); break;                                                                                 \
     }
 
 /* Adds, over rows [r0, r1), the sums of dy, of dy (x - m) and of x - m per channel into s1, s2,
@@ -213,8 +214,10 @@ DT_CLONES static void grad_sums_chunk(const bn_geom *g, const float *x, const fl
 #define RELU_IF(v, relu) ((relu) ? ((v) > 0.0f ? (v) : 0.0f) : (v))
 #define Y_PUT(i, val)                                                                                                  \
     do {                                                                                                               \
-        if (yb) qh[i] = cpu_bf16_of(val);                                                                              \
-        else q[i] = (val);                                                                                             \
+        if (yb)                                                                                                        \
+            qh[i] = cpu_bf16_of(val);                                                                                  \
+        else                                                                                                           \
+            q[i] = (val);                                                                                              \
     } while (0)
 
 static inline __attribute__((always_inline)) void normalize_body(const bn_geom *g, const float *x, const float *m,
@@ -268,12 +271,13 @@ DT_CLONES static void normalize_rows(const bn_geom *g, const float *x, const flo
 
 /* dx = beta dx + (dy - u - (x - m) k) a per channel, over rows [r0, r1); relu: dy taken where y > 0;
  * xb: x read as bf16 and dx written as bf16 (rounded to nearest even, as cpu_round_bf16), beta 0 */
-#define DX_OF(i, j)                                                                                                    \
-    ((DY_AT(d, v, vh, i, relu, yb) - uc[j] - (X_AT(p, ph, i, xb) - mc[j]) * kc[j]) * ac[j])
+#define DX_OF(i, j) ((DY_AT(d, v, vh, i, relu, yb) - uc[j] - (X_AT(p, ph, i, xb) - mc[j]) * kc[j]) * ac[j])
 #define DX_SET(i, val)                                                                                                 \
     do {                                                                                                               \
-        if (xb) qh[i] = cpu_bf16_of(val);                                                                              \
-        else q[i] = (val);                                                                                             \
+        if (xb)                                                                                                        \
+            qh[i] = cpu_bf16_of(val);                                                                                  \
+        else                                                                                                           \
+            q[i] = (val);                                                                                              \
     } while (0)
 #define DX_ADD(i, val) (q[i] = beta * q[i] + (val)) /* not with xb */
 
@@ -289,8 +293,8 @@ static inline __attribute__((always_inline)) void dx_body(const bn_geom *g, cons
             for (int c = 0; c < g->c; c++) {
                 size_t o = ((size_t)r * g->c + c) * g->hw;
                 const float *restrict p = x + o, *restrict d = dy + o, *restrict v = relu ? y + o : d;
-                const uint16_t *restrict ph = xh + o,
-                               *restrict vh = relu ? (const uint16_t *)(const void *)y + o : (const uint16_t *)d;
+                const uint16_t *restrict ph = xh + o, *restrict vh = relu ? (const uint16_t *)(const void *)y + o
+                                                                          : (const uint16_t *)d;
                 float *restrict q = dx + o;
                 uint16_t *restrict qh = dxh + o;
                 const float *uc = u + c, *mc = m + c, *kc = k + c, *ac = a + c;
@@ -308,14 +312,13 @@ static inline __attribute__((always_inline)) void dx_body(const bn_geom *g, cons
             for (int cb = 0; cb < g->c / 16; cb++) {
                 size_t o = blk(g, r, cb) + (size_t)i0 * g->step;
                 const float *restrict p = x + o, *restrict d = dy + o, *restrict v = relu ? y + o : d;
-                const uint16_t *restrict ph = xh + o,
-                               *restrict vh = relu ? (const uint16_t *)(const void *)y + o : (const uint16_t *)d;
+                const uint16_t *restrict ph = xh + o, *restrict vh = relu ? (const uint16_t *)(const void *)y + o
+                                                                          : (const uint16_t *)d;
                 const float *mc = m + cb * 16, *uc = u + cb * 16, *kc = k + cb * 16, *ac = a + cb * 16;
                 float *restrict q = dx + o;
                 uint16_t *restrict qh = dxh + o;
-                for (int i = i0, i1 = tile_end(g, i0); i < i1;
-                     i++, p += g->step, ph += g->step, d += g->step, v += g->step, vh += g->step, q += g->step,
-                     qh += g->step) {
+                for (int i = i0, i1 = tile_end(g, i0); i < i1; i++, p += g->step, ph += g->step, d += g->step,
+                         v += g->step, vh += g->step, q += g->step, qh += g->step) {
                     if (xb || beta == 0.0f) {
 #pragma omp simd
                         for (int j = 0; j < 16; j++) DX_SET(j, DX_OF(j, j));
@@ -339,8 +342,15 @@ DT_CLONES static void dx_rows(const bn_geom *g, const float *x, const float *dy,
 static bn_geom geom_of(const dt_bn_cfg *c, int rows)
 {
     int nhwc = c->layout == DT_LAYOUT_NHWC, hw = c->h * c->w, tile = nhwc ? DT_MAX(2048 / c->c, 4) : hw;
-    return (bn_geom){c->c, hw, rows, c->layout == DT_LAYOUT_BLOCK16 || nhwc, nhwc, c->in_bf16 != 0, c->out_bf16 != 0,
-                     nhwc ? (size_t)c->c : 16, DT_MAX(tile, 1)};
+    return (bn_geom){c->c,
+                     hw,
+                     rows,
+                     c->layout == DT_LAYOUT_BLOCK16 || nhwc,
+                     nhwc,
+                     c->in_bf16 != 0,
+                     c->out_bf16 != 0,
+                     nhwc ? (size_t)c->c : 16,
+                     DT_MAX(tile, 1)};
 }
 
 /* the chunked per-channel sums s1, s2, s3, each summed over the chunks in order into t1, t2, t3 */

@@ -327,8 +327,8 @@ static int conv_entry_make(dt_backend *be, const dt_conv_cfg *c, int rows, conv_
     int own = c->c >= 16 && (c->in_layout == DT_LAYOUT_PLAIN || c->out_layout == DT_LAYOUT_PLAIN);
     int rc = -1;
     e->rows = rows;
-    md4t(&src, rows, c->c, c->h, c->w, c->in_layout, c->in_bf16 ? dnnl_bf16 : dnnl_f32); /* x */
-    md4(&dsrc, rows, c->c, c->h, c->w, c->in_layout);                                       /* dx */
+    md4t(&src, rows, c->c, c->h, c->w, c->in_layout, c->in_bf16 ? dnnl_bf16 : dnnl_f32);     /* x */
+    md4(&dsrc, rows, c->c, c->h, c->w, c->in_layout);                                        /* dx */
     md4t(&dst, rows, c->o, c->oh, c->ow, c->out_layout, c->out_bf16 ? dnnl_bf16 : dnnl_f32); /* y and dy */
     wei_md(c, &wany, 1, dnnl_f32);
     wei_md(c, &wany_lo, 1, lo);

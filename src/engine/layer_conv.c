@@ -102,8 +102,8 @@ static int conv_infer(dt_layer *l, const char *where)
     l->out.n_dims = 3;
     l->out.d[0] = s->out, l->out.d[1] = oh, l->out.d[2] = ow;
     l->out_size = (size_t)s->out * oh * ow;
-    s->cfg = (dt_conv_cfg){c, h, w, s->out, oh, ow, s->kh, s->kw, s->sh, s->sw, pt, pb, pl, pr, s->groups, s->bias,
-                           DT_LAYOUT_PLAIN, DT_LAYOUT_PLAIN, 0, 0};
+    s->cfg = (dt_conv_cfg){c,  h,  w,  s->out, oh,        ow,      s->kh,           s->kw,           s->sh, s->sw,
+                           pt, pb, pl, pr,     s->groups, s->bias, DT_LAYOUT_PLAIN, DT_LAYOUT_PLAIN, 0,     0};
     /* sizes in 64 bits: channels up to 2^20 times a kernel up to 2^16 x 2^16 overflow an int */
     int64_t per_out = (int64_t)(c / s->groups) * s->kh * s->kw, n_w = per_out * s->out;
     if (n_w > INT32_MAX || (int64_t)s->out * oh * ow > INT32_MAX)

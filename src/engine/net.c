@@ -723,7 +723,8 @@ static void mark_bf16_edges(dt_net *net, dt_backend *be)
         dt_layer *l = net->layers[i], *out = l->fuse_relu ? net->layers[i + 1] : l; /* the relu fused into it */
         dt_layer *user = sole_consumer(net, l->fuse_relu ? i + 1 : i);
         if (!user || user->layout != l->layout) continue;
-        if (l->ops == conv && user->ops == bn) l->y_bf16 = be->conv_bf16_out != NULL;
+        if (l->ops == conv && user->ops == bn)
+            l->y_bf16 = be->conv_bf16_out != NULL;
         else if (l->ops == bn && user->ops == conv && user->ops->takes_bf16 && user->ops->takes_bf16(user, be))
             l->y_bf16 = out->y_bf16 = 1;
     }
