@@ -271,6 +271,13 @@ rc=0
 $REPORT --reproduction "$T/BOTH.md" "$T/nonexistent" "$T/fixture" > "$T/rep" 2>&1 || rc=$?
 [ $rc -eq 2 ] && grep -q "nonexistent: no such directory" "$T/rep" && [ -s "$T/BOTH.md" ] ||
     { cat "$T/rep"; fail "tools/report of a missing and a good directory: exit $rc, or no page"; }
+# names with a byte of no valid UTF-8, which dtrain's log keeps as \udcNN (Python's surrogateescape):
+# shown as U+FFFD (writing the lone surrogate raised UnicodeEncodeError)
+cp -r "$top_srcdir/tests/fixtures/report" "$T/latin" && chmod -R u+w "$T/latin"
+for f in "$T"/latin/*/log.jsonl; do sed -i 's/"\(net\|dataset\|mode\)":"\([^"]*\)"/"\1":"\2\\udce9"/g' "$f"; done
+grep -q 'udce9' "$T"/latin/*/log.jsonl || fail "the test's logs hold no \\udce9"
+$REPORT --reproduction "$T/LATIN.md" "$T/latin" > "$T/rep" 2>&1 && ! grep -q Traceback "$T/rep" &&
+    grep -q $'data: fashion-mnist\xef\xbf\xbd' "$T/LATIN.md" || { cat "$T/rep"; fail "tools/report of names with \\udcNN escapes"; }
 # fields that are not numbers (an epoch without its time, a phase null) and no matplotlib (python -S
 # finds no site packages): said, no traceback, the tables written
 cp -r "$top_srcdir/tests/fixtures/report" "$T/fields" && chmod -R u+w "$T/fields"
