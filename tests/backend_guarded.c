@@ -54,6 +54,7 @@
 #include "comm/chunks.h"
 #include "comm/codec_tern.h"
 #include "comm/sparse.h"
+#include "cpu.h"
 #include "util.h"
 
 typedef struct region {
@@ -471,9 +472,8 @@ static int g_wire_decode(dt_backend *be, int kind, int block, const void *in, si
 /* The sparse modes' residuals (a device's run its kernels): the CPU's arithmetic on the guarded
  * memory, each product and sum rounded on its own as memory.c, so that comm/memory.c's device paths
  * run here and must give the CPU's bits */
-__attribute__((optimize("fp-contract=off"))) static int g_residual_add(dt_backend *be, float *r, float *u,
-                                                                        const float *gr, const float *w, size_t n,
-                                                                        float m, float wd)
+DT_NO_CONTRACT static int g_residual_add(dt_backend *be, float *r, float *u, const float *gr, const float *w, size_t n,
+                                         float m, float wd)
 {
     guarded *g = enter(be);
     for (size_t i = 0; i < n; i++) {
@@ -497,8 +497,7 @@ static int g_topk(dt_backend *be, const float *x, size_t n, size_t k, void *pair
     return rc;
 }
 
-__attribute__((optimize("fp-contract=off"))) static int g_pairs_apply(dt_backend *be, float *x, const void *pairs,
-                                                                       size_t k, int how, float a)
+DT_NO_CONTRACT static int g_pairs_apply(dt_backend *be, float *x, const void *pairs, size_t k, int how, float a)
 {
     guarded *g = enter(be);
     const dt_pair *p = pairs;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cpu.h"
 #include "data/formats.h"
 #include "data/image.h"
 #include "testutil.h"
@@ -181,9 +182,8 @@ static void ref_taps_make(ref_taps *t, int in, int out, double start, double len
     }
 }
 
-__attribute__((optimize("fp-contract=off"))) static void ref_resample(const uint8_t *src, int c, int h, int w,
-                                                                      double x0, double y0, double rw, double rh,
-                                                                      int oh, int ow, float *out)
+DT_NO_CONTRACT static void ref_resample(const uint8_t *src, int c, int h, int w, double x0, double y0, double rw,
+                                        double rh, int oh, int ow, float *out)
 {
     ref_taps tx, ty;
     ref_taps_make(&tx, w, ow, x0, rw);

@@ -10,6 +10,7 @@
 
 #include "comm/codec_tern.h"
 #include "comm/sparse.h"
+#include "cpu.h"
 #include "rng.h"
 #include "util.h"
 
@@ -158,7 +159,7 @@ END_TEST
 
 /* tern_scaler's sums in their one order (codec_tern.c), written out plainly: the same bits from the
  * vectorised clone that runs here, for lengths around the lanes and blocks */
-__attribute__((optimize("fp-contract=off"))) static float scaler_ref(const float *g, size_t n, float c)
+DT_NO_CONTRACT static float scaler_ref(const float *g, size_t n, float c)
 {
     double sum = 0, sq = 0;
     float mx = 0;

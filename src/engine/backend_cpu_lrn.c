@@ -31,7 +31,7 @@ typedef struct lrn_k {
 } lrn_k;
 
 /* s^-beta: beta 0.75 (every net here) and 0.5 without powf, so that the loops vectorise */
-__attribute__((optimize("no-math-errno"))) static inline float pow_neg(float s, float beta)
+DT_NO_MATH_ERRNO static inline float pow_neg(float s, float beta)
 {
     if (beta == 0.75f) return 1.0f / sqrtf(s * sqrtf(s));
     if (beta == 0.5f) return 1.0f / sqrtf(s);
@@ -39,8 +39,7 @@ __attribute__((optimize("no-math-errno"))) static inline float pow_neg(float s, 
 }
 
 /* acc[c] = sum over the window of c of row[h + c'], row zero-padded by h on both sides */
-__attribute__((optimize("no-math-errno"))) static inline void window_sum(const float *restrict row, float *restrict acc,
-                                                                         int C, int h)
+DT_NO_MATH_ERRNO static inline void window_sum(const float *restrict row, float *restrict acc, int C, int h)
 {
     for (int c = 0; c < C; c++) acc[c] = 0.0f;
     for (int j = 0; j <= 2 * h; j++)
@@ -52,8 +51,8 @@ __attribute__((optimize("no-math-errno"))) static inline void window_sum(const f
 static size_t scratch_floats(const lrn_k *k) { return 4 * (size_t)k->c + 4 * (size_t)k->half; }
 
 /* forward, one pixel whose C channels are x[0..C): y */
-__attribute__((optimize("no-math-errno"))) DT_CLONES static void pixel_fwd(const lrn_k *k, const float *restrict x,
-                                                                           float *restrict y, float *restrict w)
+DT_NO_MATH_ERRNO DT_CLONES static void pixel_fwd(const lrn_k *k, const float *restrict x, float *restrict y,
+                                                 float *restrict w)
 {
     const int C = k->c, h = k->half;
     float *sq = w, *acc = w + 2 * (C + 2 * h) + C;
@@ -63,9 +62,8 @@ __attribute__((optimize("no-math-errno"))) DT_CLONES static void pixel_fwd(const
 }
 
 /* backward, one pixel: dx = the gradient + dx_beta dx */
-__attribute__((optimize("no-math-errno"))) DT_CLONES static void pixel_bwd(const lrn_k *k, const float *restrict x,
-                                                                           const float *restrict dy, float *restrict dx,
-                                                                           float dx_beta, float *restrict w)
+DT_NO_MATH_ERRNO DT_CLONES static void pixel_bwd(const lrn_k *k, const float *restrict x, const float *restrict dy,
+                                                 float *restrict dx, float dx_beta, float *restrict w)
 {
     const int C = k->c, h = k->half, pad = C + 2 * h;
     float *sq = w, *t = w + pad, *d = w + 2 * pad, *acc = d + C;
