@@ -212,9 +212,10 @@ DT_CLONES static void grad_sums_chunk(const bn_geom *g, const float *x, const fl
 /* y = (x - m) * a + b per channel, over rows [r0, r1); relu: then max(y, 0) as relu_fwd; yb: y
  * written rounded to bf16 (as cpu_round_bf16, which the convolution after it did on fp32 y) */
 #define RELU_IF(v, relu) ((relu) ? ((v) > 0.0f ? (v) : 0.0f) : (v))
-#define Y_PUT(i, val)                                                                                                  \
+/* output element i: q[i] = val, or (bf, a constant of the body) qh[i] = val rounded to bf16 */
+#define PUT(bf, i, val)                                                                                                \
     do {                                                                                                               \
-        if (yb)                                                                                                        \
+        if (bf)                                                                                                        \
             qh[i] = cpu_bf16_of(val);                                                                                  \
         else                                                                                                           \
             q[i] = (val);                                                                                              \
@@ -237,7 +238,7 @@ static inline __attribute__((always_inline)) void normalize_body(const bn_geom *
 #pragma omp simd
                 for (int i = 0; i < g->hw; i++) {
                     float v = (X_AT(p, ph, i, xb) - mc) * ac + bc;
-                    Y_PUT(i, RELU_IF(v, relu));
+                    PUT(yb, i, RELU_IF(v, relu));
                 }
             }
             continue;
@@ -254,7 +255,7 @@ static inline __attribute__((always_inline)) void normalize_body(const bn_geom *
 #pragma omp simd
                     for (int k = 0; k < 16; k++) {
                         float v = (X_AT(p, ph, k, xb) - mc[k]) * ac[k] + bc[k];
-                        Y_PUT(k, RELU_IF(v, relu));
+                        PUT(yb, k, RELU_IF(v, relu));
                     }
                 }
             }
@@ -272,13 +273,6 @@ DT_CLONES static void normalize_rows(const bn_geom *g, const float *x, const flo
 /* dx = beta dx + (dy - u - (x - m) k) a per channel, over rows [r0, r1); relu: dy taken where y > 0;
  * xb: x read as bf16 and dx written as bf16 (rounded to nearest even, as cpu_round_bf16), beta 0 */
 #define DX_OF(i, j) ((DY_AT(d, v, vh, i, relu, yb) - uc[j] - (X_AT(p, ph, i, xb) - mc[j]) * kc[j]) * ac[j])
-#define DX_SET(i, val)                                                                                                 \
-    do {                                                                                                               \
-        if (xb)                                                                                                        \
-            qh[i] = cpu_bf16_of(val);                                                                                  \
-        else                                                                                                           \
-            q[i] = (val);                                                                                              \
-    } while (0)
 #define DX_ADD(i, val) (q[i] = beta * q[i] + (val)) /* not with xb */
 
 static inline __attribute__((always_inline)) void dx_body(const bn_geom *g, const float *x, const float *dy,
@@ -300,7 +294,7 @@ static inline __attribute__((always_inline)) void dx_body(const bn_geom *g, cons
                 const float *uc = u + c, *mc = m + c, *kc = k + c, *ac = a + c;
                 if (xb || beta == 0.0f) {
 #pragma omp simd
-                    for (int i = 0; i < g->hw; i++) DX_SET(i, DX_OF(i, 0));
+                    for (int i = 0; i < g->hw; i++) PUT(xb, i, DX_OF(i, 0));
                 } else {
 #pragma omp simd
                     for (int i = 0; i < g->hw; i++) DX_ADD(i, DX_OF(i, 0));
@@ -321,7 +315,7 @@ static inline __attribute__((always_inline)) void dx_body(const bn_geom *g, cons
                          v += g->step, vh += g->step, q += g->step, qh += g->step) {
                     if (xb || beta == 0.0f) {
 #pragma omp simd
-                        for (int j = 0; j < 16; j++) DX_SET(j, DX_OF(j, j));
+                        for (int j = 0; j < 16; j++) PUT(xb, j, DX_OF(j, j));
                     } else {
 #pragma omp simd
                         for (int j = 0; j < 16; j++) DX_ADD(j, DX_OF(j, j));
