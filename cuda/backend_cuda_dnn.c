@@ -517,6 +517,7 @@ static int cu_bn_bwd(dt_backend *be, void *pv, int rows, const float *x, const f
 
 static int cu_shortcut_fwd(dt_backend *be, const dt_shortcut_cfg *s, int rows, const float *x, float *y)
 {
+    if (s->in_bf16) return dt_fail("internal: cuda: a shortcut's input in bf16 (this backend has no add2_bf16)");
     if (rows <= 0) return 0;
     if (cuda_enter(be) != 0) return -1;
     int rc = cuk_shortcut_fwd(cuda_of(be)->stream, s, rows, x, y);

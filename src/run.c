@@ -789,21 +789,26 @@ static void banner(dt_run *r)
     if (r->scaler.on)
         snprintf(lowp + strlen(lowp), sizeof lowp - strlen(lowp), " (loss scale %g, doubled every %ld good steps)",
                  r->scaler.scale, r->scaler.window);
-    int edges = 0, convs = 0, bn_edges = 0, bns = 0; /* net.c's y_bf16 */
+    int edges = 0, convs = 0, bn_edges = 0, bns = 0, add_edges = 0, adds = 0; /* net.c's y_bf16 */
     for (int i = 0; i < r->net->n_layers; i++) {
         const dt_layer *l = r->net->layers[i];
-        int conv = !strcmp(l->ops->type, "conv"), bn = !strcmp(l->ops->type, "batchnorm");
-        convs += conv, bns += bn, edges += conv && l->y_bf16, bn_edges += bn && l->y_bf16;
+        int conv = !strcmp(l->ops->type, "conv"), bn = !strcmp(l->ops->type, "batchnorm"),
+            add = !strcmp(l->ops->type, "add");
+        convs += conv, bns += bn, adds += add;
+        edges += conv && l->y_bf16, bn_edges += bn && l->y_bf16, add_edges += add && l->y_bf16;
     }
+    char stream[96] = "";
+    if (add_edges)
+        snprintf(stream, sizeof stream, ", %d of the %d adds theirs (the residual stream, rounded)", add_edges, adds);
 
     log_text(r->log, "backend %s%s%s%s%s: %s; %s\n", r->be->name, r->auto_why[0] ? " (auto; " : "", r->auto_why,
              r->auto_why[0] ? ")" : "", lowp, backend_describe(r->be), comm_library());
     if (edges || bn_edges)
         log_text(r->log,
                  "bf16 activations: %d of the %d convolutions store their outputs (and take their gradients) in "
-                 "bf16 for the batch norms after them, %d of the %d batch norms their outputs for the convolutions "
-                 "after them\n",
-                 edges, convs, bn_edges, bns);
+                 "bf16 for the batch norms after them, %d of the %d batch norms their outputs for the layers after "
+                 "them%s\n",
+                 edges, convs, bn_edges, bns, stream);
     if (r->auto_cpu && r->opts->gpu_given[0])
         log_text(r->log, "%s: no effect: --device auto took the cpu\n", r->opts->gpu_given);
     if (!r->be->host_memory) log_text(r->log, "transport %s\n", r->transport);

@@ -86,7 +86,21 @@ typedef struct rop {
     float f[2];
     size_t n;
 } rop;
-enum { R_GEMM, R_BIAS_ADD, R_BIAS_GRAD, R_RELU_FWD, R_RELU_BWD, R_SMX_FWD, R_SMX_BWD, R_COPY, R_ADD, R_ADD2, R_SCALE };
+enum {
+    R_GEMM,
+    R_BIAS_ADD,
+    R_BIAS_GRAD,
+    R_RELU_FWD,
+    R_RELU_BWD,
+    R_SMX_FWD,
+    R_SMX_BWD,
+    R_COPY,
+    R_ADD,
+    R_ADD2,
+    R_SCALE,
+    R_ADD2_BF16,
+    R_RELU_BWD_BF16
+};
 typedef struct grec {
     rop *ops;
     int n, cap;
@@ -279,6 +293,10 @@ OPR(add, (dt_backend * be, float *y, const float *x, size_t n, float beta), (in,
     ((rop){.kind = R_ADD, .p = {y, x}, .n = n, .f = {beta}}))
 OPR(add2, (dt_backend * be, float *y, const float *a, const float *b, size_t n, int relu), (in, y, a, b, n, relu),
     ((rop){.kind = R_ADD2, .p = {y, a, b}, .n = n, .i = {relu}}))
+OPR(add2_bf16, (dt_backend * be, void *y, const void *a, const void *b, size_t n, int flags), (in, y, a, b, n, flags),
+    ((rop){.kind = R_ADD2_BF16, .p = {y, a, b}, .n = n, .i = {flags}}))
+OPR(relu_bwd_bf16, (dt_backend * be, float *dx, const float *dy, const void *y, size_t n, float beta),
+    (in, dx, dy, y, n, beta), ((rop){.kind = R_RELU_BWD_BF16, .p = {dx, dy, y}, .n = n, .f = {beta}}))
 OP(to_plain, (dt_backend * be, dt_layout from, const float *x, float *y, int rows, int c, int h, int w),
    (in, from, x, y, rows, c, h, w))
 OP(from_plain, (dt_backend * be, dt_layout to, const float *x, float *y, int rows, int c, int h, int w, float beta),
@@ -998,6 +1016,8 @@ static int g_graph_launch(dt_backend *be, void *graph, double *loss_sum, int64_t
         case R_ADD: rc = g_add(be, p0, p1, o->n, o->f[0]); break;
         case R_ADD2: rc = g_add2(be, p0, p1, p2, o->n, o->i[0]); break;
         case R_SCALE: rc = g_scale(be, p0, o->f[0], o->n); break;
+        case R_ADD2_BF16: rc = g_add2_bf16(be, p0, p1, p2, o->n, o->i[0]); break;
+        case R_RELU_BWD_BF16: rc = g_relu_bwd_bf16(be, p0, p1, p2, o->n, o->f[0]); break;
         default: rc = dt_fail("internal: cpu-guarded: recorded op %d", o->kind);
         }
         if (rc != 0) return -1;
@@ -1122,6 +1142,7 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
     WRAP(to_device), WRAP(to_host), WRAP(copy), WRAP(sync), WRAP(gemm), WRAP(bias_add), WRAP(bias_grad);
     WRAP(relu_fwd), WRAP(relu_bwd), WRAP(dropout_fwd), WRAP(dropout_bwd), WRAP(softmax_xent_fwd);
     WRAP(softmax_xent_bwd), WRAP(sgd_step), WRAP(scale), WRAP(grad_unscale), WRAP(add), WRAP(add2), WRAP(bn_running);
+    if (g->in->add2_bf16) WRAP(add2_bf16), WRAP(relu_bwd_bf16); /* the stream in bf16: where the CPU's is */
     WRAP(to_plain), WRAP(from_plain);
     WRAP(layout_for), WRAP(act_size), WRAP(conv_bf16_out), WRAP(conv_bf16_in), WRAP(conv_plan), WRAP(conv_fwd),
         WRAP(conv_bwd), WRAP(pool_plan);

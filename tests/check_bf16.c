@@ -383,6 +383,109 @@ START_TEST(bn_conv_edge_in_bf16)
 }
 END_TEST
 
+/* bf16 bits of f to nearest even, rounded here (a NaN: 0x7fc0, standing for any NaN) */
+static uint16_t bits16(float f)
+{
+    if (isnan(f)) return 0x7fc0;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+static int same16(uint16_t got, uint16_t want)
+{
+    return want == 0x7fc0 ? (got & 0x7f80) == 0x7f80 && (got & 0x7f) != 0 : got == want;
+}
+
+/* random values with specials among them: NaN, infinities, signed zeros, the largest floats, bf16
+ * ties (1 + 2^-8 rounds to 1, 1 + 3 * 2^-8 up) and a tiny normal */
+static float *stream_values(size_t n, uint64_t seed)
+{
+    static const float special[] = {NAN,    INFINITY,    -INFINITY,   -0.0f,        0.0f,  3e38f,
+                                    -3e38f, 1.00390625f, 1.01171875f, -1.00390625f, 1e-37f};
+    double *d = rnd(n, seed);
+    float *x = be->alloc(be, sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(4 * d[i]);
+    for (size_t i = 0; i < n; i += 97) x[i] = special[(i / 97 + seed) % DT_ARRAY_LEN(special)];
+    free(d);
+    return x;
+}
+
+/* The residual stream in bf16: add2_bf16 for every combination of flags equals the sum of the
+ * operands' floats (add2's sum and select) rounded to nearest even, bf16 for bf16; without bf16
+ * flags add2's bits; relu_bwd_bf16 is relu_bwd on y widened; a shortcut of a bf16 x gives what it
+ * gives of x widened. One thread's range and both threads' (above CPU_PAR_MIN). The fp32 backend
+ * has no stream in bf16. */
+START_TEST(residual_stream_in_bf16)
+{
+    ck_assert_msg(be->add2_bf16 && be->relu_bwd_bf16, "the bf16 backend has no add2_bf16 or relu_bwd_bf16");
+    const size_t sizes[] = {37, 40003};
+    for (size_t t = 0; t < DT_ARRAY_LEN(sizes); t++) {
+        size_t n = sizes[t];
+        float *a = stream_values(n, 3 + t), *b = stream_values(n, 7 + t), *ab = be->alloc(be, 4 * n),
+              *bb = be->alloc(be, 4 * n), *y = be->alloc(be, 4 * n), *y2 = be->alloc(be, 4 * n);
+        uint16_t *ah = (uint16_t *)(void *)ab, *bh = (uint16_t *)(void *)bb, *yh = (uint16_t *)(void *)y;
+        /* pairs: -0 + -0 (relu's +0), an overflow, inf - inf (NaN), a tie's sum */
+        const float pa[] = {-0.0f, 3e38f, INFINITY, 1.0f, -2.0f}, pb[] = {-0.0f, 3e38f, -INFINITY, 0.00390625f, 1.0f};
+        for (size_t k = 0; k < DT_ARRAY_LEN(pa); k++) a[5 + k] = pa[k], b[5 + k] = pb[k];
+        for (size_t i = 0; i < n; i++) ah[i] = bits16(a[i]), bh[i] = bits16(b[i]);
+        for (size_t i = 0; i < n; i++) ah[i] = isnan(a[i]) ? 0x7fc1 : ah[i], bh[i] = isnan(b[i]) ? 0xffc1 : bh[i];
+        for (int f = 0; f < 16; f++) {
+            int relu = f & DT_ADD2_RELU, ub = f & DT_ADD2_A_BF16, vb = f & DT_ADD2_B_BF16, yb = f & DT_ADD2_Y_BF16;
+            ck_assert_int_eq(be->add2_bf16(be, y, ub ? ab : a, vb ? bb : b, n, f), 0);
+            for (size_t i = 0; i < n; i++) {
+                float u = ub ? cpu_float_of_bf16(ah[i]) : a[i], v = vb ? cpu_float_of_bf16(bh[i]) : b[i], sum = u + v;
+                if (relu) sum = sum > 0.0f ? sum : 0.0f;
+                if (yb)
+                    ck_assert_msg(same16(yh[i], bits16(sum)),
+                                  "n %zu, flags %d: y[%zu] = %#06x, not %#06x (%.9g + %.9g)", n, f, i, yh[i],
+                                  bits16(sum), (double)u, (double)v);
+                else
+                    ck_assert_msg(isnan(sum) ? isnan(y[i]) : !memcmp(&y[i], &sum, 4),
+                                  "n %zu, flags %d: y[%zu] = %.9g, not %.9g", n, f, i, (double)y[i], (double)sum);
+            }
+            if (f > 1) continue;
+            ck_assert_int_eq(be->add2(be, y2, a, b, n, relu), 0);
+            ck_assert_msg(!memcmp(y, y2, 4 * n), "n %zu, flags %d: not add2's bits", n, f);
+        }
+        /* relu_bwd on y in bf16 (ab's) against relu_bwd on its floats, both betas */
+        for (size_t i = 0; i < n; i++) y[i] = cpu_float_of_bf16(ah[i]);
+        for (int beta = 0; beta < 2; beta++) {
+            memcpy(y2, b, 4 * n);
+            memcpy(bb, b, 4 * n);
+            ck_assert_int_eq(be->relu_bwd_bf16(be, bb, a, ab, n, (float)beta), 0);
+            ck_assert_int_eq(be->relu_bwd(be, y2, a, y, n, (float)beta), 0);
+            for (size_t i = 0; i < n; i++)
+                ck_assert_msg(isnan(y2[i]) ? isnan(bb[i]) : !memcmp(&bb[i], &y2[i], 4),
+                              "n %zu, beta %d: relu_bwd_bf16's dx[%zu] = %.9g, relu_bwd's %.9g", n, beta, i,
+                              (double)bb[i], (double)y2[i]);
+        }
+        float *all[] = {a, b, ab, bb, y, y2};
+        for (size_t i = 0; i < DT_ARRAY_LEN(all); i++) be->free(be, all[i]);
+    }
+    for (int li = 0; li < 3; li++) {
+        dt_layout lay = (dt_layout)li;
+        int rows = 3, C = 16, H = 7, W = 9, O = 32, OH = 4, OW = 5;
+        dt_shortcut_cfg c32 = {C, H, W, O, OH, OW, 2, (O - C) / 2, lay, lay, 0}, c16 = c32;
+        c16.in_bf16 = 1;
+        size_t nx = be->act_size(be, lay, rows, C, H, W), ny = be->act_size(be, lay, rows, O, OH, OW);
+        float *x = stream_values(nx, 11), *x16 = be->alloc(be, 4 * nx), *y32 = be->alloc(be, 4 * ny),
+              *y16 = be->alloc(be, 4 * ny);
+        for (size_t i = 0; i < nx; i++) ((uint16_t *)(void *)x16)[i] = bits16(x[i]);
+        for (size_t i = 0; i < nx; i++) x[i] = widened(x16, i);
+        ck_assert_int_eq(be->shortcut_fwd(be, &c32, rows, x, y32), 0);
+        ck_assert_int_eq(be->shortcut_fwd(be, &c16, rows, x16, y16), 0);
+        ck_assert_msg(!memcmp(y32, y16, 4 * ny), "layout %d: the shortcut of the bf16 x differs", li);
+        be->free(be, x), be->free(be, x16), be->free(be, y32), be->free(be, y16);
+    }
+    dt_backend *b32;
+    dt_backend_opts o = {.n_threads = 1, .device = -1, .precision = DT_PRECISION_FP32};
+    ck_assert_msg(backend_cpu_create_with(&b32, &o) == 0, "%s", dt_errmsg());
+    ck_assert_msg(!b32->add2_bf16 && !b32->relu_bwd_bf16, "the fp32 backend stores the residual stream in bf16");
+    backend_destroy(b32);
+}
+END_TEST
+
 int main(void)
 {
     dt_backend *probe;
@@ -400,6 +503,7 @@ int main(void)
     tcase_add_test(tc, conv_rounds_operands);
     tcase_add_test(tc, conv_bn_edge_in_bf16);
     tcase_add_test(tc, bn_conv_edge_in_bf16);
+    tcase_add_test(tc, residual_stream_in_bf16);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -11,6 +11,7 @@
 #    whole runs)
 #  - a bf16 checkpoint resumes exactly in bf16, and in fp32 (issue 11, part 6: checkpoints are
 #    independent of precision) with a line saying so; other options are still refused
+#  - activations in bf16 (net.c's mark_bf16_edges): conv -> batch norm, and the residual stream
 . "$(dirname "$0")/lib.sh"
 need_mpirun
 FM=/usr/share/datasets/fashion-mnist
@@ -94,6 +95,54 @@ DTRAIN_MODULE_PATH="$top_builddir/tests" "$DTRAIN" "${cbn[@]}" --iters 12 --devi
 grep -q "^bf16 activations: 1 of the 2 convolutions" "$T/cbng.out" && cmp -s "$T/cbn1.st" "$T/cbng.st" ||
     { cat "$T/cbng.out"; fail "the conv-bn net in bf16 on cpu-guarded: not the CPU's bf16 edges and bits"; }
 note "conv -> batch norm in bf16: said, a result of its own, repeated and resumed bit for bit, the same on cpu-guarded"
+
+# the residual stream in bf16: an add (with its relu) whose consumers all take bf16 (a convolution,
+# a shortcut) stores its output so, the last one (the pool's input) keeps fp32; the stem's batch
+# norm, read by a convolution and an add, too. Said, a result of its own, repeated and resumed bit
+# for bit, the same on cpu-guarded
+cat > "$T/res.net" <<'NET'
+input shape=1x28x28
+conv out=48 k=3 pad=1 bias=0
+batchnorm
+relu name=stem
+conv name=a in=stem out=48 k=3 pad=1 bias=0
+batchnorm
+relu
+conv out=48 k=3 pad=1 bias=0
+batchnorm name=a.bn2
+add name=a.add in=a.bn2,stem
+relu name=a.out
+conv name=d in=a.out out=64 k=3 stride=2 pad=1 bias=0
+batchnorm
+relu
+conv out=64 k=3 pad=1 bias=0
+batchnorm name=d.bn2
+shortcut name=d.sc in=a.out out=64 stride=2
+add name=d.add in=d.bn2,d.sc
+relu name=d.out
+avgpool global=1
+flatten
+dense out=10
+softmax_xent
+NET
+res=(--net "$T/res.net" --dataset fashion-mnist --batch 16 --progress none --precision bf16)
+for e in 1 0; do
+    DTRAIN_BF16_EDGES=$e "$DTRAIN" "${res[@]}" --iters 8 --save "$T/res$e.st" > "$T/res$e.out" 2>&1 ||
+        { cat "$T/res$e.out"; fail "the residual net failed (DTRAIN_BF16_EDGES=$e)"; }
+done
+grep -q "^bf16 activations: .* 5 of the 5 batch norms .* 1 of the 2 adds theirs (the residual stream" "$T/res1.out" ||
+    { cat "$T/res1.out"; fail "the banner does not count the stream's add stored in bf16"; }
+cmp -s "$T/res1.st" "$T/res0.st" && fail "the residual stream in bf16 changed nothing"
+"$DTRAIN" "${res[@]}" --iters 8 --save "$T/res1b.st" > /dev/null 2>&1 && cmp -s "$T/res1.st" "$T/res1b.st" ||
+    fail "the residual net in bf16 does not repeat bit for bit"
+"$DTRAIN" "${res[@]}" --iters 4 --checkpoint "$T/res.ckpt" > /dev/null 2>&1 &&
+    "$DTRAIN" "${res[@]}" --iters 8 --resume "$T/res.ckpt" --save "$T/res1r.st" > /dev/null 2>&1 &&
+    cmp -s "$T/res1.st" "$T/res1r.st" || fail "the residual net in bf16: 4 iterations + resume 4 trained other weights than 8"
+DTRAIN_MODULE_PATH="$top_builddir/tests" "$DTRAIN" "${res[@]}" --iters 8 --device cpu-guarded --save "$T/resg.st" \
+    > "$T/resg.out" 2>&1 || { cat "$T/resg.out"; fail "the residual net in bf16 on cpu-guarded failed"; }
+grep -q "1 of the 2 adds theirs" "$T/resg.out" && cmp -s "$T/res1.st" "$T/resg.st" ||
+    { cat "$T/resg.out"; fail "the residual net in bf16 on cpu-guarded: not the CPU's stream and bits"; }
+note "the residual stream in bf16: said, a result of its own, repeated and resumed bit for bit, the same on cpu-guarded"
 
 skip_if_sanitized "training for an accuracy bound"
 acc_of() { json_last "$1" summary test_acc; }

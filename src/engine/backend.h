@@ -85,7 +85,11 @@ typedef struct dt_lrn_cfg {
 typedef struct dt_shortcut_cfg {
     int c, h, w, o, oh, ow, stride, front;
     dt_layout in_layout, out_layout;
+    int in_bf16; /* x in bf16 (the residual stream's): only a backend with add2_bf16 (ABI 17) */
 } dt_shortcut_cfg;
+
+/* add2_bf16's flags: the relu, and which of its operands hold bf16 */
+enum { DT_ADD2_RELU = 1, DT_ADD2_A_BF16 = 2, DT_ADD2_B_BF16 = 4, DT_ADD2_Y_BF16 = 8 };
 
 /* the codecs a backend may run (wire_encode): t16, fp16 and q8 of comm/codec.h */
 enum { DT_WIRE_T16 = 1, DT_WIRE_FP16 = 2, DT_WIRE_Q8 = 3 };
@@ -158,6 +162,14 @@ struct dt_backend {
      * takes the relu that alone consumes it; ABI 15). NULL where the backend has none: the add layer
      * copies and adds, and a relu after it runs on its own. */
     int (*add2)(dt_backend *be, float *y, const float *a, const float *b, size_t n, int relu);
+    /* The residual stream in bf16 (ABI 17; net.c's mark_bf16_edges): add2 where flags (DT_ADD2_*)
+     * say which of a, b and y hold bf16 (two bytes a value, the rest of their float buffers
+     * unused): each input taken as the float it stands for, the sum (and relu) in float as add2's,
+     * y rounded to bf16 as the CPU's vcvtneps2bf16. Where a backend has it, relu_bwd_bf16 (relu_bwd
+     * with y in bf16) and shortcut_fwd's in_bf16 are there too. NULL (the CPU backend: but under
+     * --precision bf16): the stream stays fp32. */
+    int (*add2_bf16)(dt_backend *be, void *y, const void *a, const void *b, size_t n, int flags);
+    int (*relu_bwd_bf16)(dt_backend *be, float *dx, const float *dy, const void *y, size_t n, float beta);
     /* Batch norm's running statistics after a training forward (PyTorch's; ABI 13), on n channels:
      * rmean = (1-m) rmean + m mean, rvar = (1-m) rvar + m (float)(var unbias), var unbias in double,
      * every other product and sum in float and rounded on its own (no fused multiply-add), so every
@@ -359,7 +371,7 @@ typedef struct dt_backend_desc {
 
 /* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
  * which returns NULL when it was built for another ABI. */
-#define DT_BACKEND_ABI 16
+#define DT_BACKEND_ABI 17
 typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
 
 /* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise

@@ -335,6 +335,69 @@ static int cpu_add2(dt_backend *be, float *y, const float *u, const float *v, si
     return 0;
 }
 
+/* add2 on the residual stream in bf16 (DT_ADD2_*): the operands' floats, add2's sum and select, y
+ * rounded as cpu_bf16_of; each combination of flags its own loop (the flags constants in it) */
+static inline __attribute__((always_inline)) void add2_bf16_body(void *restrict y, const void *restrict u,
+                                                                 const void *restrict v, size_t i0, size_t i1,
+                                                                 const int relu, const int ub, const int vb,
+                                                                 const int yb)
+{
+    const float *uf = u, *vf = v;
+    const uint16_t *uh = u, *vh = v;
+#pragma omp simd
+    for (size_t i = i0; i < i1; i++) {
+        float s = (ub ? cpu_float_of_bf16(uh[i]) : uf[i]) + (vb ? cpu_float_of_bf16(vh[i]) : vf[i]);
+        if (relu) s = s > 0.0f ? s : 0.0f;
+        if (yb)
+            ((uint16_t *)y)[i] = cpu_bf16_of(s);
+        else
+            ((float *)y)[i] = s;
+    }
+}
+
+DT_CLONES static void add2_bf16(void *restrict y, const void *restrict u, const void *restrict v, size_t i0, size_t i1,
+                                int flags)
+{
+    _Static_assert(DT_ADD2_RELU == 1 && DT_ADD2_A_BF16 == 2 && DT_ADD2_B_BF16 == 4 && DT_ADD2_Y_BF16 == 8, "bits");
+#define ADD2_CASE(f)                                                                                                   \
+    case f:                                                                                                            \
+        add2_bf16_body(y, u, v, i0, i1, (f) % 2, (f) / 2 % 2, (f) / 4 % 2, (f) / 8);                                   \
+        break;
+#define ADD2_CASES4(f) ADD2_CASE(f) ADD2_CASE((f) + 1) ADD2_CASE((f) + 2) ADD2_CASE((f) + 3)
+    switch (flags & 15) {
+        ADD2_CASES4(0) ADD2_CASES4(4) ADD2_CASES4(8) ADD2_CASES4(12)
+    }
+#undef ADD2_CASES4
+#undef ADD2_CASE
+}
+
+static int cpu_add2_bf16(dt_backend *be, void *y, const void *u, const void *v, size_t n, int flags)
+{
+    if (flags & ~15) return dt_fail("internal: add2_bf16: flags %#x", (unsigned)flags);
+    PAR_RANGE(be, n, add2_bf16(y, u, v, a, b, flags));
+    return 0;
+}
+
+/* relu_bwd with y in bf16: y > 0 where the float it stands for is */
+DT_CLONES static void relu_bwd_bf16(float *restrict dx, const float *restrict dy, const uint16_t *restrict y, size_t n,
+                                    float beta)
+{
+    if (beta == 0.0f) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) dx[i] = cpu_float_of_bf16(y[i]) > 0.0f ? dy[i] : 0.0f;
+    } else {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) dx[i] += cpu_float_of_bf16(y[i]) > 0.0f ? dy[i] : 0.0f;
+    }
+}
+
+static int cpu_relu_bwd_bf16(dt_backend *be, float *dx, const float *dy, const void *y, size_t n, float beta)
+{
+    const uint16_t *yh = y;
+    PAR_RANGE(be, n, relu_bwd_bf16(dx + a, dy + a, yh + a, b - a, beta));
+    return 0;
+}
+
 /* a layer's channels: few, so one thread; never fused, as the contract says (cuda/elementwise.h,
  * ew_bn_running, is the GPU's twin) */
 DT_NO_CONTRACT static int cpu_bn_running(dt_backend *be, float *rmean, float *rvar, const float *mean, const float *var,
@@ -467,6 +530,7 @@ int backend_cpu_create_with(dt_backend **out, const dt_backend_opts *o)
     be->grad_unscale = cpu_grad_unscale;
     be->add = cpu_add;
     be->add2 = cpu_add2;
+    if (impl->bf16) be->add2_bf16 = cpu_add2_bf16, be->relu_bwd_bf16 = cpu_relu_bwd_bf16;
     be->bn_running = cpu_bn_running;
     omp_set_num_threads(be->n_threads);
     cpu_flush_denormals();

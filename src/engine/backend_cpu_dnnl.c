@@ -805,14 +805,17 @@ static int shortcut_threads(dt_backend *be, const dt_shortcut_cfg *s, int rows)
 static int cpu_shortcut_fwd(dt_backend *be, const dt_shortcut_cfg *s, int rows, const float *x, float *y)
 {
     memset(y, 0, be->act_size(be, s->out_layout, rows, s->o, s->oh, s->ow) * sizeof(float));
+    const uint16_t *xh = (const uint16_t *)(const void *)x; /* in_bf16: the stream's bf16 */
     int nt = shortcut_threads(be, s, rows);
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int n = 0; n < rows; n++)
         for (int c = 0; c < s->c; c++)
             for (int i = 0; i < s->oh; i++)
-                for (int j = 0; j < s->ow; j++)
+                for (int j = 0; j < s->ow; j++) {
+                    size_t k = at(s->in_layout, n, c, i * s->stride, j * s->stride, s->c, s->h, s->w);
                     y[at(s->out_layout, n, c + s->front, i, j, s->o, s->oh, s->ow)] =
-                        x[at(s->in_layout, n, c, i * s->stride, j * s->stride, s->c, s->h, s->w)];
+                        s->in_bf16 ? cpu_float_of_bf16(xh[k]) : x[k];
+                }
     return 0;
 }
 

@@ -65,8 +65,8 @@ struct dt_layer {
     /* Activations in bf16 (net.c, mark_bf16_edges). A convolution: y and dy (dt_conv_cfg's out_bf16),
      * marked where its only consumer is a batchnorm of its layout and kept by its alloc where the
      * backend's conv_bf16_out agrees; that batchnorm's alloc then reads its input so (dt_bn_cfg's
-     * in_bf16). A batchnorm (and the relu fused into it): y only (dt_bn_cfg's out_bf16), where its only
-     * consumer is a convolution whose takes_bf16 says yes; that convolution's alloc reads it so. */
+     * in_bf16). A batchnorm or a two-input add (and the relu fused into it): y only (dt_bn_cfg's
+     * out_bf16; add2_bf16's), where every consumer's takes_bf16 says yes; they read it so. */
     int y_bf16;
     void *state;
 };
@@ -85,7 +85,8 @@ struct dt_layer_ops {
     int (*alloc)(dt_layer *l, dt_backend *be, int max_rows);
     int (*forward)(dt_layer *l, dt_backend *be, dt_pass *p);
     int (*backward)(dt_layer *l, dt_backend *be, dt_pass *p);
-    /* optional: whether its input may come in bf16 (dt_conv_cfg's in_bf16), layouts known */
+    /* optional: whether its inputs may come in bf16 (conv: dt_conv_cfg's in_bf16; add, shortcut:
+     * the residual stream), layouts known */
     int (*takes_bf16)(dt_layer *l, dt_backend *be);
     /* optional: frees what alloc made (the layer's state struct is freed by the net) */
     void (*destroy)(dt_layer *l, dt_backend *be);

@@ -43,7 +43,15 @@ static int sc_infer(dt_layer *l, const char *where)
 static dt_shortcut_cfg cfg_of(const dt_layer *l)
 {
     const sc_state *s = l->state;
-    return (dt_shortcut_cfg){s->c, s->h, s->w, s->out, s->oh, s->ow, s->stride, s->front, l->in[0]->layout, l->layout};
+    return (dt_shortcut_cfg){
+        s->c, s->h, s->w, s->out, s->oh, s->ow, s->stride, s->front, l->in[0]->layout, l->layout, l->in[0]->y_bf16};
+}
+
+/* the residual stream in bf16 (net.c): a backend with add2_bf16 reads it so */
+static int sc_takes_bf16(dt_layer *l, dt_backend *be)
+{
+    (void)l;
+    return be->add2_bf16 != NULL;
 }
 
 static int sc_forward(dt_layer *l, dt_backend *be, dt_pass *p)
@@ -69,4 +77,5 @@ const dt_layer_ops layer_shortcut_ops = {
     .infer = sc_infer,
     .forward = sc_forward,
     .backward = sc_backward,
+    .takes_bf16 = sc_takes_bf16,
 };

@@ -709,23 +709,43 @@ static dt_layer *sole_consumer(const dt_net *net, int i)
     return user;
 }
 
-/* Activations in bf16 between a convolution and a batchnorm (layer.h's y_bf16), where the backend
- * stores them so: a convolution whose only consumer is a batchnorm of its layout (its y and dy; the
- * convolution's alloc asks the backend), and a batchnorm (with the relu fused into it) whose only
- * consumer is a convolution that takes bf16 (its y). DTRAIN_BF16_EDGES=0: none. */
+/* whether every layer that consumes layer i's output (one at least) takes it in bf16, in its layout */
+static int consumers_take_bf16(const dt_net *net, int i, dt_backend *be)
+{
+    const dt_layer *l = net->layers[i];
+    int users = 0;
+    for (int j = i + 1; j < net->n_layers; j++) {
+        dt_layer *u = net->layers[j];
+        for (int k = 0; k < u->n_in; k++)
+            if (u->in[k] == l) {
+                if (u->layout != l->layout || !u->ops->takes_bf16 || !u->ops->takes_bf16(u, be)) return 0;
+                users++;
+                break;
+            }
+    }
+    return users > 0;
+}
+
+/* Activations in bf16 (layer.h's y_bf16), where the backend stores them so: a convolution whose
+ * only consumer is a batchnorm of its layout (its y and dy; the convolution's alloc asks the
+ * backend); a batchnorm, and a two-input add under add2_bf16 (the residual stream), each with the
+ * relu fused into it, whose consumers all take bf16 (its y): convolutions that round their input to
+ * bf16 anyway (the same bits), adds and shortcuts (the stream rounded, as under PyTorch's autocast).
+ * DTRAIN_BF16_EDGES=0: none. */
 static void mark_bf16_edges(dt_net *net, dt_backend *be)
 {
     const char *env = getenv("DTRAIN_BF16_EDGES");
     int on = !(env && strcmp(env, "0") == 0);
-    const dt_layer_ops *conv = layer_find("conv"), *bn = layer_find("batchnorm");
+    const dt_layer_ops *conv = layer_find("conv"), *bn = layer_find("batchnorm"), *add = layer_find("add");
     for (int i = 0; i < net->n_layers; i++) net->layers[i]->y_bf16 = 0;
     for (int i = 0; on && i < net->n_layers; i++) {
         dt_layer *l = net->layers[i], *out = l->fuse_relu ? net->layers[i + 1] : l; /* the relu fused into it */
-        dt_layer *user = sole_consumer(net, l->fuse_relu ? i + 1 : i);
-        if (!user || user->layout != l->layout) continue;
-        if (l->ops == conv && user->ops == bn)
-            l->y_bf16 = be->conv_bf16_out != NULL;
-        else if (l->ops == bn && user->ops == conv && user->ops->takes_bf16 && user->ops->takes_bf16(user, be))
+        int last = l->fuse_relu ? i + 1 : i;
+        if (l->ops == conv) {
+            dt_layer *user = sole_consumer(net, last);
+            l->y_bf16 = user && user->ops == bn && user->layout == l->layout && be->conv_bf16_out != NULL;
+        } else if ((l->ops == bn || (l->ops == add && l->n_in == 2 && be->add2_bf16)) &&
+                   consumers_take_bf16(net, last, be))
             l->y_bf16 = out->y_bf16 = 1;
     }
 }
