@@ -298,10 +298,11 @@ int ckpt_save(dt_ckpt_state *r, long done, const char *path)
             snprintf(fp, sizeof fp, "%016llx", (unsigned long long)r->data_fingerprint);
             snprintf(scale, sizeof scale, "%.17g", r->loss_scale ? *r->loss_scale : 0.0);
             snprintf(good, sizeof good, "%ld", r->scale_good ? *r->scale_good : 0);
-            const char *mk[] = {"net",     "dataset", "train_samples", "data_fingerprint", "mode", "ranks", "iteration",
-                                "options", "loss_scale", "loss_scale_good"};
-            const char *mv[] = {net->name, r->dataset, samples, fp,  r->mode->name,
-                                ranks,     it,         opts ? opts : "", scale, good};
+            const char *mk[] = {"net",   "net_structure", "dataset", "train_samples", "data_fingerprint", "mode",
+                                "ranks", "iteration",     "options", "loss_scale",    "loss_scale_good"};
+            const char *layers = net->structure ? net->structure : "";
+            const char *mv[] = {net->name, layers, r->dataset,       samples, fp,  r->mode->name,
+                                ranks,     it,     opts ? opts : "", scale,   good};
             int n_meta = (int)DT_ARRAY_LEN(mk) - (r->loss_scale ? 0 : 2);
             rc = opts ? ckpt_write(path, t, k, mk, mv, n_meta) : dt_fail("out of memory");
             free(opts);
@@ -356,6 +357,13 @@ int ckpt_check_meta(dt_ckpt_state *r, const st_file *f, const char *path, long *
     if (strcmp(m_net, net->name) != 0)
         return dt_fail("%s: a checkpoint of net %s, not %s (expected the net it was made with)", path, m_net,
                        net->name);
+    const char *m_struct = st_meta(f, "net_structure"); /* none: a checkpoint from before it was kept */
+    if (m_struct && net->structure && strcmp(m_struct, net->structure) != 0) {
+        first_difference(m_struct, net->structure, why, sizeof why);
+        return dt_fail("%s: made with other layers in net %s: %s (expected the net it was made with; or start a new "
+                       "run from its weights with --load)",
+                       path, net->name, why);
+    }
     /* the precision (with fp16's loss-scale settings) and the transport may change: weights and
      * optimizer state are fp32 under every precision, and the same on every transport */
     static const char *const skip[] = {"epochs = ",     "iters = ",          "precision = ",

@@ -445,6 +445,9 @@ static int check_paths(const dt_opts *o)
         {"save", "config", "the weights would replace the configuration"},
         {"checkpoint", "config", "the checkpoints would replace the configuration"},
         {"checkpoint", "load", "the checkpoints would replace the weights --load reads"},
+        {"save", "rerun", "the weights would replace the log --rerun reads, and the record of the run with it"},
+        {"checkpoint", "rerun",
+         "the checkpoints would replace the log --rerun reads, and the record of the run with it"},
         {"log", "net", "the log would replace the net file before it is read"},
         {"save", "net", "the weights would replace the net file"},
         {"checkpoint", "net", "the checkpoints would replace the net file"},
@@ -694,9 +697,38 @@ static int rerun_after(dt_opts *o, const char *path, const json *rec, const int 
     }
     const json *git = json_get(rec, "git");
     if (git && git->type == JSON_STR) snprintf(o->rerun_git, sizeof o->rerun_git, "%s", git->str);
-    if (dir && dir->type == JSON_STR && !cmdline[find_opt("data-dir") - all]) {
+#define GIVEN_HERE(name) (cmdline[find_opt(name) - all])
+    int data_here = GIVEN_HERE("data-dir") || GIVEN_HERE("dataset");
+    if (dir && dir->type == JSON_STR && !data_here) {
         free(o->data_dir);
         if (!(o->data_dir = dt_strdup(dir->str))) return -1;
+    }
+    /* the net file where the run read it (a relative --net would resolve elsewhere), and digests of the
+     * net, the data and --load's weights, which run.c compares where they come from the record */
+    const json *net_file = json_get(rec, "net_file"), *load = json_get(rec, "load");
+    if (!GIVEN_HERE("net") && net_file && net_file->type == JSON_STR && net_file->str[0]) {
+        free(o->net);
+        if (!(o->net = dt_strdup(net_file->str))) return -1;
+    }
+    if (!GIVEN_HERE("load") && !GIVEN_HERE("resume") && load && load->type == JSON_STR && load->str[0]) {
+        free(o->load);
+        if (!(o->load = dt_strdup(load->str))) return -1;
+    }
+    const struct {
+        const char *key;
+        char *out;
+        int here;
+    } digests[] = {{"net_digest", o->rerun_net, GIVEN_HERE("net") || GIVEN_HERE("classes") || GIVEN_HERE("dataset")},
+                   {"data_fingerprint", o->rerun_data, data_here},
+                   {"load_digest", o->rerun_load, GIVEN_HERE("load") || GIVEN_HERE("resume") || !o->load}};
+#undef GIVEN_HERE
+    for (size_t i = 0; i < DT_ARRAY_LEN(digests); i++) {
+        const json *d = json_get(rec, digests[i].key);
+        if (digests[i].here || !d || d->type != JSON_STR) continue;
+        if (strlen(d->str) != 16 || strspn(d->str, "0123456789abcdef") != 16)
+            return dt_fail("--rerun %s: the record's %s is '%s' (expected 16 hex digits: is the log damaged?)", path,
+                           digests[i].key, d->str);
+        memcpy(digests[i].out, d->str, 17);
     }
     if (ranks && ranks->type == JSON_NUM && !cmdline[find_opt("ranks") - all]) {
         if (!(ranks->num >= 1 && ranks->num <= (1 << 20) && ranks->num == floor(ranks->num)))

@@ -25,6 +25,9 @@ typedef struct dt_opts {
     long epochs, iters, batch, seed, threads, image_size, prefetch, synthetic_samples, ranks, classes;
     int ranks_of_rerun; /* --ranks is the record's (--rerun), not given */
     char rerun_git[64]; /* --rerun: the git commit of the dtrain that made the record ("": not recorded) */
+    /* --rerun: digests the run recorded, checked where this run takes the record's net, data and
+     * --load ("": not recorded, or overridden on the command line) */
+    char rerun_net[17], rerun_data[17], rerun_load[17];
     int no_shuffle, dry_run, pack_only, synthetic_once;
     long gpu, gpu_workspace; /* --gpu (-1: by local rank), --gpu-workspace MB */
     int tf32, gpu_exact, gpu_graph;

@@ -375,6 +375,25 @@ static int setup_mode(dt_run *r, int p, size_t n_train)
     return check_batchnorm(r, n_train);
 }
 
+/* --rerun: the net and the data the record's are those it recorded (where the command line did
+ * not name others): a net file edited since, or other data in the directory, would be another run */
+static int check_rerun(dt_run *r, int data)
+{
+    const dt_opts *o = r->opts;
+    char digest[17], fp[17];
+    net_digest(r->net, digest);
+    if (o->rerun_net[0] && strcmp(digest, o->rerun_net) != 0)
+        return dt_fail("--rerun %s: the net %s is not the one the run had: its layers differ (digest %s, the record's "
+                       "%s; expected the net file as it was, or --net to run another net)",
+                       o->rerun, r->net->origin, digest, o->rerun_net);
+    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)r->ds->fingerprint);
+    if (data && o->rerun_data[0] && strcmp(fp, o->rerun_data) != 0)
+        return dt_fail("--rerun %s: the data in %s is not the data the run had: its fingerprint is %s, the record's %s "
+                       "(expected the same samples and labels, or --data-dir for other data)",
+                       o->rerun, r->ds->synthetic ? "--dataset synthetic" : r->ds->dir, fp, o->rerun_data);
+    return 0;
+}
+
 /* Everything else that depends only on this rank's inputs. */
 static int setup_local(dt_run *r)
 {
@@ -382,7 +401,8 @@ static int setup_local(dt_run *r)
     dt_mode_env *env = &r->env;
 
     if (!r->ds && open_data(r, 0) != 0) return -1;
-    if (check_fit(r) != 0 || check_targets(r) != 0 || setup_mode(r, comm_size(r->comm), r->ds->train.n) != 0)
+    if (check_fit(r) != 0 || check_rerun(r, 1) != 0 || check_targets(r) != 0 ||
+        setup_mode(r, comm_size(r->comm), r->ds->train.n) != 0)
         return -1;
     if (net_alloc(r->net, r->be, r->local_batch) != 0) return -1;
     size_t d = (size_t)r->ds->c * r->view_h * r->view_w;
@@ -405,9 +425,20 @@ static int setup_local(dt_run *r)
  * tensors, finite unless --allow-nonfinite; a missing file is a usage error. */
 static int read_load(dt_run *r, float *host, float *state)
 {
-    int rc = weights_read(r->net, r->opts->load, host, state, &r->bn_batches);
-    if (rc == 0 && !r->opts->allow_nonfinite && weights_check_finite(r->net, host, state, r->opts->load) != 0)
+    const dt_opts *o = r->opts;
+    int rc = weights_read(r->net, o->load, host, state, &r->bn_batches);
+    if (rc == 0 && !o->allow_nonfinite && weights_check_finite(r->net, host, state, o->load) != 0)
         rc = dt_fail("%s: refused (expected finite weights; --allow-nonfinite loads them anyway)", dt_errmsg());
+    if (rc == 0) { /* the weights as read (converted to fp32), and the counter */
+        uint64_t h = dt_hash64(host, r->net->n_params * sizeof(float), DT_HASH_INIT);
+        h = dt_hash64(state, r->net->n_state * sizeof(float), h);
+        h = dt_hash64(&r->bn_batches, sizeof r->bn_batches, h);
+        snprintf(r->load_digest, sizeof r->load_digest, "%016llx", (unsigned long long)h);
+        if (o->rerun_load[0] && strcmp(o->rerun_load, r->load_digest) != 0)
+            return dt_fail("--rerun %s: the weights in %s are not those the run loaded (their digest is %s, the "
+                           "record's %s; expected the same file, or --load FILE to start from other weights)",
+                           o->rerun, o->load, r->load_digest, o->rerun_load);
+    }
     if (rc != 0) {
         dt_fail_prefix("--load");
         r->usage_error = !dt_is_kind(r->opts->load, 0); /* no such file */
@@ -458,7 +489,7 @@ static int dry_check(dt_run *r, char *data, size_t data_n)
     if (open_net(r) != 0) return -1;
     in = &r->net->input->out;
     if ((rc = open_data(r, 0)) == 0) {
-        if (check_fit(r) != 0) return -1;
+        if (check_fit(r) != 0 || check_rerun(r, !strstr(r->ds->train.origin, "not packed yet")) != 0) return -1;
         n_train = r->ds->train.n;
         snprintf(data, data_n, "%s, %zu training and %zu test samples%s%s%s", r->dataset, r->ds->train.n,
                  r->ds->test.n, r->ds->synthetic ? " (generated)" : " in ", r->ds->synthetic ? "" : r->ds->dir,
@@ -633,16 +664,29 @@ static char *agreement_text(const dt_run *r)
     char *opts = r->agreement ? ckpt_options_resolved(r->agreement, r->dataset, r->auto_mode ? NULL : r->mode->name,
                                                       net_n_classes(r->net))
                               : NULL;
-    char *text = NULL;
+    char *text = NULL, *layers = NULL;
+    size_t n_layers = 0;
+    FILE *m = open_memstream(&layers, &n_layers); /* the net's layers, "net layer = ..." a line */
+    for (const char *s = r->net->structure ? r->net->structure : ""; m && *s;) {
+        size_t len = strcspn(s, "\n");
+        fprintf(m, "net layer = %.*s\n", (int)len, s);
+        s += len + (s[len] == '\n');
+    }
+    if (!m || fclose(m) != 0) {
+        free(opts);
+        dt_fail("out of memory");
+        return NULL;
+    }
     if (!opts || asprintf(&text,
-                          "%snet parameters = %zu + %zu state\ntraining samples = %zu\ntest samples = %zu\n"
+                          "%snet parameters = %zu + %zu state\n%straining samples = %zu\ntest samples = %zu\n"
                           "data fingerprint = %016llx\n",
-                          opts, r->net->n_params, r->net->n_state, r->ds->train.n, r->ds->test.n,
+                          opts, r->net->n_params, r->net->n_state, layers, r->ds->train.n, r->ds->test.n,
                           (unsigned long long)r->ds->fingerprint) < 0) {
         dt_fail("out of memory");
         text = NULL;
     }
     free(opts);
+    free(layers);
     return text;
 }
 
@@ -849,8 +893,20 @@ static int record_run(dt_run *r)
     char ranks[16]; /* in the start record too: a rerun of a run that died takes its rank count */
     snprintf(ranks, sizeof ranks, "%d", comm_size(r->comm));
     log_summary_field(l, "ranks", ranks, 1);
-    if (r->opts->data_dir) /* absolute: a rerun may start elsewhere */
-        log_summary_field(l, "data_dir", realpath(r->opts->data_dir, dir) ? dir : r->opts->data_dir, 0);
+    /* what a rerun takes and checks: the net (its file's absolute path: a rerun may start elsewhere),
+     * the data's directory and fingerprint, --load's file and weights */
+    char digest[17], fp[17];
+    net_digest(r->net, digest);
+    log_summary_field(l, "net_digest", digest, 0);
+    if (net_is_path(r->opts->net))
+        log_summary_field(l, "net_file", realpath(r->opts->net, dir) ? dir : r->opts->net, 0);
+    if (!r->ds->synthetic) log_summary_field(l, "data_dir", realpath(r->ds->dir, dir) ? dir : r->ds->dir, 0);
+    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)r->ds->fingerprint);
+    log_summary_field(l, "data_fingerprint", fp, 0);
+    if (r->opts->load) {
+        log_summary_field(l, "load", realpath(r->opts->load, dir) ? dir : r->opts->load, 0);
+        log_summary_field(l, "load_digest", r->load_digest, 0);
+    }
     log_summary_field(l, "options", r->options, 0);
     log_summary_field(l, "given", r->given, 0);
     return 0;

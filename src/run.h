@@ -46,6 +46,7 @@ typedef struct dt_run {
     size_t n_train;      /* training samples (of the whole split, before ranks take their share) */
     int auto_cpu;        /* --device auto took the cpu (the GPU options given, opts->gpu_given, do nothing) */
     int64_t bn_batches; /* --load: the batch-norm counter the file holds (PyTorch's num_batches_tracked) */
+    char load_digest[17];   /* --load: a digest of the weights read (rank 0), for the run record */
     char classes_note[160]; /* a built-in net sized to the data's classes: the banner says so */
     dt_net *net;
     dt_dataset *ds;

@@ -215,6 +215,14 @@ mpi -np 1 "$DTRAIN" $D --iters 2 --compress none --classes 10 : -np 1 "$DTRAIN" 
     { cat "$T/out"; fail "ranks that differ only in options spelled out at their defaults did not train together"; }
 expect_error "a codec on one rank only" 1 "[rank 1] the configuration differs from rank 0's (rank 0: 'compress = q8', this rank: 'compress = none')" \
     mpi -np 1 "$DTRAIN" $D --iters 2 --compress q8 : -np 1 "$DTRAIN" $D --iters 2
+# another net of the same tensors on one rank (a relu left out): its layers are compared, not only their sizes
+# (--net my.net in two directories: the same option)
+mkdir -p "$T/ra" "$T/rb"
+printf 'input shape=1x28x28\ndense name=fc1 out=16\nrelu\ndense name=fc2 out=10\nsoftmax_xent\n' > "$T/ra/my.net"
+grep -v relu "$T/ra/my.net" > "$T/rb/my.net"
+expect_error "another net of the same tensors on one rank" 1 \
+    "[rank 1] the configuration differs from rank 0's (rank 0: 'net layer = relu name=relu1 in=fc1 -> 16', this rank: 'net layer = dense name=fc2 in=fc1 out=10 -> 10')" \
+    mpi -np 1 -wdir "$T/ra" "$DTRAIN" $D --net my.net : -np 1 -wdir "$T/rb" "$DTRAIN" $D --net my.net
 mkdir -p "$T/other" && make_idx "$T/other" 150 40
 expect_error "different data on different ranks" 1 "this rank: 'training samples = 150'" \
     mpi -np 1 "$DTRAIN" $D : -np 1 "$DTRAIN" --dataset mnist --data-dir "$T/other" --progress none

@@ -6,7 +6,10 @@
 #    as the run that wrote LOG (a config file, flags and a relative --data-dir)
 #  - a log cut after its start record (a run that died) reruns too; flags given with --rerun
 #    override the record's; a net path with '#' in it reruns as given
-#  - another rank count, a file without a record, --rerun with --config, of a --mode auto run: exit 2
+#  - the net file, data directory and --load's weights the run read are the rerun's, checked by their
+#    digests (exit 1 where they changed)
+#  - another rank count, a file without a record, --rerun with --config, of a --mode auto run, --save
+#    or --checkpoint onto the log: exit 2
 . "$(dirname "$0")/lib.sh"
 need_mpirun
 make_idx "$T/data" 600 100
@@ -45,14 +48,46 @@ H=(--net "$T/h #1/lin.net" --dataset mnist --data-dir "$T/data" --iters 3 --prog
 "$DTRAIN" --rerun "$T/h.jsonl" --progress none --save "$T/h2.st" > "$T/h.out" 2>&1 ||
     { cat "$T/h.out"; fail "--rerun of a run whose net path holds '#' failed"; }
 "$STDIFF" "$T/h2.st" "$T/h1.st" 0 0 || fail "--rerun of a run whose net path holds '#' trained other weights"
-# refused WHAT PATTERN CMD...: CMD exits 2 with PATTERN (grep's) in its output
+# refused WHAT PATTERN CMD...: CMD exits 2 (RC, when set) with PATTERN (grep's) in its output
 refused() {
     local what=$1 want=$2
     shift 2
     "$@" > "$T/bad.out" 2>&1
     local rc=$?
-    [ $rc -eq 2 ] && grep -q -- "$want" "$T/bad.out" || { cat "$T/bad.out"; fail "$what: exit $rc"; }
+    [ $rc -eq "${RC:-2}" ] && grep -q -- "$want" "$T/bad.out" || { cat "$T/bad.out"; fail "$what: exit $rc"; }
 }
+
+# what the run read is what the rerun reads, or it stops (exit 1): a relative net file where the run
+# found it (another of that name in the rerun's directory is not taken), and that file as it was; the
+# data directory the run found through DTRAIN_DATA, and those samples and labels; --load's weights.
+# Flags given with --rerun still override.
+mkdir -p "$T/na" "$T/nb" "$T/dd"
+printf 'input shape=1x28x28\ndense name=fc1 out=32\nrelu\ndense name=fc2 out=10\nsoftmax_xent name=loss\n' > "$T/na/my.net"
+grep -v relu "$T/na/my.net" > "$T/nb/my.net" # the same tensors, another function
+make_idx "$T/dd/mnist" 600 100 11
+Q=(--dataset mnist --iters 4 --batch 20 --progress none)
+(cd "$T/na" && DTRAIN_DATA="$T/dd" "$DTRAIN" --net my.net "${Q[@]}" --save "$T/init.st" > /dev/null 2>&1 &&
+    DTRAIN_DATA="$T/dd" "$DTRAIN" --net my.net "${Q[@]}" --load "$T/init.st" --lr 0.2 --log "$T/q.jsonl" \
+        --save "$T/q1.st" > "$T/q.out" 2>&1) || { cat "$T/q.out"; fail "the run of my.net failed"; }
+grep '"type":"start"' "$T/q.jsonl" | grep -q "\"net_file\":\"$T/na/my.net\".*\"data_dir\":\"$T/dd/mnist\".*\"load\":\"$T/init.st\"" ||
+    fail "the record lacks the net file, the data directory found through DTRAIN_DATA or --load's file"
+(cd "$T/nb" && "$DTRAIN" --rerun "$T/q.jsonl" --save "$T/q2.st" > "$T/q.out" 2>&1) ||
+    { cat "$T/q.out"; fail "--rerun of the run of a relative net file, DTRAIN_DATA's data and --load failed"; }
+"$STDIFF" "$T/q2.st" "$T/q1.st" 0 0 || fail "--rerun from another directory: not the same weights (another net, data or start?)"
+cp "$T/na/my.net" "$T/na/my.net.was" && sed -i 's/out=32/out=32 init=he/' "$T/na/my.net"
+RC=1 refused "--rerun of an edited net file" "the net $T/na/my.net is not the one the run had: its layers differ" \
+    "$DTRAIN" --rerun "$T/q.jsonl"
+"$DTRAIN" --rerun "$T/q.jsonl" --net "$T/nb/my.net" --iters 1 > "$T/q.out" 2>&1 || { cat "$T/q.out"; fail "--rerun with --net given failed"; }
+mv "$T/na/my.net.was" "$T/na/my.net"
+cp "$T/init.st" "$T/init.was" && "$DTRAIN" --net "$T/na/my.net" "${Q[@]}" --data-dir "$T/dd/mnist" --seed 9 --save "$T/init.st" > /dev/null 2>&1
+RC=1 refused "--rerun with other weights in --load's file" "the weights in $T/init.st are not those the run loaded" \
+    "$DTRAIN" --rerun "$T/q.jsonl"
+"$DTRAIN" --rerun "$T/q.jsonl" --load "$T/init.st" --iters 1 > "$T/q.out" 2>&1 || { cat "$T/q.out"; fail "--rerun with --load given failed"; }
+mv "$T/init.was" "$T/init.st"
+make_idx "$T/dd/mnist" 600 100 12
+RC=1 refused "--rerun with other data in its directory" "the data in $T/dd/mnist is not the data the run had" \
+    "$DTRAIN" --rerun "$T/q.jsonl"
+note "--rerun takes the net file, data directory and --load's weights the run had, and stops where they changed"
 for log in r1 cut; do # the rank count is in the start record too
     refused "--rerun $log.jsonl on 3 ranks" "the run it repeats had 2 ranks, and this one has 3 (expected mpirun -np 2, or --ranks 3" \
         mpi -np 3 "$DTRAIN" --rerun "$T/$log.jsonl" --progress none
@@ -73,6 +108,11 @@ refused "--rerun of a record with a NUL in given" "does not parse: .*expected a 
 refused "--rerun LOG --log LOG" "are one file: the new log would replace the one --rerun reads" \
     "$DTRAIN" --rerun "$T/r1.jsonl" --log "$T/r1.jsonl"
 grep -q '"type":"summary"' "$T/r1.jsonl" || fail "--rerun LOG --log LOG: the log lost"
+for out in save checkpoint; do
+    refused "--rerun LOG --$out LOG" "are one file: the .* would replace the log --rerun reads" \
+        "$DTRAIN" --rerun "$T/r1.jsonl" --$out "$T/r1.jsonl"
+    grep -q '"type":"summary"' "$T/r1.jsonl" || fail "--rerun LOG --$out LOG: the log lost"
+done
 # a record of another build: rerun, with a note that the code may differ
 sed 's/"git":"[^"]*"/"git":"0000000-older"/g' "$T/r1.jsonl" > "$T/older.jsonl"
 mpi -np 2 "$DTRAIN" --rerun "$T/older.jsonl" --iters 1 > "$T/older.out" 2>&1 || { cat "$T/older.out"; fail "--rerun of another build's record failed"; }

@@ -124,6 +124,11 @@ expect() { # WHAT SUBSTRING CMD...
 }
 expect "another net" "a checkpoint of net small-cifar, not resnet20" \
     "$DTRAIN" --net resnet20 --dataset cifar10 --data-dir "$T/c10" --batch 50 --resume "$T/dsync4.st"
+# the same net name and tensors, another layer (dropout's rate): the layers are compared, not only the tensors
+mkdir -p "$T/more" && sed 's/p=0.2/p=0.3/' "$NET" > "$T/more/small-cifar.net"
+expect "other layers of the same tensors" \
+    "made with other layers in net small-cifar: the checkpoint has 'dropout name=dropout1 in=flatten1 p=0.2 -> 32', this run 'dropout name=dropout1 in=flatten1 p=0.3 -> 32'" \
+    "$DTRAIN" ${C/$NET/$T/more/small-cifar.net} --resume "$T/dsync4.st"
 expect "other options" "made with other options: the checkpoint has 'lr = 0.05', this run 'lr = 0.1'" \
     "$DTRAIN" $C --lr 0.1 --resume "$T/dsync4.st"
 # an option given at the value the run takes anyway is the same run (it was refused: 'compress = ' against

@@ -44,6 +44,7 @@ void net_destroy(dt_net *net)
     free(net->layers);
     free(net->tensors);
     free(net->states);
+    free(net->structure);
     free(net);
 }
 
@@ -91,6 +92,36 @@ static int tokenize(char *line, const char *where, char **type, dt_kv *kv)
         n++;
     }
     return n;
+}
+
+static int kv_cmp(const void *a, const void *b) { return strcmp(((const dt_kv *)a)->key, ((const dt_kv *)b)->key); }
+
+/* net->structure's line for l, parsed from kv: type, name, in=, the other keys sorted, -> shape */
+static int structure_add(dt_net *net, const dt_layer *l, dt_kv *kv, int n_kv)
+{
+    char line[MAX_LINE + 256], shape[64];
+    size_t n = (size_t)snprintf(line, sizeof line, "%s name=%s", l->ops->type, l->name);
+    for (int i = 0; i < l->n_in && n < sizeof line; i++)
+        n += (size_t)snprintf(line + n, sizeof line - n, "%s%s", i ? "," : " in=", l->in[i]->name);
+    qsort(kv, (size_t)n_kv, sizeof *kv, kv_cmp);
+    for (int i = 0; i < n_kv && n < sizeof line; i++)
+        if (strcmp(kv[i].key, "name") != 0 && strcmp(kv[i].key, "in") != 0)
+            n += (size_t)snprintf(line + n, sizeof line - n, " %s=%s", kv[i].key, kv[i].val);
+    shape_format(&l->out, shape, sizeof shape);
+    if (n < sizeof line) n += (size_t)snprintf(line + n, sizeof line - n, " -> %s\n", shape);
+    if (n >= sizeof line) return dt_fail("internal: a layer's description of %zu bytes", n);
+    size_t have = net->structure ? strlen(net->structure) : 0;
+    char *grown = realloc(net->structure, have + n + 1);
+    if (!grown) return dt_fail("out of memory");
+    memcpy(grown + have, line, n + 1);
+    net->structure = grown;
+    return 0;
+}
+
+void net_digest(const dt_net *net, char out[17])
+{
+    const char *s = net->structure ? net->structure : "";
+    snprintf(out, 17, "%016llx", (unsigned long long)dt_hash64(s, strlen(s), DT_HASH_INIT));
 }
 
 static int parse_line(dt_net *net, char *line, int lineno, const char *where, int *counts, dt_layer **prev)
@@ -176,7 +207,7 @@ static int parse_line(dt_net *net, char *line, int lineno, const char *where, in
     for (int i = 0; i < l->n_params; i++) /* frozen weights do not train: they become state */
         if (l->frozen) l->params[i].kind = DT_PARAM_STATE;
     *prev = l;
-    return 0;
+    return structure_add(net, l, kv, n_kv);
 }
 
 /* Checks the whole graph, sets requires_grad / in_accum, lays out the arenas. */

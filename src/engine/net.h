@@ -37,6 +37,10 @@ typedef struct dt_net {
     int max_batch;
     float **dy_bufs; /* the output-gradient buffers layers share (net_alloc); layers' dy point here */
     int n_dy_bufs;
+    /* What the net computes, a line a layer: its type, name, inputs, keys as the file gives them
+     * (sorted; blocks expanded, --classes applied) and output shape. Ranks compare it, checkpoints
+     * and run records keep it (or its net_digest), so another net of the same tensors is told apart. */
+    char *structure;
 } dt_net;
 
 /* Parses .net text (blocks expanded, man/dtrain-net.5); `origin` names it in messages. */
@@ -76,6 +80,8 @@ dt_param *net_find_tensor(const dt_net *net, const char *name);
 dt_arena net_arena(const dt_net *net);
 /* Makes backward write gradients into g (an arena-sized device buffer) from now on. */
 void net_set_grad_arena(dt_net *net, float *g);
+/* A digest of net->structure (16 hex digits and a NUL in out[17]). */
+void net_digest(const dt_net *net, char out[17]);
 /* Human-readable layer table (layer, type, output shape, parameters). */
 void net_print(const dt_net *net, FILE *f);
 
