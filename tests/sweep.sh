@@ -13,6 +13,9 @@
 #    has no option for, a published line of several points, a set line of an axis's key, one number
 #    twice on an axis; --dtrain of a program that is not dtrain; tabs and a byte-order mark are read;
 #    --check says which points' data is not here
+#  - save and checkpoint of a sweep's config are written into each point's directory; a results
+#    directory that cannot take a point's status stops the sweep with a message, exit 1; JSON nested
+#    past Python's stack is damage, said, as in tools/report
 #  - tools/report turns a fixed set of results (tests/fixtures/report) into its tables and PNGs,
 #    and a reproduction page with verdicts; damaged or missing results are said and counted; a
 #    sweep whose points all failed is judged on nothing, and earlier plots of it are removed
@@ -104,6 +107,29 @@ wait $sweep_pid || rc=$?
 sleep 1
 ! pgrep -f -- "--config $T/res3/.*point.conf" > /dev/null || fail "SIGTERM: the point's processes outlived the sweep"
 [ ! -f "$T"/res3/*/status.json ] || fail "SIGTERM: the stopped point was recorded as run"
+# a status.json nested past Python's stack: the point is found not run, no traceback
+cp -r "$T/res" "$T/resdeep" && rm -f "$T/resdeep/.lock"
+set -- "$T"/resdeep/*/status.json
+$PYTHON -c "print('[' * 5000 + ']' * 5000)" > "$1"
+$SWEEP --quick --dry-run --out "$T/resdeep" "$T/two.sweep" > "$T/out8" 2>&1 && ! grep -q Traceback "$T/out8" &&
+    [ "$(grep -c "  pending  " "$T/out8")" -eq 1 ] || { cat "$T/out8"; fail "a status.json nested 5000 deep"; }
+
+# save and checkpoint in the config: each point writes its own, in its directory (one path for all
+# had each point replace the last one's); a results directory that cannot take a point's status
+# (here a directory where its file goes; a full disk alike): said, no traceback, exit 1, the sweep
+# goes on when run again
+{ cat "$T/two.sweep"; echo "set save = w.st"; echo "set checkpoint = sub/ck.st"; } > "$T/save.sweep"
+first=$($SWEEP --quick --dry-run --out "$T/res5" "$T/save.sweep" | awk '/  pending  / { print $1; exit }')
+[ -n "$first" ] && mkdir -p "$T/res5/$first/status.json.tmp" || fail "no point to block"
+rc=0
+(cd "$T" && timeout 300 $SWEEP --quick --out "$T/res5" "$T/save.sweep") > "$T/out9" 2>&1 || rc=$?
+[ $rc -eq 1 ] && ! grep -q Traceback "$T/out9" && grep -q "status.json.tmp: Is a directory; the points run before it are kept" "$T/out9" ||
+    { cat "$T/out9"; fail "a point whose status cannot be written: exit $rc"; }
+rmdir "$T/res5/$first/status.json.tmp"
+(cd "$T" && timeout 300 $SWEEP --quick --out "$T/res5" "$T/save.sweep") > "$T/out9" 2>&1 || { cat "$T/out9"; fail "the sweep with save and checkpoint failed"; }
+[ "$(ls "$T"/res5/*/w.st | wc -l)" -eq 2 ] && [ "$(ls "$T"/res5/*/ck.st | wc -l)" -eq 2 ] && [ ! -e "$T/w.st" ] ||
+    fail "save and checkpoint of the sweep: not one of each in every point's directory"
+
 rc=0
 $SWEEP --timeout -1 "$T/two.sweep" > "$T/out7" 2>&1 || rc=$?
 [ $rc -eq 2 ] && grep -q "argument --timeout: expected seconds" "$T/out7" || { cat "$T/out7"; fail "--timeout -1: exit $rc"; }
@@ -250,6 +276,15 @@ $REPORT --reproduction "$T/DAMAGED.md" "$T/damaged" > "$T/rep" 2>&1 || { cat "$T
     grep -q "3 of the sweep's 4 points (1 without results)" "$T/damaged/report/results.md" &&
     grep -q "3 of the sweep's 4 points (1 without results)" "$T/DAMAGED.md" &&
     grep -q "| not finished |" "$T/damaged/report/results.md" || { cat "$T/rep" "$T/damaged/report/results.md"; fail "tools/report: damaged results"; }
+# JSON nested deeper than Python's stack (a RecursionError, a traceback before) in a log line and in
+# a status.json: damaged, said, no traceback, in tools/report and in a sweep that resumes
+cp -r "$top_srcdir/tests/fixtures/report" "$T/deep" && chmod -R u+w "$T/deep"
+set -- "$T"/deep/*/
+deep=$($PYTHON -c "print('[' * 5000 + ']' * 5000)")
+echo "$deep" >> "$1/log.jsonl" && echo '{"type":"epoch"}' >> "$1/log.jsonl" && echo "$deep" > "$2/status.json"
+$REPORT "$T/deep" > "$T/rep" 2>&1
+! grep -q Traceback "$T/rep" && grep -q "log.jsonl: 1 line is not a JSON record" "$T/rep" ||
+    { cat "$T/rep"; fail "tools/report of JSON nested 5000 deep"; }
 # points stopped while they ran (point.json, no status, no log): without results, so exit 1
 cp -r "$top_srcdir/tests/fixtures/report" "$T/stopped" && chmod -R u+w "$T/stopped"
 rm -f "$T"/stopped/*/status.json "$T"/stopped/*/log.jsonl
