@@ -841,18 +841,23 @@ static void banner(dt_run *r)
         convs += conv, bns += bn, adds += add;
         edges += conv && l->y_bf16, bn_edges += bn && l->y_bf16, add_edges += add && l->y_bf16;
     }
-    char stream[96] = "";
+    char what[400] = ""; /* the clauses of the layers that have such edges */
+    size_t w = 0;
+    if (edges)
+        w += (size_t)snprintf(what + w, sizeof what - w,
+                              "%d of the %d convolutions store their outputs (and take their gradients) in bf16 for "
+                              "the batch norms after them",
+                              edges, convs);
+    if (bn_edges)
+        w += (size_t)snprintf(what + w, sizeof what - w, "%s%d of the %d batch norms %s for the layers after them",
+                              w ? ", " : "", bn_edges, bns, w ? "their outputs" : "store their outputs in bf16");
     if (add_edges)
-        snprintf(stream, sizeof stream, ", %d of the %d adds theirs (the residual stream, rounded)", add_edges, adds);
+        snprintf(what + w, sizeof what - w, "%s%d of the %d adds %s (the residual stream, rounded)", w ? ", " : "",
+                 add_edges, adds, w ? "theirs" : "store their outputs in bf16 for the layers after them");
 
     log_text(r->log, "backend %s%s%s%s%s: %s; %s\n", r->be->name, r->auto_why[0] ? " (auto; " : "", r->auto_why,
              r->auto_why[0] ? ")" : "", lowp, backend_describe(r->be), comm_library());
-    if (edges || bn_edges)
-        log_text(r->log,
-                 "bf16 activations: %d of the %d convolutions store their outputs (and take their gradients) in "
-                 "bf16 for the batch norms after them, %d of the %d batch norms their outputs for the layers after "
-                 "them%s\n",
-                 edges, convs, bn_edges, bns, stream);
+    if (what[0]) log_text(r->log, "bf16 activations: %s\n", what);
     if (r->auto_cpu && r->opts->gpu_given[0])
         log_text(r->log, "%s: no effect: --device auto took the cpu\n", r->opts->gpu_given);
     if (!r->be->host_memory) log_text(r->log, "transport %s\n", r->transport);

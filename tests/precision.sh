@@ -143,6 +143,13 @@ DTRAIN_MODULE_PATH="$top_builddir/tests" "$DTRAIN" "${res[@]}" --iters 8 --devic
 grep -q "1 of the 2 adds theirs" "$T/resg.out" && cmp -s "$T/res1.st" "$T/resg.st" ||
     { cat "$T/resg.out"; fail "the residual net in bf16 on cpu-guarded: not the CPU's stream and bits"; }
 note "the residual stream in bf16: said, a result of its own, repeated and resumed bit for bit, the same on cpu-guarded"
+# adds alone in bf16 (no batch norm or convolution edge): the banner still says so (it said nothing)
+printf '%s\n' "input shape=1x28x28" "conv name=c1 out=16 k=3 pad=1" "conv name=c2 out=16 k=3 pad=1" \
+    "add name=a1 in=c1,c2" "add name=a2 in=a1,c1" "conv name=c3 out=16 k=3 pad=1" "avgpool global=1" "flatten" \
+    "dense out=10" "softmax_xent" > "$T/adds.net"
+"$DTRAIN" --net "$T/adds.net" --dataset fashion-mnist --batch 16 --iters 2 --progress none --precision bf16 > "$T/adds.out" 2>&1 &&
+    grep -q "^bf16 activations: 2 of the 2 adds store their outputs in bf16 for the layers after them" "$T/adds.out" ||
+    { cat "$T/adds.out"; fail "a net whose adds alone are in bf16: the banner does not say so"; }
 
 skip_if_sanitized "training for an accuracy bound"
 acc_of() { json_last "$1" summary test_acc; }

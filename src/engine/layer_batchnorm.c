@@ -52,7 +52,7 @@ static int bn_alloc(dt_layer *l, dt_backend *be, int max_rows)
     s->cfg.layout = l->layout;
     s->cfg.relu = l->fuse_relu;
     s->cfg.in_bf16 = l->in[0]->y_bf16; /* its input's alloc ran before */
-    s->cfg.out_bf16 = l->y_bf16;       /* net.c's mark: a convolution alone consumes it */
+    s->cfg.out_bf16 = l->y_bf16;       /* net.c's mark: its consumers all take bf16 */
     if (!(s->mean = be->alloc(be, sizeof(float) * (size_t)s->cfg.c)) ||
         !(s->var = be->alloc(be, sizeof(float) * (size_t)s->cfg.c)))
         return -1;

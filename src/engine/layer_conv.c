@@ -129,7 +129,7 @@ static int conv_alloc(dt_layer *l, dt_backend *be, int max_rows)
     s->cfg.out_bf16 = s->cfg.in_bf16 = 0;
     l->y_bf16 = l->y_bf16 && be->conv_bf16_out && be->conv_bf16_out(be, &s->cfg); /* net_alloc's mark */
     s->cfg.out_bf16 = l->y_bf16;
-    s->cfg.in_bf16 = l->in[0]->y_bf16; /* a batchnorm's, which asked conv_takes_bf16 */
+    s->cfg.in_bf16 = l->in[0]->y_bf16; /* a batchnorm's or an add's, which asked conv_takes_bf16 */
     return (s->plan = be->conv_plan(be, &s->cfg)) ? 0 : -1;
 }
 
