@@ -637,6 +637,9 @@ static int record_keys_check(const char *path, const char *text, const char *wha
     return 0;
 }
 
+/* e's value taken from the run record at path (a message that names it says where) */
+static void took(const entry *e, const char *path) { snprintf(set_at[e - all], sizeof set_at[0], "--rerun %s", path); }
+
 /* --rerun: the record's given options as a config file would set them; then, after the command
  * line, every other option the record holds is set to its recorded value where this dtrain's
  * default differs, and the data directory and rank count come from the record unless given. */
@@ -698,10 +701,13 @@ static int rerun_after(dt_opts *o, const char *path, const json *rec, const int 
     const json *git = json_get(rec, "git");
     if (git && git->type == JSON_STR) snprintf(o->rerun_git, sizeof o->rerun_git, "%s", git->str);
 #define GIVEN_HERE(name) (cmdline[find_opt(name) - all])
-    int data_here = GIVEN_HERE("data-dir") || GIVEN_HERE("dataset");
-    if (dir && dir->type == JSON_STR && !data_here) {
+    /* what the command line gives instead of the record's: taken without the comparison */
+    int dir_here = GIVEN_HERE("data-dir") || GIVEN_HERE("dataset"),
+        data_here = dir_here || GIVEN_HERE("image-size"); /* another size packs other pixels */
+    if (dir && dir->type == JSON_STR && !dir_here) {
         free(o->data_dir);
         if (!(o->data_dir = dt_strdup(dir->str))) return -1;
+        took(find_opt("data-dir"), path);
     }
     /* the net file where the run read it (a relative --net would resolve elsewhere), and digests of the
      * net, the data and --load's weights, which run.c compares where they come from the record */
@@ -709,16 +715,22 @@ static int rerun_after(dt_opts *o, const char *path, const json *rec, const int 
     if (!GIVEN_HERE("net") && net_file && net_file->type == JSON_STR && net_file->str[0]) {
         free(o->net);
         if (!(o->net = dt_strdup(net_file->str))) return -1;
+        took(find_opt("net"), path);
     }
     if (!GIVEN_HERE("load") && !GIVEN_HERE("resume") && load && load->type == JSON_STR && load->str[0]) {
         free(o->load);
         if (!(o->load = dt_strdup(load->str))) return -1;
+        took(find_opt("load"), path);
     }
+    /* a built-in net takes the data's classes: other data may size it otherwise */
+    int net_here = GIVEN_HERE("net") || GIVEN_HERE("classes") || (!net_is_path(o->net) && data_here);
+    o->rerun_synth_given =
+        GIVEN_HERE("seed") || GIVEN_HERE("synthetic-samples") || GIVEN_HERE("classes") || GIVEN_HERE("net");
     const struct {
         const char *key;
         char *out;
         int here;
-    } digests[] = {{"net_digest", o->rerun_net, GIVEN_HERE("net") || GIVEN_HERE("classes") || GIVEN_HERE("dataset")},
+    } digests[] = {{"net_digest", o->rerun_net, net_here},
                    {"data_fingerprint", o->rerun_data, data_here},
                    {"load_digest", o->rerun_load, GIVEN_HERE("load") || GIVEN_HERE("resume") || !o->load}};
 #undef GIVEN_HERE

@@ -28,6 +28,7 @@ typedef struct dt_opts {
     /* --rerun: digests the run recorded, checked where this run takes the record's net, data and
      * --load ("": not recorded, or overridden on the command line) */
     char rerun_net[17], rerun_data[17], rerun_load[17];
+    int rerun_synth_given; /* ... and options that change synthetic data were given (no data check there) */
     int no_shuffle, dry_run, pack_only, synthetic_once;
     long gpu, gpu_workspace; /* --gpu (-1: by local rank), --gpu-workspace MB */
     int tf32, gpu_exact, gpu_graph;

@@ -382,16 +382,27 @@ static int check_rerun(dt_run *r, int data)
     const dt_opts *o = r->opts;
     char digest[17], fp[17];
     net_digest(r->net, digest);
-    if (o->rerun_net[0] && strcmp(digest, o->rerun_net) != 0)
-        return dt_fail("--rerun %s: the net %s is not the one the run had: its layers differ (digest %s, the record's "
-                       "%s; expected the net file as it was, or --net to run another net)",
-                       o->rerun, r->net->origin, digest, o->rerun_net);
+    if (o->rerun_net[0] && strcmp(digest, o->rerun_net) != 0) {
+        if (!net_is_path(o->net))
+            return dt_fail("--rerun %s: this dtrain's built-in net %s is not the one the run had: its layers differ "
+                           "(digest %s, the record's %s; expected the build that made the record, or --net %s to "
+                           "run this one)",
+                           o->rerun, o->net, digest, o->rerun_net, o->net);
+        return dt_fail("--rerun %s: the net file %s is not the one the run had: its layers differ (digest %s, the "
+                       "record's %s; expected the file as it was, or --net to run another net)",
+                       o->rerun, o->net, digest, o->rerun_net);
+    }
     snprintf(fp, sizeof fp, "%016llx", (unsigned long long)r->ds->fingerprint);
-    if (data && o->rerun_data[0] && strcmp(fp, o->rerun_data) != 0)
-        return dt_fail("--rerun %s: the data in %s is not the data the run had: its fingerprint is %s, the record's %s "
-                       "(expected the same samples and labels, or --data-dir for other data)",
-                       o->rerun, r->ds->synthetic ? "--dataset synthetic" : r->ds->dir, fp, o->rerun_data);
-    return 0;
+    if (!data || !o->rerun_data[0] || !strcmp(fp, o->rerun_data) || (r->ds->synthetic && o->rerun_synth_given))
+        return 0;
+    if (r->ds->synthetic) /* of the same settings: only another build generates other samples */
+        return dt_fail(
+            "--rerun %s: this dtrain generates other synthetic samples than the run had (fingerprint %s, the "
+            "record's %s; expected the build that made the record)",
+            o->rerun, fp, o->rerun_data);
+    return dt_fail("--rerun %s: the data in %s is not the data the run had: its fingerprint is %s, the record's %s "
+                   "(expected the same samples and labels, or --data-dir for other data)",
+                   o->rerun, r->ds->dir, fp, o->rerun_data);
 }
 
 /* Everything else that depends only on this rank's inputs. */

@@ -223,6 +223,12 @@ grep -v relu "$T/ra/my.net" > "$T/rb/my.net"
 expect_error "another net of the same tensors on one rank" 1 \
     "[rank 1] the configuration differs from rank 0's (rank 0: 'net layer = relu name=relu1 in=fc1 -> 16', this rank: 'net layer = dense name=fc2 in=fc1 out=10 -> 10')" \
     mpi -np 1 -wdir "$T/ra" "$DTRAIN" $D --net my.net : -np 1 -wdir "$T/rb" "$DTRAIN" $D --net my.net
+# the same net written otherwise (keys at their defaults spelled out, 016 for 16, 0.50 for 0.5): the same layers
+mkdir -p "$T/sa" "$T/sb"
+printf 'input shape=1x28x28\ndense name=fc1 out=16\nrelu\ndropout\ndense name=fc2 out=10\nsoftmax_xent\n' > "$T/sa/my.net"
+printf 'input shape=1x28x28\ndense name=fc1 out=016 bias=1 init=torch frozen=0\nrelu\ndropout p=0.50\ndense out=10 name=fc2\nsoftmax_xent\n' > "$T/sb/my.net"
+mpi -np 1 -wdir "$T/sa" "$DTRAIN" $D --net my.net --iters 2 : -np 1 -wdir "$T/sb" "$DTRAIN" $D --net my.net --iters 2 > "$T/out" 2>&1 ||
+    { cat "$T/out"; fail "ranks of one net written in two ways (defaults spelled out, 016) did not train together"; }
 mkdir -p "$T/other" && make_idx "$T/other" 150 40
 expect_error "different data on different ranks" 1 "this rank: 'training samples = 150'" \
     mpi -np 1 "$DTRAIN" $D : -np 1 "$DTRAIN" --dataset mnist --data-dir "$T/other" --progress none

@@ -75,8 +75,11 @@ grep '"type":"start"' "$T/q.jsonl" | grep -q "\"net_file\":\"$T/na/my.net\".*\"d
     { cat "$T/q.out"; fail "--rerun of the run of a relative net file, DTRAIN_DATA's data and --load failed"; }
 "$STDIFF" "$T/q2.st" "$T/q1.st" 0 0 || fail "--rerun from another directory: not the same weights (another net, data or start?)"
 cp "$T/na/my.net" "$T/na/my.net.was" && sed -i 's/out=32/out=32 init=he/' "$T/na/my.net"
-RC=1 refused "--rerun of an edited net file" "the net $T/na/my.net is not the one the run had: its layers differ" \
+RC=1 refused "--rerun of an edited net file" "the net file $T/na/my.net is not the one the run had: its layers differ" \
     "$DTRAIN" --rerun "$T/q.jsonl"
+sed 's/out=32/out=032 bias=1/' "$T/na/my.net.was" > "$T/na/my.net" # the same layers, written otherwise
+"$DTRAIN" --rerun "$T/q.jsonl" --save "$T/q3.st" > "$T/q.out" 2>&1 || { cat "$T/q.out"; fail "--rerun of a net file written otherwise failed"; }
+"$STDIFF" "$T/q3.st" "$T/q1.st" 0 0 || fail "--rerun of a net file written otherwise: not the same weights"
 "$DTRAIN" --rerun "$T/q.jsonl" --net "$T/nb/my.net" --iters 1 > "$T/q.out" 2>&1 || { cat "$T/q.out"; fail "--rerun with --net given failed"; }
 mv "$T/na/my.net.was" "$T/na/my.net"
 cp "$T/init.st" "$T/init.was" && "$DTRAIN" --net "$T/na/my.net" "${Q[@]}" --data-dir "$T/dd/mnist" --seed 9 --save "$T/init.st" > /dev/null 2>&1
@@ -87,6 +90,9 @@ mv "$T/init.was" "$T/init.st"
 make_idx "$T/dd/mnist" 600 100 12
 RC=1 refused "--rerun with other data in its directory" "the data in $T/dd/mnist is not the data the run had" \
     "$DTRAIN" --rerun "$T/q.jsonl"
+# synthetic data: its settings given with --rerun make other samples, on purpose
+"$DTRAIN" --net mlp --dataset synthetic --iters 2 --batch 16 --progress none --log "$T/syn.jsonl" > /dev/null 2>&1 &&
+    "$DTRAIN" --rerun "$T/syn.jsonl" --seed 2 > "$T/q.out" 2>&1 || { cat "$T/q.out"; fail "--rerun of synthetic data with --seed failed"; }
 note "--rerun takes the net file, data directory and --load's weights the run had, and stops where they changed"
 for log in r1 cut; do # the rank count is in the start record too
     refused "--rerun $log.jsonl on 3 ranks" "the run it repeats had 2 ranks, and this one has 3 (expected mpirun -np 2, or --ranks 3" \

@@ -124,11 +124,18 @@ expect() { # WHAT SUBSTRING CMD...
 }
 expect "another net" "a checkpoint of net small-cifar, not resnet20" \
     "$DTRAIN" --net resnet20 --dataset cifar10 --data-dir "$T/c10" --batch 50 --resume "$T/dsync4.st"
-# the same net name and tensors, another layer (dropout's rate): the layers are compared, not only the tensors
-mkdir -p "$T/more" && sed 's/p=0.2/p=0.3/' "$NET" > "$T/more/small-cifar.net"
+# the net file edited between the checkpoint and the resume: written otherwise, the same layers (0.20
+# for 0.2, a default spelled out), resumed; another layer of the same tensors (dropout's rate) refused
+mkdir -p "$T/w" && cp "$NET" "$T/w/small-cifar.net"
+CW=${C/$NET/$T/w/small-cifar.net}
+run "$DTRAIN" $CW --iters 4 --checkpoint "$T/w.ck"
+sed -i 's/p=0.2/p=0.20/; s/^\(conv *name=conv2.*\)$/\1 bias=1/' "$T/w/small-cifar.net"
+grep -q "bias=1" "$T/w/small-cifar.net" || fail "the test's net lacks the spelled-out default"
+run "$DTRAIN" $CW --iters 6 --resume "$T/w.ck"
+sed -i 's/p=0.20/p=0.3/' "$T/w/small-cifar.net"
 expect "other layers of the same tensors" \
     "made with other layers in net small-cifar: the checkpoint has 'dropout name=dropout1 in=flatten1 p=0.2 -> 32', this run 'dropout name=dropout1 in=flatten1 p=0.3 -> 32'" \
-    "$DTRAIN" ${C/$NET/$T/more/small-cifar.net} --resume "$T/dsync4.st"
+    "$DTRAIN" $CW --iters 6 --resume "$T/w.ck"
 expect "other options" "made with other options: the checkpoint has 'lr = 0.05', this run 'lr = 0.1'" \
     "$DTRAIN" $C --lr 0.1 --resume "$T/dsync4.st"
 # an option given at the value the run takes anyway is the same run (it was refused: 'compress = ' against

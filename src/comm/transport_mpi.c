@@ -425,13 +425,19 @@ int comm_agree(dt_comm *c, int failed)
     return lowest == c->size ? -1 : lowest;
 }
 
-/* the line of text containing byte offset i, without its newline */
+/* the line of text containing byte offset i, without its newline; a line longer than out holds
+ * shown around i, with "..." where it is cut (a net's layer lines may be long) */
 static void line_at(const char *text, size_t i, char *out, size_t n)
 {
     size_t a = i, b = i;
     while (a > 0 && text[a - 1] != '\n') a--;
     while (text[b] && text[b] != '\n') b++;
-    snprintf(out, n, "%.*s", (int)(b - a), text + a);
+    if (b - a < n) {
+        snprintf(out, n, "%.*s", (int)(b - a), text + a);
+        return;
+    }
+    size_t keep = n / 2 - 8, from = i - a > keep ? i - keep : a, to = b - i > keep ? i + keep : b;
+    snprintf(out, n, "%s%.*s%s", from > a ? "..." : "", (int)(to - from), text + from, to < b ? "..." : "");
 }
 
 int comm_check_same(dt_comm *c, const char *text, const char *what)

@@ -2,6 +2,7 @@
 #include "layer.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../registry.h"
@@ -55,6 +56,15 @@ dt_kv *layer_kv(dt_kv *kv, int n_kv, const char *key)
     return NULL;
 }
 
+/* k->val as the number it holds: the shortest text that reads back as v */
+static void kv_number(dt_kv *k, double v)
+{
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(k->val, sizeof k->val, "%.*g", digits, v);
+        if (strtod(k->val, NULL) == v) return;
+    }
+}
+
 int layer_kv_int(dt_kv *kv, int n_kv, const char *key, long lo, long hi, long dflt, int required, const char *where,
                  const char *type, long *out)
 {
@@ -67,6 +77,8 @@ int layer_kv_int(dt_kv *kv, int n_kv, const char *key, long lo, long hi, long df
         return 0;
     }
     if (dt_parse_long(k->val, lo, hi, key, out) != 0) return dt_fail_prefix("%s: %s", where, type);
+    snprintf(k->val, sizeof k->val, "%ld", *out);
+    k->is_default = !required && *out == dflt;
     return 0;
 }
 
@@ -79,6 +91,8 @@ int layer_kv_float(dt_kv *kv, int n_kv, const char *key, double lo, double hi, d
         return 0;
     }
     if (dt_parse_double(k->val, lo, hi, key, out) != 0) return dt_fail_prefix("%s: %s", where, type);
+    kv_number(k, *out);
+    k->is_default = *out == dflt;
     return 0;
 }
 
@@ -114,6 +128,12 @@ int layer_kv_init(dt_kv *kv, int n_kv, const char *key, dt_init dflt, const char
                 return dt_fail_prefix("%s: %s: %s", where, type, key);
             out->value = (float)v;
         }
+        if (colon) { /* as read: normal:0.010 is normal:0.01 */
+            char v[32];
+            snprintf(v, sizeof v, "%.9g", (double)out->value);
+            snprintf(k->val, sizeof k->val, "%s:%s", kinds[i].name, v);
+        }
+        k->is_default = out->kind == dflt.kind && out->value == dflt.value;
         return 0;
     }
     return dt_fail("%s: %s: unknown %s '%s' (expected one of torch, he, xavier, normal:STD, const:VALUE)", where,

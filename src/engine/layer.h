@@ -24,8 +24,9 @@
 /* One key=value of a net-file line. */
 typedef struct dt_kv {
     char key[32];
-    char val[96];
+    char val[96]; /* as written; the typed getters rewrite it as the value they read (016 -> 16) */
     int used;
+    int is_default; /* a typed getter read the key's default: the same layer as one without it */
 } dt_kv;
 
 /* What one forward/backward pass needs beyond the layers. */

@@ -88,7 +88,7 @@ static int tokenize(char *line, const char *where, char **type, dt_kv *kv)
             if (strcmp(kv[i].key, tok) == 0) return dt_fail("%s: key '%s' given twice", where, tok);
         strcpy(kv[n].key, tok);
         strcpy(kv[n].val, eq + 1);
-        kv[n].used = 0;
+        kv[n].used = kv[n].is_default = 0;
         n++;
     }
     return n;
@@ -96,7 +96,8 @@ static int tokenize(char *line, const char *where, char **type, dt_kv *kv)
 
 static int kv_cmp(const void *a, const void *b) { return strcmp(((const dt_kv *)a)->key, ((const dt_kv *)b)->key); }
 
-/* net->structure's line for l, parsed from kv: type, name, in=, the other keys sorted, -> shape */
+/* net->structure's line for l, parsed from kv: type, name, in=, the other keys sorted (numbers as
+ * read, keys at their defaults left out), -> shape */
 static int structure_add(dt_net *net, const dt_layer *l, dt_kv *kv, int n_kv)
 {
     char line[MAX_LINE + 256], shape[64];
@@ -104,8 +105,8 @@ static int structure_add(dt_net *net, const dt_layer *l, dt_kv *kv, int n_kv)
     for (int i = 0; i < l->n_in && n < sizeof line; i++)
         n += (size_t)snprintf(line + n, sizeof line - n, "%s%s", i ? "," : " in=", l->in[i]->name);
     qsort(kv, (size_t)n_kv, sizeof *kv, kv_cmp);
-    for (int i = 0; i < n_kv && n < sizeof line; i++)
-        if (strcmp(kv[i].key, "name") != 0 && strcmp(kv[i].key, "in") != 0)
+    for (int i = 0; i < n_kv && n < sizeof line; i++) /* a key at its default is the layer without it */
+        if (strcmp(kv[i].key, "name") != 0 && strcmp(kv[i].key, "in") != 0 && !kv[i].is_default)
             n += (size_t)snprintf(line + n, sizeof line - n, " %s=%s", kv[i].key, kv[i].val);
     shape_format(&l->out, shape, sizeof shape);
     if (n < sizeof line) n += (size_t)snprintf(line + n, sizeof line - n, " -> %s\n", shape);
@@ -180,8 +181,9 @@ static int parse_line(dt_net *net, char *line, int lineno, const char *where, in
     } else if (ops->min_in > 0 && *prev) {
         l->in[l->n_in++] = *prev;
     }
-    if ((k = layer_kv(kv, n_kv, "frozen")) && dt_parse_long(k->val, 0, 1, "frozen", &(long){0}) == 0)
-        l->frozen = k->val[0] == '1';
+    long frozen = 0;
+    if ((k = layer_kv(kv, n_kv, "frozen")) && dt_parse_long(k->val, 0, 1, "frozen", &frozen) == 0)
+        l->frozen = (int)frozen, k->is_default = !frozen;
     else if (k)
         return dt_fail("%s: frozen: expected 0 or 1, found '%s'", where, k->val);
     if (l->n_in < ops->min_in || l->n_in > ops->max_in) {
