@@ -324,6 +324,21 @@ START_TEST(augmentation_properties)
     int used = 0;
     for (int i = 0; i < 25; i++) used += shifts[i / 5][i % 5] > 0;
     ck_assert_msg(used >= 12, "only %d of 25 offsets drawn", used);
+    /* a padding wider than the image (crop=30 on 10 x 10): within the pixel range, nothing written
+     * past the sample (a window beside the image wrote its row of zeros past it: a heap overflow) */
+    ck_assert_int_eq(augment_parse("crop=30", "x", &aug), 0);
+    float *g = malloc(sizeof(float) * 400);
+    int zeros = 0;
+    for (uint32_t s = 0; s < 50; s++) {
+        for (int i = 0; i < 400; i++) g[i] = 7.0f;
+        dataset_fill_view(ds, &ds->train, &v, &s, 1, g, y);
+        for (int i = 300; i < 400; i++) ck_assert_msg(g[i] == 7.0f, "crop=30: sample %u wrote past its end (%d)", s, i);
+        int nz = 0;
+        for (int i = 0; i < 300; i++) ck_assert(g[i] >= 0.0f && g[i] <= 1.0f), nz += g[i] != 0.0f;
+        zeros += nz == 0;
+    }
+    ck_assert_msg(zeros > 0 && zeros < 50, "crop=30: %d of 50 windows beside the image", zeros);
+    free(g);
     /* evaluation of a larger stored image: the centre window */
     dt_view ev = {6, 4, NULL, 0, 1};
     dataset_fill_view(ds, &ds->train, &ev, &one, 1, b, y);

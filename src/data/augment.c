@@ -120,11 +120,13 @@ static int fill_one(const dt_dataset *ds, const dt_view *v, uint64_t index, cons
                 continue;
             }
             const uint8_t *row = plane + (size_t)y * W;
-            int j0 = DT_MAX(0, -x0), j1 = DT_MIN(ow, W - x0);
+            /* the window's columns on the image: [j0, j1), within [0, ow) also where a padding wider
+             * than the image puts the window beside it (x0 < -ow or x0 >= W) */
+            int j0 = DT_MIN(ow, DT_MAX(0, -x0)), j1 = DT_MAX(j0, DT_MIN(ow, W - x0));
             for (int j = 0; j < j0; j++) o[j] = zero;
 #pragma omp simd
             for (int j = j0; j < j1; j++) o[j] = (float)row[x0 + j] * ak + bk;
-            for (int j = DT_MAX(j1, j0); j < ow; j++) o[j] = zero;
+            for (int j = j1; j < ow; j++) o[j] = zero;
         }
     }
     if (!flip) return 0;
