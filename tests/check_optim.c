@@ -104,6 +104,13 @@ START_TEST(schedules)
     ck_assert_double_eq_tol(lr_at(&s, 0, ipe), 0.2 / 200, 1e-12);
     ck_assert_double_eq_tol(lr_at(&s, 99, ipe), 0.1, 1e-12);
     ck_assert_double_eq_tol(lr_at(&s, 200, ipe), 0.2, 1e-12);
+    /* a warm-up shorter than an iteration (or not a whole number of them): never above the rate (it
+     * multiplied it by 1 / (warm-up iterations): 5333x the rate at 1e-9 epochs of 187 iterations) */
+    ck_assert_int_eq(lr_schedule_parse("constant", 0.2, 1e-9, 10, &s), 0);
+    ck_assert_double_eq_tol(lr_at(&s, 0, ipe), 0.2, 1e-12);
+    ck_assert_int_eq(lr_schedule_parse("constant", 0.2, 0.025, 10, &s), 0); /* 2.5 iterations */
+    ck_assert_double_eq_tol(lr_at(&s, 2, ipe), 0.2, 1e-12);
+    ck_assert_double_eq_tol(lr_at(&s, 1, ipe), 0.2 * 2 / 2.5, 1e-12);
 }
 END_TEST
 

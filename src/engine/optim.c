@@ -101,7 +101,8 @@ double lr_at(const dt_lr_schedule *s, long it, long ipe)
     }
     if (s->warmup_epochs > 0) {
         double warm_iters = s->warmup_epochs * (double)ipe;
-        if ((double)it < warm_iters) lr *= (double)(it + 1) / warm_iters;
+        /* at most the schedule's rate: a warm-up shorter than an iteration multiplied it */
+        if ((double)it < warm_iters) lr *= DT_MIN(1.0, (double)(it + 1) / warm_iters);
     }
     return lr;
 }
