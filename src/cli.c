@@ -509,6 +509,10 @@ static int check_combinations(const dt_opts *o)
     if (cli_given(o, "log-every") && !o->log && o->progress && !strcmp(o->progress, "none"))
         return dt_fail("--log-every applies to --log's records and the progress lines, and this run has neither "
                        "(--progress none, no --log)");
+    if (o->nesterov && o->comm.momentum_correction)
+        return dt_fail("--nesterov and --momentum-correction exclude each other (momentum correction keeps each "
+                       "rank's plain momentum before sparsification, DGC's; the step after it has none to look "
+                       "ahead with)");
     if (o->nesterov && o->momentum == 0)
         return dt_fail("--nesterov needs --momentum above 0 (Nesterov's step is a momentum method; with none it "
                        "is plain SGD)");

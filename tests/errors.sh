@@ -57,6 +57,9 @@ expect_error "a codec under --allreduce mpi in auto" 2 "candidate dsync+q8 has o
     --auto-allow dsync+q8 --allreduce mpi
 expect_error "density of dsync" 2 "--density applies to --mode topk, gtopk, not to --mode dsync" "$DTRAIN" $D --density 0.01
 expect_error "bad density warm-up" 2 "--density-warmup: expected none, dgc, gtopk-code or a list of densities" "$DTRAIN" --mode gtopk --density-warmup fast
+# a warm-up density below the target was raised to it: the option did nothing
+expect_error "a warm-up density below --density" 2 "--density-warmup: 0.1,0.0001: 0.0001 is below --density 0.01" \
+    "$DTRAIN" --mode topk --density 0.01 --density-warmup 0.1,0.0001
 expect_error "density out of range" 2 "--density: expected a number in [1e-09, 1], found 2" "$DTRAIN" --mode topk --density 2
 expect_error "correction of terngrad" 2 "--momentum-correction applies to --mode topk, gtopk, csc, not to --mode terngrad" "$DTRAIN" $D --mode terngrad --momentum-correction
 expect_error "ps on one rank" 2 "--mode ps with --ps-servers 1 needs at least 2 ranks (the servers and at least one worker), found 1" "$DTRAIN" $D --mode ps
@@ -145,6 +148,8 @@ expect_error "--save in /proc" 1 "--save: /proc/w.st: cannot" "$DTRAIN" $D --epo
     --save /proc/w.st
 
 # images
+expect_error "--nesterov with --momentum-correction" 2 "--nesterov and --momentum-correction exclude each other" \
+    "$DTRAIN" $D --mode topk --momentum-correction --nesterov
 expect_error "bad augmentation" 2 "--augment: unknown item 'twist' (expected default, none, or a comma list" "$DTRAIN" $D --augment crop=4,twist
 expect_error "image size off imagenet" 2 "--image-size applies to --dataset imagenet, not to --dataset mnist" "$DTRAIN" $D --image-size 64
 expect_error "bad-image policy off imagenet, the net's dataset" 2 "--on-bad-image applies to ImageNet-shaped data, not to --dataset fashion-mnist (the net's)" \

@@ -123,8 +123,8 @@ static int check_codec(const char *v, const char *origin)
 
 static int check_density_warmup(const char *v, const char *origin)
 {
-    dt_density_sched tmp;
-    return density_sched_parse(v, 0.001, &tmp) != 0 ? dt_fail_prefix("%s", origin) : 0;
+    dt_density_sched tmp; /* its form here; against --density in mode_check_opts */
+    return density_sched_parse(v, 0.0, &tmp) != 0 ? dt_fail_prefix("%s", origin) : 0;
 }
 
 /* the codec's: every mode that sends through the ring or to servers reads them */
@@ -288,6 +288,10 @@ int mode_check_opts(const dt_mode_desc *m, const dt_comm_opts *o, int (*given)(c
     if (given(arg, "compress-block") && (!o->compress || strcmp(o->compress, "q8") != 0))
         return dt_fail("--compress-block applies to --compress q8, not to --compress %s",
                        o->compress ? o->compress : "none");
+    dt_density_sched sched;
+    if (mode_reads(m, "density-warmup") && o->density_warmup &&
+        density_sched_parse(o->density_warmup, o->density, &sched) != 0)
+        return dt_fail_prefix("--density-warmup");
     if (given(arg, "compute-nice") && mode_reads(m, "fusion-bytes") && !isfinite(o->fusion_bytes))
         return dt_fail("--compute-nice applies to --mode %s with --fusion-bytes N (without it no communication "
                        "thread runs to make way for)",

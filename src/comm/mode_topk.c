@@ -1,6 +1,6 @@
 /* topk — Top-k sparsification with residuals, aggregated by allgather (the baseline of gTop-k,
  * "TopKAllReduce", Shi et al. §II-C): each rank adds its gradient to its residual, sends the
- * k = floor(density * d) entries of largest |value| over the whole arena, and receives every
+ * k = floor(density * d) (at least 1) entries of largest |value| over the whole arena, and receives every
  * other rank's k (index, value) pairs with a ring allgather: (P-1) k pairs of 8 bytes per rank.
  * Every rank sums all P k pairs in rank order (the same sum everywhere) and updates the weights
  * with it; the entries it sent leave its residual. Density warm-up and momentum correction as

@@ -31,6 +31,9 @@ int density_sched_parse(const char *spec, double target, dt_density_sched *s)
         if (s->n == (int)DT_ARRAY_LEN(s->list)) return dt_fail("more than %zu densities", DT_ARRAY_LEN(s->list));
         if (dt_parse_double(tok, 1e-9, 1.0, "a density", &s->list[s->n]) != 0)
             return dt_fail_prefix("expected none, dgc, gtopk-code or a list of densities like 0.25,0.06");
+        if (s->list[s->n] < target) /* density_at would raise it to the target: the epoch warms nothing */
+            return dt_fail("%s: %g is below --density %g (a warm-up epoch sends more than the target, not less)", spec,
+                           s->list[s->n], target);
         s->n++;
     }
     if (s->n == 0) return dt_fail("expected none, dgc, gtopk-code or a list of densities, found '%s'", spec);
