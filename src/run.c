@@ -559,9 +559,7 @@ static int dry_rank(dt_run *r, char *out, size_t n_out)
     env.model = (dt_netmodel){.alpha = o->model_alpha, .beta = o->model_beta, .beta_stream = o->model_beta,
                               .beta_busy = o->model_beta, .gamma = DT_MAX(o->model_gamma, 0.0),
                               .cores = DT_MAX(o->model_cores, 0.0)};
-    if (auto_calibrate(c, n, &env) != 0) return -1;
-    if (o->model_gamma >= 0)
-        for (int i = 0; i < n; i++) c[i].gamma = o->model_gamma;
+    if (auto_calibrate(c, n, &env) != 0) return -1; /* --model-gamma, where given */
     if (auto_rank(c, n, &env, o->model_compute, o->model_compute, &best) != 0) return -1;
     int off = snprintf(out, n_out, "would choose %s; predicted per iteration: ", best.name);
     if (off > 0 && (size_t)off < n_out) auto_format(c, n, out + off, n_out - (size_t)off);
@@ -596,11 +594,14 @@ int run_dry(dt_run *r)
     printf("  data %s\n", data);
     printf("  %d rank%s (%d computing), %s; global batch %ld, %ld iterations per epoch, %ld in all\n", env->n_ranks,
            env->n_ranks == 1 ? "" : "s", env->n_workers, mode, o->batch, env->iters_per_epoch, env->total_iters);
-    if (predict)
-        printf("  timing model, a prediction for %d ranks on links of %g us and %.4g GB/s, compute %g ms per "
-               "iteration (codecs and selection timed on this CPU%s): %s\n",
-               env->n_ranks, 1e6 * o->comm.model_alpha, o->comm.model_beta > 0 ? 1e-9 / o->comm.model_beta : 0.0,
-               1e3 * o->comm.model_compute, o->comm.model_gamma >= 0 ? "; --model-gamma for the codecs" : "", ranking);
+    if (predict) {
+        char rate[32] = "unlimited"; /* a beta of 0: no time per byte */
+        if (o->comm.model_beta > 0) snprintf(rate, sizeof rate, "%.4g GB/s", 1e-9 / o->comm.model_beta);
+        printf("  timing model, a prediction for %d ranks on links of %g us and %s, compute %g ms per iteration "
+               "(codecs and selection timed on this CPU%s): %s\n",
+               env->n_ranks, 1e6 * o->comm.model_alpha, rate, 1e3 * o->comm.model_compute,
+               o->comm.model_gamma >= 0 ? "; --model-gamma for the codecs" : "", ranking);
+    }
     return 0;
 }
 
@@ -877,14 +878,28 @@ static void banner(dt_run *r)
                          "second iteration of a shape; t_forward holds both)\n");
     else if (r->graph_why[0])
         log_text(r->log, "gpu graph: off: %s\n", r->graph_why);
-    if (p > 1)
+    if (p > 1) {
+        const dt_netmodel *m = &env->model;
+        const dt_comm_opts *co = &r->opts->comm;
+        char from[96] = "", rate[3][32];
+        const double betas[3] = {m->beta, m->beta_stream, m->beta_busy};
+        for (int i = 0; i < 3; i++) /* a beta of 0: no time per byte */
+            if (betas[i] > 0)
+                snprintf(rate[i], sizeof rate[i], 1e-6 / betas[i] < 1e9 ? "%.0f MB/s" : "%.3g MB/s", 1e-6 / betas[i]);
+            else
+                snprintf(rate[i], sizeof rate[i], "unlimited");
+        const char *given[3] = {co->model_alpha >= 0 ? "alpha" : NULL, co->model_beta >= 0 ? "beta" : NULL,
+                                co->model_gamma >= 0 ? "gamma" : NULL};
+        for (int i = 0, k = 0; i < 3; i++) /* the flags given beside what was measured */
+            if (given[i])
+                snprintf(from + strlen(from), sizeof from - strlen(from), "%s%s", k++ ? ", " : "; ", given[i]);
+        if (from[0]) snprintf(from + strlen(from), sizeof from - strlen(from), " from the flags");
         log_text(r->log,
-                 "timing model (%s): alpha %.1f us, beta %.3g s/B (%.0f MB/s; %.0f MB/s streamed, %.0f MB/s back to "
-                 "back), gamma %.2f ns per value\n",
-                 env->model.measured ? "measured at start-up" : "from flags", env->model.alpha * 1e6, env->model.beta,
-                 env->model.beta > 0 ? 1e-6 / env->model.beta : 0.0,
-                 env->model.beta_stream > 0 ? 1e-6 / env->model.beta_stream : 0.0,
-                 env->model.beta_busy > 0 ? 1e-6 / env->model.beta_busy : 0.0, env->model.gamma * 1e9);
+                 "timing model (%s%s): alpha %.1f us, beta %.3g s/B (%s; %s streamed, %s back to back), gamma %.3g "
+                 "ns per value, %.3g core%s a rank\n",
+                 m->measured ? "measured at start-up" : "from flags", m->measured ? from : "", m->alpha * 1e6, m->beta,
+                 rate[0], rate[1], rate[2], m->gamma * 1e9, m->cores, m->cores == 1 ? "" : "s");
+    }
 }
 
 /* The run's record, in the log's start record and its summary: what ran (version, commit,

@@ -91,6 +91,23 @@ grep -q "mode auto (the timing model chooses among dsync,topk at start-up)" "$T/
 grep -q "a prediction for 2 ranks.*would choose pipesgd; predicted per iteration: pipesgd 26.120 ms, dsync 36.120 ms" \
     "$T/out" || { cat "$T/out"; fail "--dry-run's prediction is not the model's: expected pipesgd 26.120, dsync 36.120 ms"; }
 
+# --model-gamma in a run (not only a dry run): every candidate's codec priced at it (the measured codec
+# time replaced it): 1 ms per value makes mlp's exchange some 10^5 ms
+mpi -np 2 "$DTRAIN" --net mlp $D --iters 2 --mode auto --auto-allow dsync+q8 --model-gamma 1e-3 > "$T/out" 2>&1 ||
+    { cat "$T/out"; fail "--mode auto with --model-gamma failed"; }
+grep -Eq "predicted per iteration: dsync\+q8 [0-9]{6,}\.[0-9]+ ms" "$T/out" ||
+    { cat "$T/out"; fail "--mode auto did not take --model-gamma"; }
+
+# the cores a rank has: mpirun binds each of 2 ranks to a core of its own (up to 2 ranks it binds to
+# cores), and the model counted one rank's affinity over the ranks, half a core each: the compute
+# predicted twice as long. The union of the ranks' affinities: a core each (bound), or all of them
+# over the 2 (unbound)
+timeout $MPI_TIMEOUT "$MPIRUN" --oversubscribe -np 2 "$DTRAIN" --net mlp $D --iters 2 > "$T/out" 2>&1 ||
+    { cat "$T/out"; fail "2 ranks bound to cores failed"; }
+cores=$(sed -n 's/^timing model (measured at start-up): .*, \([0-9.]*\) cores\? a rank$/\1/p' "$T/out")
+awk -v c="$cores" -v n="$(nproc)" 'BEGIN { exit !(c == 1 || c == n / 2) }' ||
+    { cat "$T/out"; fail "2 ranks under mpirun's binding: the timing model's cores a rank are '$cores' (expected 1 or $(nproc)/2)"; }
+
 bad() { # STATUS WANT ARGS...
     local status=$1 want=$2
     shift 2

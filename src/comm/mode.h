@@ -274,7 +274,8 @@ typedef struct dt_auto_cand {
 } dt_auto_cand;
 #define DT_AUTO_MAX 32
 int auto_parse(const char *list, dt_auto_cand *out, int max, int *n);
-/* Sets each candidate's gamma, encode and decode as measured on this rank (not collective). */
+/* Sets each candidate's gamma (--model-gamma where given), encode and decode as measured on this rank (not
+ * collective). */
 int auto_calibrate(dt_auto_cand *c, int n, const dt_mode_env *env);
 /* Fills each t; *chosen: the first candidate (in the list's order of preference) predicted within
  * 15% of the fastest; then sorts c by predicted time. */

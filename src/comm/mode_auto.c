@@ -92,7 +92,8 @@ int auto_calibrate(dt_auto_cand *c, int n, const dt_mode_env *env)
         dt_mode_env e;
         dt_times cost = {0};
         if (cand_env(&c[i], env, &e) != 0) return -1;
-        c[i].gamma = netmodel_codec_gamma(&e.codec);
+        /* --model-gamma: every codec's time per value, as the model takes it in every mode */
+        c[i].gamma = env->opts.model_gamma >= 0 ? env->opts.model_gamma : netmodel_codec_gamma(&e.codec);
         if (c[i].mode->calibrate && c[i].mode->calibrate(&e, &cost) != 0)
             return dt_fail_prefix("--mode auto: timing %s", c[i].name);
         c[i].encode = cost.encode, c[i].decode = cost.decode;

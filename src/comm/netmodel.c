@@ -32,7 +32,8 @@
  *        switch's, which all run on this machine's cores). The larger of the thread's CPU time
  *        (maximum over ranks) and the machine's busy time over the bytes its ranks moved (mean
  *        over ranks), see chain_cpu.
- * cores: this machine's cores (affinity) over the ranks on it (comm_machine_ranks).
+ * cores: the cores this machine's ranks may run on (the union of their affinities) over the ranks
+ *        on it (comm_machine_ranks): ranks bound a core each have one each, not 1 / P.
  * Every rank takes the maximum over ranks (the minimum of cores), so all ranks predict the same.
  * Flags override. */
 #include <math.h>
@@ -130,7 +131,8 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
     int p = comm_size(c), on_machine = 1;
     m->note[0] = 0;
     m->measured = o->model_alpha < 0 || o->model_beta < 0 || o->model_gamma < 0;
-    if (comm_machine_ranks(c, &on_machine) != 0) return -1;
+    int machine_cores = 1;
+    if (comm_machine_ranks(c, &on_machine, &machine_cores) != 0) return -1;
     if (p > 1 && (o->model_alpha < 0 || o->model_beta < 0)) {
         char *s = dt_alloc(stream), *r = dt_alloc(stream);
         double tt, ts, tm, tb, tl, tbusy;
@@ -174,7 +176,7 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
         v[7] = tt, v[8] = ts, v[9] = tm, v[10] = tb;
     }
     v[2] = netmodel_codec_gamma(codec);
-    v[5] = -(double)cpu_count() / on_machine;
+    v[5] = -(double)machine_cores / on_machine;
     if (comm_allreduce_max_f64(c, v, 12) != 0) return -1;
     if (v[11] > 0)
         snprintf(m->note, sizeof m->note,

@@ -46,8 +46,10 @@ int comm_barrier(dt_comm *c);
 int comm_hosts(dt_comm *c, char *buf, size_t n);
 /* Collective: how many ranks run on this rank's machine, counted by the kernel's boot id, so that
  * emulated hosts (network namespaces of one machine, tools/netem) count as the one machine they
- * share cores on; where no boot id can be read, the ranks with this rank's host name. */
-int comm_machine_ranks(dt_comm *c, int *n);
+ * share cores on; where no boot id can be read, the ranks with this rank's host name. *cores (may
+ * be NULL): the cores those ranks may run on together, the union of their affinities (mpirun binds
+ * each of 2 ranks to a core of its own: 2 cores, where one rank's affinity says 1). */
+int comm_machine_ranks(dt_comm *c, int *n, int *cores);
 /* This machine's id as comm_machine_ranks counts machines (the boot id, else "host NAME"). */
 void comm_machine_id(char *buf, size_t n);
 /* What a wait that never ends reports, and when it gives up: seconds (0: never; default 300), the

@@ -542,21 +542,38 @@ void comm_machine_id(char *buf, size_t n)
     buf[strcspn(buf, "\n")] = 0;
 }
 
-int comm_machine_ranks(dt_comm *c, int *n)
+int comm_machine_ranks(dt_comm *c, int *n, int *cores)
 {
-    enum { ID = 64 };
-    char me[ID] = "", *all = calloc((size_t)c->size, ID);
+    enum { ID = 64, ROW = ID + sizeof(cpu_set_t) }; /* a rank's machine id, then its affinity */
+    char me[ROW], *all = calloc((size_t)c->size, ROW);
+    cpu_set_t mine, machine;
     MPI_Request r;
     if (!all) return dt_fail("out of memory");
+    memset(me, 0, sizeof me);
     comm_machine_id(me, ID);
-    if (MPI_Iallgather(me, ID, MPI_CHAR, all, ID, MPI_CHAR, c->world, &r) != MPI_SUCCESS ||
+    CPU_ZERO(&mine);
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_ZERO(&mine); /* unknown: the count below */
+    memcpy(me + ID, &mine, sizeof mine);
+    if (MPI_Iallgather(me, ROW, MPI_CHAR, all, ROW, MPI_CHAR, c->world, &r) != MPI_SUCCESS ||
         wait_all(c, 1, &r, MPI_STATUS_IGNORE, "gathering machine ids", -1) != 0) {
         free(all);
         return dt_fail_prefix("machine ids");
     }
     *n = 0;
-    for (int i = 0; i < c->size; i++) *n += strncmp(me, all + (size_t)i * ID, ID) == 0;
+    CPU_ZERO(&machine);
+    for (int i = 0; i < c->size; i++) {
+        const char *row = all + (size_t)i * ROW;
+        if (strncmp(me, row, ID) != 0) continue;
+        cpu_set_t theirs;
+        memcpy(&theirs, row + ID, sizeof theirs);
+        CPU_OR(&machine, &machine, &theirs);
+        (*n)++;
+    }
     free(all);
+    if (cores) {
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        *cores = CPU_COUNT(&machine) > 0 ? CPU_COUNT(&machine) : online > 0 ? (int)online : 1;
+    }
     return 0;
 }
 
