@@ -5,7 +5,8 @@
 #  - CIFAR-100 files, cifar-quick-convex: only ip2 trains; the frozen layers' weights are
 #    bit-identical before and after
 #  - an ImageNet-style PNG tree: packed once by one rank, then memory-mapped by both; a small CNN
-#    on 32x32 random resized crops learns it (>= 0.9); a second run reuses the pack
+#    on 32x32 random resized crops learns it (>= 0.9); a second run reuses the pack; an image
+#    rewritten in place makes the next run pack again
 . "$(dirname "$0")/lib.sh"
 need_mpirun
 $PYTHON "$top_srcdir/tests/mkimages.py" cifar10 "$T/c10" 3000 500 || fail "could not generate CIFAR-10 files"
@@ -48,4 +49,13 @@ acc=$(json_last "$T/tree.jsonl" epoch test_acc)
 awk -v a="$acc" 'BEGIN { exit !(a >= 0.9) }' || fail "test accuracy on the PNG tree $acc < 0.9"
 mpi -np 2 "$DTRAIN" $TREE --epochs 1 > "$T/again.txt" 2>&1 || { cat "$T/again.txt"; fail "the second run failed"; }
 grep -q packing "$T/again.txt" && fail "the second run packed again"
+# an image rewritten in place under its own name (its folder's time unchanged): packed again, the new
+# pixels in the pack (the old pack was used: training on pixels the tree no longer held)
+first=$(find "$T/tree/train" -name '*.png' | sort | head -n 1)
+before=$(md5sum < "$T/tree/.dtrain-pack/train-37-3.pack")
+dirtime=$(stat -c %y "$(dirname "$first")")
+cp "$(find "$T/tree/train" -name '*.png' | sort | tail -n 1)" "$first" && touch -d "$dirtime" "$(dirname "$first")"
+"$DTRAIN" $TREE --iters 1 > "$T/rewritten.txt" 2>&1 || { cat "$T/rewritten.txt"; fail "the run after an image was rewritten failed"; }
+grep -q 'packing train: 1000/1000' "$T/rewritten.txt" && [ "$before" != "$(md5sum < "$T/tree/.dtrain-pack/train-37-3.pack")" ] ||
+    { cat "$T/rewritten.txt"; fail "an image rewritten in place: the tree was not packed again"; }
 echo "PASS: CIFAR-10 (acc $(json_last "$T/c10.jsonl" epoch test_acc)), CIFAR-100 frozen layers, PNG tree (acc $acc)"

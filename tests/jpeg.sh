@@ -7,8 +7,8 @@
 #    a PNG named .JPEG, exactly (CMYK within 2 levels)
 #  - training on the tree reuses the packs, says how many images were left out, and logs
 #    skipped_images in the summary
-#  - a file that is neither JPEG nor PNG, a non-image file, --pack-only of a dataset that is not an
-#    image tree: clear errors
+#  - a file that is neither JPEG nor PNG, a non-image file, a class all of whose images are skipped,
+#    --pack-only of a dataset that is not an image tree: clear errors
 . "$(dirname "$0")/lib.sh"
 need_mpirun
 $PYTHON -c "import PIL" 2> /dev/null || { echo "SKIP: python3-pil missing (tools/setup installs it)"; exit $SKIP; }
@@ -58,6 +58,16 @@ echo notes > "$T/bad/train/a/notes.txt"
     --pack-only > "$T/bad.out" 2>&1
 rc=$?
 [ $rc -eq 1 ] && grep -q "notes.txt: not an image file by its name" "$T/bad.out" || { cat "$T/bad.out"; fail "a .txt file in a class folder: exit $rc"; }
+# --on-bad-image skip where every image of a class is unreadable: refused as an empty class folder is
+# (the class trained with no images, said only as a count)
+mkdir -p "$T/gone/train/a" "$T/gone/train/b" "$T/gone/val/a"
+cp "$T/tree/val/n00000000/"val_00000.JPEG "$T/gone/train/a/" && cp "$T/tree/val/n00000000/"val_00000.JPEG "$T/gone/val/a/"
+echo hello > "$T/gone/train/b/x.JPEG" && echo hello > "$T/gone/train/b/y.JPEG"
+"$DTRAIN" --net "$top_srcdir/tests/nets/tiny-images.net" --dataset imagenet --data-dir "$T/gone" --image-size 40 \
+    --pack-only --on-bad-image skip > "$T/bad.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "gone/train/b: none of its 2 images could be read, so the class would have no images in train" "$T/bad.out" ||
+    { cat "$T/bad.out"; fail "a class all of whose images are unreadable, skipped: exit $rc"; }
 "$DTRAIN" --net mlp --dataset synthetic --pack-only > "$T/bad.out" 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q "pack-only packs ImageNet-style image trees; --dataset synthetic has nothing to pack" "$T/bad.out" ||

@@ -18,7 +18,8 @@ int imgtree_classes(const char *root, char ***classes, int *n);
 /* The images of ROOT/SPLIT (train or val) and their labels among classes. */
 int imgtree_scan(const char *root, const char *split, char **classes, int n_classes, imgtree **out);
 void imgtree_free(imgtree *t);
-/* A cheap fingerprint of ROOT/SPLIT: class folder names and modification times. */
-int imgtree_fingerprint(const char *root, const char *split, uint64_t *fp);
+/* A fingerprint of ROOT/SPLIT: every class folder's name, and its images' names, sizes and
+ * modification times (stat, on `threads` threads over the folders). */
+int imgtree_fingerprint(const char *root, const char *split, int threads, uint64_t *fp);
 
 #endif

@@ -16,7 +16,7 @@
  * Every count and offset of a header is checked against overflow and the file's size before
  * anything is read or allocated.
  * Packs live in DIR/.dtrain-pack (or, when DIR is read-only, ~/.cache/dtrain/<DIR with / as _>);
- * a pack whose fingerprint no longer matches its tree (images added or removed) is rebuilt.
+ * a pack whose fingerprint no longer matches its tree (images added, removed or rewritten) is rebuilt.
  * A directory that holds only the .pack files (copied elsewhere) is used as it is. Packs are
  * written to a temporary file, synced and renamed into place: never half a file.
  */
@@ -354,7 +354,23 @@ static int pack_write(const char *root, const char *split, char **classes, int n
         free(j.bad);
         goto fail;
     }
-    if (j.n_bad) {
+    if (j.n_bad) { /* a class folder all of whose images were left out: as an empty one, refused */
+        size_t *good = calloc((size_t)n_classes, sizeof *good), *all = calloc((size_t)n_classes, sizeof *all);
+        int empty = -1;
+        for (size_t i = 0; good && all && i < t->n; i++) all[t->labels[i]]++, good[t->labels[i]] += !j.bad[i];
+        for (int k = 0; good && all && k < n_classes && empty < 0; k++)
+            if (all[k] && !good[k]) empty = k;
+        if (!good || !all || empty >= 0) {
+            if (empty >= 0)
+                dt_fail("%s/%s/%s: none of its %zu images could be read, so the class would have no images in %s "
+                        "(the first skipped is named above; expected at least one readable image in a class folder)",
+                        root, split, classes[empty], all[empty], split);
+            else
+                dt_fail("out of memory");
+            free(good), free(all), free(j.bad);
+            goto fail;
+        }
+        free(good), free(all);
         final = pack_compact(m, t->n, j.bad, j.n_bad, d, names_bytes);
         fprintf(stderr, "dtrain: %s/%s: %zu of %zu images left out as unreadable (--on-bad-image skip)\n", root, split,
                 j.n_bad, t->n);
@@ -455,7 +471,7 @@ static int open_split(dt_dataset *ds, const char *root, const char *dir, const c
     snprintf(path, sizeof path, "%s/%s-%d-%d.pack", dir, split, o->image_size, o->channels);
     snprintf(tree, sizeof tree, "%s/%s", root, split);
     int have_tree = is_dir(tree);
-    if (have_tree && imgtree_fingerprint(root, split, &fp) != 0) return -1;
+    if (have_tree && imgtree_fingerprint(root, split, o->threads, &fp) != 0) return -1;
     int rc = pack_open(path, o->channels, o->image_size, have_tree, fp, s, pi, why, sizeof why);
     if (rc == 0) dataset_note_file(ds, path);
     if (rc <= 0) return rc;
