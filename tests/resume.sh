@@ -27,7 +27,8 @@ N=50 H=25 KE=3
 straight_vs_resumed() {
     local p=$1 tol=$2
     shift 2
-    local L="mpi -np $p"
+    local L="mpi -np $p" C=$C
+    case " $* " in *" --momentum-correction "*) C=${C/ --nesterov/} ;; esac # plain momentum: refused with Nesterov
     run $L "$DTRAIN" $C "$@" --iters $N --save "$T/straight.st"
     run $L "$DTRAIN" $C "$@" --iters $H --checkpoint "$T/half.st"
     grep -q "checkpoint $T/half.st: $H iterations" "$T/out" || { cat "$T/out"; fail "no checkpoint at the end"; }
