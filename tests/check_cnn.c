@@ -425,6 +425,42 @@ START_TEST(fast_pool_matches_reference)
 }
 END_TEST
 
+/* The 2x2 max pool with stride 2 in AVX-512 registers (where the CPU has them) against its loop
+ * (DTRAIN_POOL_AVX512=0), bit for bit: the values and where each maximum was, on rows of 1 to 53
+ * outputs (under a mask, one register, several), odd sides, ties, NaN (first in a window and later),
+ * -0 and +0. The reference check above covers the loop. */
+START_TEST(pool_2x2_avx512_equals_loop)
+{
+    dt_rng r;
+    rng_seed(&r, 9, 1);
+    const float specials[] = {NAN, -0.0f, 0.0f, 1.0f, 1.0f, -1.0f, INFINITY, -INFINITY};
+    for (int t = 0; t < 48; t++) {
+        int ow = 1 + t % 37 + (t >= 37 ? 16 : 0), oh = 1 + t % 5, rows = 1 + t % 3;
+        dt_pool_cfg g = {.max = 1, .c = 2, .h = 2 * oh + t % 2, .w = 2 * ow + (t / 2) % 2, .oh = oh, .ow = ow,
+                         .kh = 2, .kw = 2, .sh = 2, .sw = 2, .layout = DT_LAYOUT_PLAIN};
+        size_t nx = (size_t)rows * g.c * g.h * g.w, ny = (size_t)rows * g.c * oh * ow;
+        float *x = malloc(nx * sizeof *x), *y[2];
+        int32_t *arg[2];
+        for (size_t i = 0; i < nx; i++) {
+            uint32_t u = (uint32_t)rng_next(&r);
+            x[i] = u % 4 == 0 ? specials[(u >> 8) % 8] : (float)((int)(u >> 8) % 7) - 3.0f; /* many ties */
+        }
+        for (int v = 0; v < 2; v++) {
+            setenv("DTRAIN_POOL_AVX512", v ? "1" : "0", 1);
+            y[v] = malloc(ny * sizeof(float)), arg[v] = malloc(ny * sizeof(int32_t));
+            ck_assert_int_eq(cpu_pool_forward(&g, 2, rows, x, y[v], arg[v]), 0);
+        }
+        unsetenv("DTRAIN_POOL_AVX512");
+        ck_assert_msg(memcmp(y[0], y[1], ny * sizeof(float)) == 0, "case %d (%dx%d -> %dx%d): y differs", t, g.h, g.w,
+                      oh, ow);
+        ck_assert_msg(memcmp(arg[0], arg[1], ny * sizeof(int32_t)) == 0,
+                      "case %d (%dx%d -> %dx%d): where the maxima were differs", t, g.h, g.w, oh, ow);
+        free(x);
+        for (int v = 0; v < 2; v++) free(y[v]), free(arg[v]);
+    }
+}
+END_TEST
+
 START_TEST(fast_batchnorm_matches_reference)
 {
     const int shapes[][4] = {{4, 3, 5, 5}, {2, 16, 4, 3}, {3, 32, 2, 2}, {8, 16, 1, 1}};
@@ -1093,6 +1129,7 @@ int main(void)
     tcase_set_timeout(fast, 120);
     tcase_add_test(fast, fast_conv_matches_reference);
     tcase_add_test(fast, fast_pool_matches_reference);
+    tcase_add_test(fast, pool_2x2_avx512_equals_loop);
     tcase_add_test(fast, fast_batchnorm_matches_reference);
     tcase_add_test(fast, fused_bn_relu_equals_bn_then_relu);
     tcase_add_test(fast, add2_equals_copy_add_relu);
