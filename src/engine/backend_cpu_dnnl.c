@@ -766,10 +766,17 @@ static size_t at(dt_layout l, int n, int c, int h, int w, int C, int H, int W)
     return (((size_t)n * C + c) * H + h) * W + w;
 }
 
+/* from a pixel to the next (w + 1) in layout l, channel fixed: at(l, n, c, h, w) is
+ * at(l, n, c, 0, 0) + (h W + w) pixel_step */
+static size_t pixel_step(dt_layout l, int C)
+{
+    return l == DT_LAYOUT_BLOCK16 ? 16 : l == DT_LAYOUT_NHWC ? (size_t)C : 1;
+}
+
 /* layout l <-> plain without oneDNN objects: an index permutation, y = beta y + x */
 static void relayout(dt_layout l, int to_plain, const float *x, float *y, int rows, int c, int h, int w, float beta)
 {
-    const size_t hw = (size_t)h * w, step = l == DT_LAYOUT_BLOCK16 ? 16 : (size_t)c; /* from pixel to pixel */
+    const size_t hw = (size_t)h * w, step = pixel_step(l, c);
     for (int n = 0; n < rows; n++)
         for (int ch = 0; ch < c; ch++) {
             const size_t plain = ((size_t)n * c + ch) * hw, other = at(l, n, ch, 0, 0, c, h, w);
@@ -807,15 +814,18 @@ static int cpu_shortcut_fwd(dt_backend *be, const dt_shortcut_cfg *s, int rows, 
     memset(y, 0, be->act_size(be, s->out_layout, rows, s->o, s->oh, s->ow) * sizeof(float));
     const uint16_t *xh = (const uint16_t *)(const void *)x; /* in_bf16: the stream's bf16 */
     int nt = shortcut_threads(be, s, rows);
+    const size_t xs = pixel_step(s->in_layout, s->c), ys = pixel_step(s->out_layout, s->o);
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int n = 0; n < rows; n++)
-        for (int c = 0; c < s->c; c++)
+        for (int c = 0; c < s->c; c++) {
+            const size_t xb = at(s->in_layout, n, c, 0, 0, s->c, s->h, s->w),
+                         yb = at(s->out_layout, n, c + s->front, 0, 0, s->o, s->oh, s->ow);
             for (int i = 0; i < s->oh; i++)
                 for (int j = 0; j < s->ow; j++) {
-                    size_t k = at(s->in_layout, n, c, i * s->stride, j * s->stride, s->c, s->h, s->w);
-                    y[at(s->out_layout, n, c + s->front, i, j, s->o, s->oh, s->ow)] =
-                        s->in_bf16 ? cpu_float_of_bf16(xh[k]) : x[k];
+                    size_t k = xb + ((size_t)i * s->stride * s->w + (size_t)j * s->stride) * xs;
+                    y[yb + ((size_t)i * s->ow + j) * ys] = s->in_bf16 ? cpu_float_of_bf16(xh[k]) : x[k];
                 }
+        }
     return 0;
 }
 
@@ -824,13 +834,17 @@ static int cpu_shortcut_bwd(dt_backend *be, const dt_shortcut_cfg *s, int rows, 
 {
     if (dx_beta == 0.0f) memset(dx, 0, be->act_size(be, s->in_layout, rows, s->c, s->h, s->w) * sizeof(float));
     int nt = shortcut_threads(be, s, rows);
+    const size_t xs = pixel_step(s->in_layout, s->c), ys = pixel_step(s->out_layout, s->o);
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int n = 0; n < rows; n++)
-        for (int c = 0; c < s->c; c++)
+        for (int c = 0; c < s->c; c++) {
+            const size_t xb = at(s->in_layout, n, c, 0, 0, s->c, s->h, s->w),
+                         yb = at(s->out_layout, n, c + s->front, 0, 0, s->o, s->oh, s->ow);
             for (int i = 0; i < s->oh; i++)
                 for (int j = 0; j < s->ow; j++)
-                    dx[at(s->in_layout, n, c, i * s->stride, j * s->stride, s->c, s->h, s->w)] +=
-                        dy[at(s->out_layout, n, c + s->front, i, j, s->o, s->oh, s->ow)];
+                    dx[xb + ((size_t)i * s->stride * s->w + (size_t)j * s->stride) * xs] +=
+                        dy[yb + ((size_t)i * s->ow + j) * ys];
+        }
     return 0;
 }
 
