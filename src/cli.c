@@ -771,13 +771,17 @@ int cli_parse(int argc, char **argv, dt_opts *o)
     memset(set_at, 0, sizeof set_at);
     for (int i = 0; i < n_all; i++) {
         longopts[i].name = all[i].d->name;
-        longopts[i].has_arg =
-            (all[i].d->kind == OPT_FLAG || all[i].d->kind == OPT_ACTION) ? no_argument : required_argument;
+        /* a flag takes true or false after '=' (--nesterov=false turns off a config file's) */
+        longopts[i].has_arg = all[i].d->kind == OPT_FLAG     ? optional_argument
+                              : all[i].d->kind == OPT_ACTION ? no_argument
+                                                             : required_argument;
         longopts[i].flag = NULL;
         longopts[i].val = 256 + i;
     }
     memset(&longopts[n_all], 0, sizeof longopts[0]);
 
+    const char *order[64] = {NULL}; /* the arguments as given: getopt_long moves the others to the end */
+    for (int i = 0; i < argc && i < (int)DT_ARRAY_LEN(order); i++) order[i] = argv[i];
     opterr = 0;
     optind = 0; /* GNU: reinitialise, so tests may call this more than once */
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -837,8 +841,16 @@ int cli_parse(int argc, char **argv, dt_opts *o)
         return dt_fail("unexpected argument '%s' after '--' (dtrain reads no options after it, and takes no other "
                        "arguments; see dtrain --help)",
                        argv[optind]);
-    if (optind < argc)
+    if (optind < argc) { /* "--nesterov false": the flag's value given as an argument of its own */
+        const char *before = NULL;
+        for (int i = 1; i < argc && i < (int)DT_ARRAY_LEN(order); i++)
+            if (order[i] == argv[optind]) before = order[i - 1];
+        const entry *f = before && !strncmp(before, "--", 2) ? find_opt(before + 2) : NULL;
+        if (f && f->d->kind == OPT_FLAG)
+            return dt_fail("unexpected argument '%s' (a flag's value goes after '=': %s=%s)", argv[optind], before,
+                           argv[optind]);
         return dt_fail("unexpected argument '%s' (options start with --; see dtrain --help)", argv[optind]);
+    }
     if (config && rerun)
         return dt_fail("--rerun and --config exclude each other (the log records every option the run had)");
     if (config && config_load(config, apply_config, o) != 0) return -1;

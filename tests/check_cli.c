@@ -68,7 +68,9 @@ static const struct {
     {{"--checkpoint-every", "99999999999it"}, "with N from 1 to 1000000000 (e.g. 500it, 2ep), found '99999999999it'"},
     {{"--checkpoint-every", "0x5it"}, "found '0x5it'"},
     {{"--lo", "x"}, "option '--lo' is ambiguous: it starts --loss-scale, --log, --log-every, --load"},
-    {{"--nest=1"}, "--nesterov takes no value, found '--nest=1'"},
+    {{"--nest=maybe"}, "--nesterov: expected true or false, found 'maybe'"},
+    {{"--nesterov", "false"}, "unexpected argument 'false' (a flag's value goes after '=': --nesterov=false)"},
+    {{"--version=1"}, "--version takes no value, found '--version=1'"},
     {{"--augment", "flip,"}, "--augment: 'flip,' has an empty item"},
     {{"--augment", "flip,flip"}, "--augment: 'flip,flip' lists flip twice"},
     {{"--mode", "topk", "--density-warmup", "0.5,,0.1"}, "--density-warmup: '0.5,,0.1' has an empty item"},
@@ -121,6 +123,14 @@ START_TEST(config_file_then_command_line)
     ck_assert_str_eq(o.net, "runs/a#2/x.net");
     ck_assert_double_eq(o.lr, 0.1); /* the command line wins */
     ck_assert_int_eq(o.epochs, 7);
+    ck_assert_int_eq(o.nesterov, 1);
+    cli_free(&o);
+    /* a flag the file sets, turned off on the command line (and on again: the last one wins) */
+    const char *off[] = {"--config", p, "--nesterov=false", NULL}, *on[] = {"--config", p, "--nest=no", "--nest", NULL};
+    ck_assert_msg(parse(&o, off) == 0, "%s", dt_errmsg());
+    ck_assert_int_eq(o.nesterov, 0);
+    cli_free(&o);
+    ck_assert_msg(parse(&o, on) == 0, "%s", dt_errmsg());
     ck_assert_int_eq(o.nesterov, 1);
     cli_free(&o);
     /* a UTF-8 byte-order mark, as some editors write, is not part of the first key */
