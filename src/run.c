@@ -566,6 +566,15 @@ static int dry_rank(dt_run *r, char *out, size_t n_out)
     return 0;
 }
 
+/* --pack-only (also under --dry-run): the dataset is an image tree */
+static int pack_only_fits(dt_run *r)
+{
+    if (!r->opts->pack_only || strcmp(r->dataset, "imagenet") == 0) return 0;
+    r->usage_error = 1;
+    return dt_fail("--pack-only packs ImageNet-style image trees; --dataset %s%s has nothing to pack", r->dataset,
+                   r->opts->dataset ? "" : " (the net's)");
+}
+
 int run_dry(dt_run *r)
 {
     const dt_opts *o = r->opts;
@@ -573,7 +582,7 @@ int run_dry(dt_run *r)
     char data[1400], shape[48], mode[320];
     double bytes = 0;
     r->failed_rank = -1;
-    if (run_agree(r, dry_check(r, data, sizeof data)) != 0) return -1;
+    if (run_agree(r, dry_check(r, data, sizeof data)) != 0 || run_agree(r, pack_only_fits(r)) != 0) return -1;
     if (comm_rank(r->comm) != 0) return 0;
     net_check_memory(r->net, r->be, r->local_batch, &bytes);
     double shuffle = (double)sampler_bytes(r->n_train); /* the sampler's indices, host memory */
@@ -614,11 +623,7 @@ int run_pack(dt_run *r)
     comm_set_timeout(r->comm, 0.0); /* packing takes as long as it takes */
     comm_set_label(r->comm, "packing");
     if (run_agree(r, open_net(r)) != 0) return -1;
-    if (strcmp(r->dataset, "imagenet") != 0) {
-        r->usage_error = 1;
-        return run_agree(r, dt_fail("--pack-only packs ImageNet-style image trees; --dataset %s%s has nothing to pack",
-                                    r->dataset, r->opts->dataset ? "" : " (the net's)"));
-    }
+    if (run_agree(r, pack_only_fits(r)) != 0) return -1;
     if (run_agree(r, comm_local_rank(r->comm) == 0 ? open_data(r, 1) : 0) != 0) return -1;
     if (comm_rank(r->comm) != 0) return 0;
     tr = &r->ds->train, va = &r->ds->test;
