@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,8 @@ struct dt_log {
     int n_fields;
     char *keys[MAX_FIELDS], *vals[MAX_FIELDS];
     int is_num[MAX_FIELDS];
+    int keep;           /* --resume onto an existing log file: opened without truncating it (log_resume) */
+    double time_offset; /* added to each record's time: the last kept record's */
 };
 
 dt_progress log_progress_auto(int launched)
@@ -46,15 +49,18 @@ dt_progress log_progress_auto(int launched)
 
 /* A named pipe is opened without blocking, so that one nobody reads fails (ENXIO) instead of waiting
  * in open() for a reader, forever and past a SIGTERM; once open, it blocks as a file does. */
-static FILE *open_log(const char *path)
+static FILE *open_log(const char *path, int *keep)
 {
     struct stat st;
+    if (*keep && stat(path, &st) == 0 && S_ISREG(st.st_mode)) return fopen(path, "r+");
+    *keep = 0;
     if (stat(path, &st) != 0 || !S_ISFIFO(st.st_mode)) return fopen(path, "w");
     int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     return fd < 0 ? NULL : dt_fdopen_blocking(fd, "w");
 }
 
-int log_open(dt_log **out, int enabled, const char *json_path, const char *progress, int log_every, int launched)
+int log_open(dt_log **out, int enabled, const char *json_path, const char *progress, int log_every, int launched,
+             int keep)
 {
     dt_log *l = calloc(1, sizeof *l);
     if (!l) return dt_fail("out of memory");
@@ -67,7 +73,8 @@ int log_open(dt_log **out, int enabled, const char *json_path, const char *progr
     else l->progress = PROGRESS_NONE;
     if (enabled && json_path) {
         /* appended to as it goes (not replaced atomically): a device or a pipe (/dev/stdout) is fine */
-        if (!(l->json_path = dt_strdup(json_path)) || !(l->json = open_log(json_path))) {
+        l->keep = keep;
+        if (!(l->json_path = dt_strdup(json_path)) || !(l->json = open_log(json_path, &l->keep))) {
             if (l->json_path && errno == ENXIO)
                 dt_fail("--log %s: a named pipe that no process reads (expected one reading it, a file or a device)",
                         json_path);
@@ -165,6 +172,51 @@ static void json_fields(dt_log *l, FILE *f)
     }
 }
 
+/* whether a line of the log stays when a run resumes at iteration it0: its start records, and what
+ * came before it0 except the end of a run: a summary, or an epoch record of a partial epoch (a run
+ * that --iters ended inside an epoch, which the resumed run goes on with); a line cut off by a crash
+ * goes */
+static int line_stays(const char *line, size_t len, long it0, long ipe, double *time)
+{
+    json *j = NULL;
+    int keep = 0;
+    if (json_parse(line, len, "log line", &j) == 0 && j->type == JSON_OBJ) {
+        const json *t = json_get(j, "type"), *it = json_get(j, "iter"), *tm = json_get(j, "time");
+        if (t && t->type == JSON_STR && !strcmp(t->str, "start")) keep = 1;
+        else if (t && t->type == JSON_STR && strcmp(t->str, "summary") != 0 && it && it->type == JSON_NUM &&
+                 it->num <= (double)it0 && (strcmp(t->str, "epoch") != 0 || fmod(it->num, (double)ipe) == 0)) {
+            keep = 1;
+            if (tm && tm->type == JSON_NUM && tm->num > *time) *time = tm->num;
+        }
+    }
+    json_free(j);
+    return keep;
+}
+
+int log_resume(dt_log *l, long it0, long ipe)
+{
+    if (!l->json || !l->keep) return 0;
+    char *text = NULL;
+    size_t len = 0;
+    if (dt_read_file(l->json_path, &text, &len) != 0) return dt_fail_prefix("--log %s", l->json_path);
+    size_t out = 0;
+    for (size_t at = 0; at < len;) {
+        size_t n = strcspn(text + at, "\n");
+        int whole = at + n < len; /* ends in a newline: not cut off */
+        if (whole && line_stays(text + at, n, it0, ipe, &l->time_offset)) {
+            memmove(text + out, text + at, n + 1);
+            out += n + 1;
+        }
+        at += n + 1;
+    }
+    int rc = 0;
+    if (fseek(l->json, 0, SEEK_SET) != 0 || fwrite(text, 1, out, l->json) != out || fflush(l->json) != 0 ||
+        ftruncate(fileno(l->json), (off_t)out) != 0 || fseek(l->json, 0, SEEK_END) != 0)
+        rc = dt_fail("--log %s: write failed (%s)", l->json_path, strerror(errno));
+    free(text);
+    return rc;
+}
+
 int log_start(dt_log *l)
 {
     if (!l->json) return 0;
@@ -179,7 +231,8 @@ int log_start(dt_log *l)
 static int write_json(dt_log *l, const dt_record *r)
 {
     FILE *f = l->json;
-    fprintf(f, "{\"type\":\"%s\",\"epoch\":%d,\"iter\":%ld,\"time\":%.4f", r->type, r->epoch, r->iter, r->time);
+    fprintf(f, "{\"type\":\"%s\",\"epoch\":%d,\"iter\":%ld,\"time\":%.4f", r->type, r->epoch, r->iter,
+            r->time + l->time_offset);
     if (r->loss >= 0) fprintf(f, ",\"loss\":%.6g", r->loss);
     if (r->train_acc >= 0) fprintf(f, ",\"train_acc\":%.6g", r->train_acc);
     if (r->test_loss >= 0) fprintf(f, ",\"test_loss\":%.6g", r->test_loss);

@@ -38,8 +38,15 @@ typedef struct dt_record {
 } dt_record;
 
 /* `enabled` is 1 on rank 0. json_path may be NULL. `launched`: started by mpirun (known before
- * MPI_Init, which sets launcher variables even in a singleton). */
-int log_open(dt_log **out, int enabled, const char *json_path, const char *progress, int log_every, int launched);
+ * MPI_Init, which sets launcher variables even in a singleton). `keep` (--resume): a log file that
+ * exists is not emptied; log_resume then trims it to where the run resumes. */
+int log_open(dt_log **out, int enabled, const char *json_path, const char *progress, int log_every, int launched,
+             int keep);
+/* --resume at iteration it0 (epochs of ipe iterations) onto a log kept by log_open: its records
+ * after it0, its summaries, the records of epochs that a run's end cut short, and a line cut off go;
+ * its start records stay; the records written next go after the kept ones, their time going on
+ * from the last kept record's. */
+int log_resume(dt_log *l, long it0, long ipe);
 int log_enabled(const dt_log *l);
 /* Plain text to stdout on rank 0 (banners, notes). */
 void log_text(dt_log *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

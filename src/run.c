@@ -425,7 +425,8 @@ static int setup_local(dt_run *r)
     if (lr_schedule_parse(o->lr_schedule, o->lr, o->lr_warmup_epochs, (double)o->epochs, &r->lr) != 0) return -1;
     env->arena = net_arena(r->net);
     env->optim = r->optim;
-    if (log_open(&r->log, comm_rank(r->comm) == 0, o->log, o->progress, (int)o->log_every, r->launched) != 0) {
+    if (log_open(&r->log, comm_rank(r->comm) == 0, o->log, o->progress, (int)o->log_every, r->launched,
+                 o->resume != NULL) != 0) {
         r->usage_error = o->log && dt_target_misnamed(o->log);
         return -1;
     }
@@ -945,6 +946,12 @@ static int record_run(dt_run *r)
     }
     log_summary_field(l, "options", r->options, 0);
     log_summary_field(l, "given", r->given, 0);
+    if (r->opts->resume) { /* where this part of the run began */
+        char it[24];
+        snprintf(it, sizeof it, "%ld", r->it0);
+        log_summary_field(l, "resumed_from", realpath(r->opts->resume, dir) ? dir : r->opts->resume, 0);
+        log_summary_field(l, "resumed_at", it, 1);
+    }
     return 0;
 }
 
@@ -1110,6 +1117,7 @@ int run_setup(dt_run *r)
         return -1;
     }
     if (run_agree(r, start_loader(r, r->it0)) != 0) return -1;
+    if (run_agree(r, comm_rank(r->comm) == 0 && r->opts->resume ? log_resume(r->log, r->it0, r->env.iters_per_epoch) : 0) != 0) return -1;
     if (run_agree(r, record_run(r)) != 0) return -1;
     banner(r);
     if (comm_rank(r->comm) == 0 && log_start(r->log) != 0) return -1;

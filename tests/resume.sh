@@ -166,4 +166,30 @@ run "$DTRAIN" $C --iters 30 --resume "$T/dsync4.st" --dry-run --ranks 3 # D-Sync
 expect "ps, other rank count" "made by 3 ranks, this run has 4" mpi -np 4 "$DTRAIN" $C --mode ps --iters $N --resume "$T/ps3.st"
 [ $last_rc -eq 2 ] || fail "ps, another rank count than the checkpoint's: exit $last_rc (expected 2)"
 run "$DTRAIN" $C --iters 30 --resume "$T/dsync4.st" # D-Sync: another rank count is fine
-echo "PASS: resumed runs equal straight ones (1 to 4 ranks, 6 modes, kill -9)"
+# --resume onto the run's own --log goes on with it: the records up to the checkpoint stay (those of
+# later iterations, a summary and a line cut off by a crash go), the iteration records equal the
+# straight run's, time goes on, the new start record says where it resumed
+run "$DTRAIN" $C --iters 10 --log-every 2 --log "$T/full.jsonl"
+run "$DTRAIN" $C --iters 6 --log-every 2 --checkpoint "$T/h6.st" --log "$T/part.jsonl"
+run "$DTRAIN" $C --iters 10 --log-every 2 --resume "$T/h6.st" --log "$T/part.jsonl"
+logs_agree() { # STARTS: the resumed log against the straight one
+    $PYTHON - "$T/full.jsonl" "$T/part.jsonl" "$1" "$T/h6.st" <<'PY' || fail "--resume onto its own --log: $(cut -c1-100 "$T/part.jsonl")"
+import json, os, sys
+full, part = ([json.loads(l) for l in open(f)] for f in sys.argv[1:3])
+its = lambda rs: [(r["iter"], r["loss"], r["train_acc"]) for r in rs if r["type"] == "iter"]
+assert its(part) == its(full), "iteration records: %s against %s" % (its(part), its(full))
+kinds = [r["type"] for r in part]
+assert kinds.count("start") == int(sys.argv[3]) and kinds.count("summary") == 1 and kinds[-1] == "summary", kinds
+assert kinds.count("epoch") == 1, kinds  # the first run's partial epoch 1 went
+last = [r for r in part if r["type"] == "start"][-1]
+assert last["resumed_at"] == 6 and last["resumed_from"] == os.path.realpath(sys.argv[4]), last
+times = [r["time"] for r in part if r["type"] != "start"]
+assert times == sorted(times), "time goes back: %s" % times
+PY
+}
+logs_agree 2
+printf '{"type":"iter","epoch":1,"iter":11,"ti' >> "$T/part.jsonl" # a crash mid-line
+run "$DTRAIN" $C --iters 10 --log-every 2 --resume "$T/h6.st" --log "$T/part.jsonl"
+logs_agree 3
+
+echo "PASS: resumed runs equal straight ones (1 to 4 ranks, 6 modes, kill -9); a resumed run's log goes on"
