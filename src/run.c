@@ -66,7 +66,7 @@ static int choose_dataset(dt_run *r)
 static int open_synthetic(dt_run *r, int image_size)
 {
     const dt_shape *in = &r->net->input->out;
-    dt_synthetic s = {.like = dataset_for_input(in->n_dims, in->d, net_n_classes(r->net)),
+    dt_synthetic s = {.like = dataset_for_shape(in->n_dims, in->d),
                       .n_classes = net_n_classes(r->net), .seed = (uint64_t)r->opts->seed};
     dataset_sizes(s.like, &s.n_train, &s.n_test);
     if (r->opts->synthetic_samples > 0) s.n_train = (size_t)r->opts->synthetic_samples;

@@ -53,6 +53,12 @@ rc=$?
     { cat "$T/odd.out"; fail "a net no dataset fits: exit $rc"; }
 timeout 60 "$DTRAIN" --net "$T/odd.net" --dataset synthetic --iters 2 --batch 8 --progress none > "$T/odd.out" 2>&1 ||
     { cat "$T/odd.out"; fail "--dataset synthetic on a net of its own shape failed"; }
+# synthetic data is as large as the dataset of the net's shape, whatever its class count
+for c in 10 20; do
+    "$DTRAIN" --net mlp --classes $c --dataset synthetic --dry-run > "$T/syn.out" 2>&1 &&
+        grep -q "data synthetic, 60000 training and 10000 test samples" "$T/syn.out" ||
+        { cat "$T/syn.out"; fail "synthetic data for an MNIST-shaped net of $c classes is not MNIST's size"; }
+done
 note "every built-in net's dataset; missing data: exit 2 with where to look and --dataset synthetic"
 
 # the headline command on synthetic data, 2 ranks, bounded in time and memory

@@ -89,6 +89,9 @@ int dataset_known(const char *name);
  * --dataset is not given: 1x28x28 → fashion-mnist, 3x32x32 → cifar10 or cifar100, larger RGB →
  * imagenet; NULL when none fits. */
 const char *dataset_for_input(int n_dims, const int *d, int n_classes);
+/* The dataset of that shape whatever the class count (cifar10 for 3x32x32): what --dataset
+ * synthetic copies (its size, normalisation, default augmentation). */
+const char *dataset_for_shape(int n_dims, const int *d);
 /* 1 if dataset NAME has samples of that input shape and class count (mnist and fashion-mnist
  * alike; synthetic: any). */
 int dataset_fits_input(const char *name, int n_dims, const int *d, int n_classes);

@@ -62,16 +62,22 @@ const char *dataset_list(void)
 
 int dataset_known(const char *name) { return find_desc(name) || !strcmp(name, "synthetic"); }
 
-const char *dataset_for_input(int n_dims, const int *d, int n_classes)
+const char *dataset_for_shape(int n_dims, const int *d)
 {
     long size = 1;
     for (int i = 0; i < n_dims; i++) size *= d[i];
-    if ((n_dims == 3 && d[0] == 1 && d[1] == 28 && d[2] == 28) || (n_dims == 1 && size == 784))
-        return n_classes == 10 ? "fashion-mnist" : NULL;
-    if (n_dims == 3 && d[0] == 3 && d[1] == 32 && d[2] == 32)
-        return n_classes == 10 ? "cifar10" : n_classes == 100 ? "cifar100" : NULL;
+    if ((n_dims == 3 && d[0] == 1 && d[1] == 28 && d[2] == 28) || (n_dims == 1 && size == 784)) return "fashion-mnist";
+    if (n_dims == 3 && d[0] == 3 && d[1] == 32 && d[2] == 32) return "cifar10";
     if (n_dims == 3 && d[0] == 3 && d[1] >= 64 && d[2] >= 64) return "imagenet";
     return NULL;
+}
+
+const char *dataset_for_input(int n_dims, const int *d, int n_classes)
+{
+    const char *s = dataset_for_shape(n_dims, d);
+    if (!s || !strcmp(s, "imagenet")) return s;
+    if (!strcmp(s, "cifar10")) return n_classes == 10 ? "cifar10" : n_classes == 100 ? "cifar100" : NULL;
+    return n_classes == 10 ? s : NULL;
 }
 
 int dataset_fits_input(const char *name, int n_dims, const int *d, int n_classes)
