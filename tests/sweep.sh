@@ -78,14 +78,15 @@ done
 grep -q '"name": "two"' "$T/res/sweep.json" && grep -q '"quick_run": true' "$T/res/sweep.json" ||
     fail "the refused sweep replaced sweep.json"
 
-# a failing point: recorded, and the sweep goes on
-sed 's/^axis  mode = dsync pipesgd/axis  mode = dsync pipesgd\naxis  lr = 0.01 500/' "$T/two.sweep" > "$T/fail.sweep"
+# a failing point (one that diverges: a value dtrain refuses is found before anything runs, below):
+# recorded, and the sweep goes on
+sed 's/^axis  mode = dsync pipesgd/axis  mode = dsync pipesgd\naxis  lr = 0.01 100\nwhere lr=100: wd = 1/' "$T/two.sweep" > "$T/fail.sweep"
 rc=0
 timeout 300 $SWEEP --quick --out "$T/res2" "$T/fail.sweep" > "$T/out3" 2>&1 || rc=$?
 [ "$rc" -eq 1 ] || { cat "$T/out3"; fail "a sweep with failing points: exit $rc (expected 1)"; }
 grep -q "2 of 4 points done, 2 failed" "$T/out3" || { cat "$T/out3"; fail "expected 2 failed points of 4"; }
-grep -q "FAILED (exit 2).*lr: expected a number in" "$T/out3" || { cat "$T/out3"; fail "the failure's reason is not shown"; }
-grep -l '"exit": 2' "$T"/res2/*/status.json > /dev/null || fail "the failed point's status is not recorded"
+grep -q "FAILED (exit 1).*training diverged" "$T/out3" || { cat "$T/out3"; fail "the failure's reason is not shown"; }
+grep -l '"exit": 1' "$T"/res2/*/status.json > /dev/null || fail "the failed point's status is not recorded"
 timeout 300 $SWEEP --quick --retry --out "$T/res2" "$T/fail.sweep" > "$T/out4" 2>&1 || true
 grep -q "4 points, 2 to run, 2 already run" "$T/out4" || { cat "$T/out4"; fail "--retry did not run the failed points"; }
 
@@ -149,6 +150,17 @@ rc=0
 $SWEEP --check "$T/q.sweep" > "$T/q.out" 2>&1 || rc=$?
 [ $rc -eq 2 ] && grep -q "q.sweep:3: quick epochz: not an option of dtrain" "$T/q.out" ||
     { cat "$T/q.out"; fail "a quick-line typo: exit $rc"; }
+# a value dtrain refuses: --check names the sweep file's line that gave it (not the check's own config)
+printf '%s
+' "base = $top_srcdir/configs/mlp-fashion-dsync.conf" "axis compress = none zz" > "$T/v.sweep"
+rc=0
+$SWEEP --check "$T/v.sweep" > "$T/v.out" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q "compress=zz: dtrain: .*v.sweep:2: compress: unknown codec 'zz'" "$T/v.out" &&
+    grep -q "1 of 2 points pass" "$T/v.out" || { cat "$T/v.out"; fail "--check of a bad axis value: exit $rc"; }
+rc=0 # a sweep that runs checks first: nothing runs, exit 2
+$SWEEP --out "$T/v" "$T/v.sweep" > "$T/v.out" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "v.sweep:2: compress: unknown codec 'zz'" "$T/v.out" && grep -q "none is run" "$T/v.out" &&
+    ! ls "$T/v"/*/status.json > /dev/null 2>&1 || { cat "$T/v.out"; fail "a sweep with a bad axis value: exit $rc"; }
 
 # bad sweep files
 bad() { # WHAT MESSAGE LINE...
