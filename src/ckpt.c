@@ -13,12 +13,15 @@
  *                         0's, a worker's, unused) ...
  * and metadata: net, dataset, training samples, mode, ranks, iteration (iterations done),
  * options (the canonical options, without epochs and iters) and under --precision fp16 the loss
- * scale and its good steps in a row (loss_scale, loss_scale_good). The order of the data, dropout
+ * scale and its good steps in a row (loss_scale, loss_scale_good), and where the epoch stands
+ * (epoch_sums: what its log records have summed so far, so that a resumed epoch's records are those
+ * of the run that never stopped). The order of the data, dropout
  * masks and augmentation draws are functions of (seed, epoch, iteration, sample), so the
  * iteration is all a resume needs of them: it continues with exactly the batch that came next.
  */
 #include "ckpt.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,18 +294,22 @@ int ckpt_save(dt_ckpt_state *r, long done, const char *path)
             for (int i = 0; i < mine.n; i++, k++)
                 t[k] = (st_tensor){mine.name[i], 1, {(int64_t)mine.len[i]}, mine.data[i], NULL};
             for (int i = 0; i < g.n; i++, k++) t[k] = (st_tensor){g.name[i], 1, {(int64_t)g.len[i]}, g.data[i], NULL};
-            char it[32], ranks[16], samples[32], fp[20], scale[32], good[32], *opts = options_text(r);
+            char it[32], ranks[16], samples[32], fp[20], scale[32], good[32], sums[DT_CKPT_EPOCH_SUMS * 26] = "",
+                *opts = options_text(r);
+            for (int i = 0; i < DT_CKPT_EPOCH_SUMS; i++)
+                snprintf(sums + strlen(sums), sizeof sums - strlen(sums), "%s%.17g", i ? " " : "", r->epoch_sums[i]);
             snprintf(it, sizeof it, "%ld", done);
             snprintf(ranks, sizeof ranks, "%d", p);
             snprintf(samples, sizeof samples, "%zu", r->train_samples);
             snprintf(fp, sizeof fp, "%016llx", (unsigned long long)r->data_fingerprint);
             snprintf(scale, sizeof scale, "%.17g", r->loss_scale ? *r->loss_scale : 0.0);
             snprintf(good, sizeof good, "%ld", r->scale_good ? *r->scale_good : 0);
-            const char *mk[] = {"net",   "net_structure", "dataset", "train_samples", "data_fingerprint", "mode",
-                                "ranks", "iteration",     "options", "loss_scale",    "loss_scale_good"};
+            const char *mk[] = {"net",        "net_structure", "dataset",   "train_samples", "data_fingerprint",
+                                "mode",       "ranks",         "iteration", "options",       "epoch_sums",
+                                "loss_scale", "loss_scale_good"};
             const char *layers = net->structure ? net->structure : "";
-            const char *mv[] = {net->name, layers, r->dataset,       samples, fp,  r->mode->name,
-                                ranks,     it,     opts ? opts : "", scale,   good};
+            const char *mv[] = {net->name, layers, r->dataset, samples, fp, r->mode->name, ranks, it, opts ? opts : "",
+                                sums,      scale,  good};
             int n_meta = (int)DT_ARRAY_LEN(mk) - (r->loss_scale ? 0 : 2);
             rc = opts ? ckpt_write(path, t, k, mk, mv, n_meta) : dt_fail("out of memory");
             free(opts);
@@ -436,6 +443,16 @@ static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float
     if (ckpt_open(path, &f) != 0) return -1;
     *out = f;
     if (ckpt_check_meta(r, f, path, it0, ranks) != 0) return -1;
+    const char *m_sums = st_meta(f, "epoch_sums"); /* none: a checkpoint from before they were kept */
+    for (int i = 0; m_sums && i < DT_CKPT_EPOCH_SUMS; i++) {
+        char *end;
+        r->epoch_sums[i] = strtod(m_sums, &end);
+        if (end == m_sums || !isfinite(r->epoch_sums[i]) || r->epoch_sums[i] < 0 ||
+            *end != (i + 1 < DT_CKPT_EPOCH_SUMS ? ' ' : 0))
+            return dt_fail("%s: checkpoint metadata: epoch_sums is '%s' (expected %d numbers: is the file damaged?)",
+                           path, st_meta(f, "epoch_sums"), DT_CKPT_EPOCH_SUMS);
+        m_sums = end;
+    }
     /* fp16's loss scale: none in a checkpoint written in another precision (the run's own stays) */
     const char *m_scale = st_meta(f, "loss_scale"), *m_good = st_meta(f, "loss_scale_good");
     if (m_scale && m_good) {
@@ -517,6 +534,7 @@ int ckpt_restore(dt_ckpt_state *r, const char *path, long *it0_out)
     if (rc == 0 && me == 0) rc = open_checked(r, path, &f, host, state, v, &meta[0], &meta[1], scale);
     if (AGREE(r, rc)) goto fail;
     if (comm_bcast(r->comm, meta, sizeof meta, 0) != 0 || comm_bcast(r->comm, scale, sizeof scale, 0) != 0 ||
+        comm_bcast(r->comm, r->epoch_sums, sizeof r->epoch_sums, 0) != 0 ||
         comm_bcast(r->comm, host, (2 * n + ns) * sizeof(float), 0) != 0)
         goto fail;
     if (r->loss_scale && scale[0] > 0) *r->loss_scale = scale[0], *r->scale_good = (long)scale[1];

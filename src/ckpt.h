@@ -16,6 +16,8 @@
 #include "safetensors.h"
 #include "weights.h"
 
+#define DT_CKPT_EPOCH_SUMS 8
+
 /* What a checkpoint holds, as views of the run's parts (nothing here is owned). */
 typedef struct dt_ckpt_state {
     dt_comm *comm;
@@ -35,6 +37,11 @@ typedef struct dt_ckpt_state {
                              * written in (a resume may change it) */
     double *loss_scale; /* --precision fp16: the loss scale and its good steps (the same on every rank), */
     long *scale_good;   /* saved, and restored where the checkpoint has them; NULL: none */
+    /* where the epoch the checkpoint falls in stands (the train loop's, all ranks' sums): loss,
+     * correct and samples of its closed log windows, then of its open window, then the seconds of
+     * training of each; written by ckpt_save, filled by ckpt_restore (zeros where the checkpoint
+     * has none: at an epoch's end, or from before they were kept) */
+    double epoch_sums[DT_CKPT_EPOCH_SUMS];
 } dt_ckpt_state;
 
 /* Collective: writes a checkpoint after `done` iterations to path (rank 0 writes, atomically).

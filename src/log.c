@@ -173,18 +173,22 @@ static void json_fields(dt_log *l, FILE *f)
 }
 
 /* whether a line of the log stays when a run resumes at iteration it0: its start records, and what
- * came before it0 except the end of a run: a summary, or an epoch record of a partial epoch (a run
- * that --iters ended inside an epoch, which the resumed run goes on with); a line cut off by a crash
- * goes */
-static int line_stays(const char *line, size_t len, long it0, long ipe, double *time)
+ * came before it0 except what a run's end made: a summary, the record of a partial epoch, and when
+ * the run goes on (goes_on), a log window that the end closed early (the resumed run's window goes
+ * on with its sums); a line cut off by a crash goes */
+static int line_stays(const char *line, size_t len, const dt_log *l, long it0, long ipe, int goes_on, double *time)
 {
     json *j = NULL;
     int keep = 0;
     if (json_parse(line, len, "log line", &j) == 0 && j->type == JSON_OBJ) {
         const json *t = json_get(j, "type"), *it = json_get(j, "iter"), *tm = json_get(j, "time");
-        if (t && t->type == JSON_STR && !strcmp(t->str, "start")) keep = 1;
-        else if (t && t->type == JSON_STR && strcmp(t->str, "summary") != 0 && it && it->type == JSON_NUM &&
-                 it->num <= (double)it0 && (strcmp(t->str, "epoch") != 0 || fmod(it->num, (double)ipe) == 0)) {
+        const char *type = t && t->type == JSON_STR ? t->str : "";
+        double at = it && it->type == JSON_NUM ? it->num : -1.0;
+        int window_end = fmod(at, (double)l->log_every) == 0 || fmod(at, (double)ipe) == 0;
+        if (!strcmp(type, "start")) keep = 1;
+        else if (at >= 0 && at <= (double)it0 && strcmp(type, "summary") != 0 &&
+                 (strcmp(type, "epoch") != 0 || fmod(at, (double)ipe) == 0) &&
+                 (strcmp(type, "iter") != 0 || window_end || at < (double)it0 || !goes_on)) {
             keep = 1;
             if (tm && tm->type == JSON_NUM && tm->num > *time) *time = tm->num;
         }
@@ -193,7 +197,7 @@ static int line_stays(const char *line, size_t len, long it0, long ipe, double *
     return keep;
 }
 
-int log_resume(dt_log *l, long it0, long ipe)
+int log_resume(dt_log *l, long it0, long ipe, int goes_on)
 {
     if (!l->json || !l->keep) return 0;
     char *text = NULL;
@@ -203,7 +207,7 @@ int log_resume(dt_log *l, long it0, long ipe)
     for (size_t at = 0; at < len;) {
         size_t n = strcspn(text + at, "\n");
         int whole = at + n < len; /* ends in a newline: not cut off */
-        if (whole && line_stays(text + at, n, it0, ipe, &l->time_offset)) {
+        if (whole && line_stays(text + at, n, l, it0, ipe, goes_on, &l->time_offset)) {
             memmove(text + out, text + at, n + 1);
             out += n + 1;
         }

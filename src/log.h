@@ -42,11 +42,11 @@ typedef struct dt_record {
  * exists is not emptied; log_resume then trims it to where the run resumes. */
 int log_open(dt_log **out, int enabled, const char *json_path, const char *progress, int log_every, int launched,
              int keep);
-/* --resume at iteration it0 (epochs of ipe iterations) onto a log kept by log_open: its records
- * after it0, its summaries, the records of epochs that a run's end cut short, and a line cut off go;
- * its start records stay; the records written next go after the kept ones, their time going on
- * from the last kept record's. */
-int log_resume(dt_log *l, long it0, long ipe);
+/* --resume at iteration it0 (epochs of ipe iterations; goes_on: iterations are left to train) onto a
+ * log kept by log_open: its records after it0, its summaries, the records of an epoch or a log
+ * window that a run's end cut short, and a line cut off go; its start records stay; the records
+ * written next go after the kept ones, their time going on from the last kept record's. */
+int log_resume(dt_log *l, long it0, long ipe, int goes_on);
 int log_enabled(const dt_log *l);
 /* Plain text to stdout on rank 0 (banners, notes). */
 void log_text(dt_log *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

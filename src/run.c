@@ -1104,7 +1104,7 @@ int run_setup(dt_run *r)
     if (run_agree(r, rc) != 0 || run_agree(r, setup_graphs(r)) != 0) return -1;
     r->ckpt = (dt_ckpt_state){r->comm, r->be, r->net, r->optim->v, r->mode, r->mode_state, &r->env,
                               r->dataset, r->ds->train.n, r->ds->fingerprint, r->options, -1, 0, "",
-                              r->scaler.on ? &r->scaler.scale : NULL, r->scaler.on ? &r->scaler.good : NULL};
+                              r->scaler.on ? &r->scaler.scale : NULL, r->scaler.on ? &r->scaler.good : NULL, {0}};
     if (r->opts->resume && ckpt_restore(&r->ckpt, r->opts->resume, &r->it0) != 0) {
         r->failed_rank = r->ckpt.failed_rank;
         /* no such file, or a rank count it cannot take: the command line is wrong */
@@ -1117,7 +1117,7 @@ int run_setup(dt_run *r)
         return -1;
     }
     if (run_agree(r, start_loader(r, r->it0)) != 0) return -1;
-    if (run_agree(r, comm_rank(r->comm) == 0 && r->opts->resume ? log_resume(r->log, r->it0, r->env.iters_per_epoch) : 0) != 0) return -1;
+    if (run_agree(r, comm_rank(r->comm) == 0 && r->opts->resume ? log_resume(r->log, r->it0, r->env.iters_per_epoch, r->it0 < r->env.total_iters) : 0) != 0) return -1;
     if (run_agree(r, record_run(r)) != 0) return -1;
     banner(r);
     if (comm_rank(r->comm) == 0 && log_start(r->log) != 0) return -1;

@@ -256,10 +256,19 @@ static int diverged(dt_run *r, long it, double loss)
                    wname ? "'" : "", wname ? wname : "none", wname ? "'" : "");
 }
 
-/* Writes --checkpoint after `done` iterations (collective) and logs it; *seconds: how long it took. */
-static int checkpoint(dt_run *r, long done, double *seconds)
+/* Writes --checkpoint after `done` iterations (collective) and logs it; *seconds: how long it took.
+ * Inside an epoch, ep and win are its spans: what their records have summed so far goes in too (the
+ * open window's over all ranks), so a resumed epoch's records are the straight run's. */
+static int checkpoint(dt_run *r, long done, double *seconds, const span *ep, const span *win)
 {
-    double t0 = dt_now();
+    double t0 = dt_now(), *c = r->ckpt.epoch_sums;
+    memset(r->ckpt.epoch_sums, 0, sizeof r->ckpt.epoch_sums);
+    if (ep && win && done % r->env.iters_per_epoch != 0) {
+        double open[3] = {win->loss, win->correct, win->rows};
+        if (comm_allreduce_sum_f64(r->comm, open, 3) != 0) return -1;
+        c[0] = ep->loss, c[1] = ep->correct, c[2] = ep->rows, c[3] = open[0], c[4] = open[1], c[5] = open[2];
+        c[6] = t0 - ep->t0, c[7] = t0 - win->t0;
+    }
     if (ckpt_save(&r->ckpt, done, r->opts->checkpoint) != 0) {
         r->failed_rank = r->ckpt.failed_rank;
         return dt_fail_prefix("--checkpoint");
@@ -282,9 +291,9 @@ static int checkpoint_due(const dt_run *r, long done, int epoch_end)
 /* After the last iteration: the final checkpoint comes before the flush, so a longer run can
  * continue from it as if it had never stopped (Pipe-SGD's gradients in flight included); then
  * every computed gradient lands. */
-static int finish(dt_run *r, float lr, dt_times *t, double *ckpt_seconds)
+static int finish(dt_run *r, float lr, dt_times *t, double *ckpt_seconds, const span *ep, const span *win)
 {
-    if (r->opts->checkpoint && checkpoint(r, r->env.total_iters, ckpt_seconds) != 0) return -1;
+    if (r->opts->checkpoint && checkpoint(r, r->env.total_iters, ckpt_seconds, ep, win) != 0) return -1;
     if (!r->mode->flush) return 0;
     double f0 = dt_now();
     if (r->mode->flush(r->mode_state, &r->env, lr, t) != 0) return -1;
@@ -317,11 +326,11 @@ static int stop_poll(dt_run *r, long done)
 
 /* The run stops after `done` iterations, asked by signal r->stopped: a checkpoint if there is to
  * be one, and one line that says where it stopped. */
-static int stop_here(dt_run *r, long done)
+static int stop_here(dt_run *r, long done, const span *ep, const span *win)
 {
     double seconds;
     const char *sig = r->stopped == SIGINT ? "SIGINT" : r->stopped == SIGTERM ? "SIGTERM" : "SIGUSR1";
-    if (r->opts->checkpoint && checkpoint(r, done, &seconds) != 0) return -1;
+    if (r->opts->checkpoint && checkpoint(r, done, &seconds, ep, win) != 0) return -1;
     if (r->opts->checkpoint)
         log_text(r->log, "stopped by %s after iteration %ld of %ld: continue with --resume %s\n", sig, done,
                  r->env.total_iters, r->opts->checkpoint);
@@ -360,13 +369,28 @@ static int close_window(dt_run *r, span *win, span *ep, int epoch, long it, floa
     return 0;
 }
 
+/* Whether the epoch that starts at iteration it goes on with a checkpoint's sums (resumed inside it;
+ * a checkpoint from before they were kept has none) */
+static int carries(const dt_run *r, long it)
+{
+    const double *c = r->ckpt.epoch_sums;
+    return r->opts->resume && it == r->it0 && it % r->env.iters_per_epoch != 0 && c[2] + c[5] > 0;
+}
+
 /* The iterations of epoch e from *it on (to its end, or the last iteration of the run); ep gets
- * their sums; win is the log window, with its buffer. */
+ * their sums; win is the log window, with its buffer. Resumed inside the epoch, both go on from the
+ * checkpoint's sums (the open window's on rank 0: windows are summed over the ranks). */
 static int epoch_iterations(dt_run *r, int e, long *it, span *ep, float *lr, span win)
 {
-    long ipe = r->env.iters_per_epoch, total = r->env.total_iters, i0 = *it % ipe;
+    long ipe = r->env.iters_per_epoch, total = r->env.total_iters, i0 = *it % ipe, first = i0;
     span_start(ep);
     span_start(&win);
+    if (carries(r, *it)) {
+        const double *c = r->ckpt.epoch_sums;
+        ep->loss = c[0], ep->correct = c[1], ep->rows = c[2], ep->t0 -= c[6], win.t0 -= c[7];
+        if (comm_rank(r->comm) == 0) win.loss = c[3], win.correct = c[4], win.rows = c[5];
+        first = 0; /* the progress line's rate: the epoch's samples over its seconds */
+    }
     for (long i = i0; i < ipe && *it < total; i++) {
         dt_times t = {0};
         dt_pass pass;
@@ -377,26 +401,26 @@ static int epoch_iterations(dt_run *r, int e, long *it, span *ep, float *lr, spa
             pass.loss_sum = 0.0, pass.n_correct = 0, pass.rows = 0;
         if (!isfinite(pass.loss_sum)) return diverged(r, *it, pass.loss_sum);
         ++*it;
-        if (*it == total && finish(r, *lr, &t, &paused) != 0) return -1;
+        win.loss += pass.loss_sum, win.correct += (double)pass.n_correct, win.rows += pass.rows;
+        if (*it == total && finish(r, *lr, &t, &paused, ep, &win) != 0) return -1;
         if (win.comp && win.n < win.cap) /* what a rank does before the exchange */
             win.comp[win.n] = t.data + t.forward + t.backward + (r->mode->encode_first ? t.encode : 0.0);
         times_add(&win.t, &t);
         times_add(&ep->t, &t);
         win.n++, ep->n++;
-        win.loss += pass.loss_sum, win.correct += (double)pass.n_correct, win.rows += pass.rows;
         if (log_enabled(r->log)) { /* the progress line: this rank's running values */
             dt_record rec;
             fill(r, &rec, "iter", e + 1, *it, &win, *lr);
             rec.train_time = dt_now() - ep->t0;
-            rec.samples_per_s = (double)(i + 1 - i0) * (double)r->opts->batch / rec.train_time;
+            rec.samples_per_s = (double)(i + 1 - first) * (double)r->opts->batch / rec.train_time;
             log_tick(r->log, &rec);
         }
         if ((*it % r->opts->log_every == 0 || i + 1 == ipe || *it == total) &&
             close_window(r, &win, ep, e, *it, *lr) != 0)
             return -1;
         if (*it < total && stop_poll(r, *it) != 0) return -1;
-        if (r->stopped) return stop_here(r, *it);
-        if (checkpoint_due(r, *it, 0) && checkpoint(r, *it, &paused) != 0) return -1;
+        if (r->stopped) return stop_here(r, *it, ep, &win);
+        if (checkpoint_due(r, *it, 0) && checkpoint(r, *it, &paused, ep, &win) != 0) return -1;
         ep->t0 += paused, win.t0 += paused;
     }
     ep->train = dt_now() - ep->t0;
@@ -538,11 +562,14 @@ int train_run(dt_run *r)
                  "or --iters to go on); evaluating\n",
                  r->opts->resume, it);
     for (int e = (int)(it / ipe); e < epochs && it < total; e++) {
+        int carried = carries(r, it);
         if (train_epoch(r, e, &it, &ep, &lr) != 0) return -1;
         if (r->stopped) return 0;
         if (evaluate_epoch(r, e + 1, it, &ep, 1, lr, test) != 0) return -1;
         span_add(&run, &ep);
-        if (checkpoint_due(r, it, 1) && checkpoint(r, it, &paused) != 0) return -1;
+        if (carried) /* the run's own: what this process trained */
+            run.rows -= r->ckpt.epoch_sums[2] + r->ckpt.epoch_sums[5], run.train -= r->ckpt.epoch_sums[6];
+        if (checkpoint_due(r, it, 1) && checkpoint(r, it, &paused, NULL, NULL) != 0) return -1;
     }
     if (r->it0 >= total) { /* nothing to train: what the checkpoint holds in flight lands, as it did in the run that
                             * wrote it (Pipe-SGD's gradients, ps's latest weights), then the evaluation */

@@ -9,7 +9,8 @@
 #    so do the ranks making the device communicator while one of them is stopped
 #  - SIGTERM to one rank with --checkpoint (a worker; ps's server): every rank stops after the same iteration, the
 #    checkpoint is written, the exit status is 143, no temporary file is left; resuming gives the
-#    weights of the run that was never stopped, bit for bit
+#    weights of the run that was never stopped, bit for bit, and its log (going on with its own) the
+#    straight run's records
 #  - SIGUSR1 to mpirun (which forwards it): the same stop, exit status 138; SIGINT to a single rank
 #    without --checkpoint: one line, exit status 130
 #  - a full disk under --log (/dev/full): reported, exit 1
@@ -134,7 +135,8 @@ S="$D --net mlp --batch 20 --epochs 6"
 term_resume() {
     local tag=$1 np=$2 rank=$3 rc at
     shift 3
-    mpi -np $np "$DTRAIN" "$@" --save "$T/straight.st" > "$T/out" 2>&1 || { cat "$T/out"; fail "$tag: the straight run failed"; }
+    mpi -np $np "$DTRAIN" "$@" --save "$T/straight.st" --log "$T/straight.jsonl" > "$T/out" 2>&1 ||
+        { cat "$T/out"; fail "$tag: the straight run failed"; }
     mpi -np $np "$DTRAIN" "$@" --checkpoint "$T/$tag.ckpt" --checkpoint-every 100ep --log "$T/$tag.jsonl" \
         --save "$T/never.st" > "$T/$tag.out" 2>&1 &
     local job=$!
@@ -148,11 +150,18 @@ term_resume() {
         { cat "$T/$tag.out"; fail "$tag: SIGTERM: no line saying where it stopped"; }
     ls "$T"/$tag.ckpt.tmp.* 2>/dev/null && fail "$tag: SIGTERM: a temporary file was left behind"
     at=$(sed -n 's/.*stopped by SIGTERM after iteration \([0-9]*\).*/\1/p' "$T/$tag.out")
-    mpi -np $np "$DTRAIN" "$@" --resume "$T/$tag.ckpt" --save "$T/resumed.st" > "$T/out" 2>&1 ||
+    mpi -np $np "$DTRAIN" "$@" --resume "$T/$tag.ckpt" --save "$T/resumed.st" --log "$T/$tag.jsonl" > "$T/out" 2>&1 ||
         { cat "$T/out"; fail "$tag: resume after SIGTERM failed"; }
     grep -q "resumed from $T/$tag.ckpt at iteration $at of 600" "$T/out" || { cat "$T/out"; fail "$tag: no resume message"; }
     cmp -s "$T/straight.st" "$T/resumed.st" || fail "$tag: stopped at $at and resumed: the weights differ from the straight run"
-    note "$tag: SIGTERM to rank $rank of $np: stopped after iteration $at, checkpoint written; resumed: bit-identical weights"
+    # and the log it went on with: the straight run's records (loss, accuracy) for every window and epoch
+    $PYTHON - "$T/straight.jsonl" "$T/$tag.jsonl" <<'PY' || fail "$tag: stopped at $at and resumed: the log differs from the straight run's"
+import json, sys
+a, b = ([json.loads(l) for l in open(f)] for f in sys.argv[1:])
+pick = lambda rs: [(r["type"], r["iter"], r.get("loss"), r.get("train_acc"), r.get("test_acc")) for r in rs if r["type"] != "start"]
+assert pick(a) == pick(b), [x for x in zip(pick(a), pick(b)) if x[0] != x[1]][:3]
+PY
+    note "$tag: SIGTERM to rank $rank of $np: stopped after iteration $at, checkpoint written; resumed: bit-identical weights, the same log records"
 }
 term_resume term 2 1 $S
 # ps, the signal to its server (rank 2): the weights in flight land before the checkpoint

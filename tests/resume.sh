@@ -167,17 +167,19 @@ expect "ps, other rank count" "made by 3 ranks, this run has 4" mpi -np 4 "$DTRA
 [ $last_rc -eq 2 ] || fail "ps, another rank count than the checkpoint's: exit $last_rc (expected 2)"
 run "$DTRAIN" $C --iters 30 --resume "$T/dsync4.st" # D-Sync: another rank count is fine
 # --resume onto the run's own --log goes on with it: the records up to the checkpoint stay (those of
-# later iterations, a summary and a line cut off by a crash go), the iteration records equal the
-# straight run's, time goes on, the new start record says where it resumed
-run "$DTRAIN" $C --iters 10 --log-every 2 --log "$T/full.jsonl"
-run "$DTRAIN" $C --iters 6 --log-every 2 --checkpoint "$T/h6.st" --log "$T/part.jsonl"
-run "$DTRAIN" $C --iters 10 --log-every 2 --resume "$T/h6.st" --log "$T/part.jsonl"
+# later iterations, a summary, what the first run's end closed early and a line cut off by a crash
+# go), the iteration and epoch records equal the straight run's (the checkpoint holds what the
+# epoch and its open log window had summed), time goes on, the new start record says where it resumed
+run "$DTRAIN" $C --iters 10 --log-every 4 --log "$T/full.jsonl"
+run "$DTRAIN" $C --iters 6 --log-every 4 --checkpoint "$T/h6.st" --log "$T/part.jsonl"
+run "$DTRAIN" $C --iters 10 --log-every 4 --resume "$T/h6.st" --log "$T/part.jsonl"
 logs_agree() { # STARTS: the resumed log against the straight one
     $PYTHON - "$T/full.jsonl" "$T/part.jsonl" "$1" "$T/h6.st" <<'PY' || fail "--resume onto its own --log: $(cut -c1-100 "$T/part.jsonl")"
 import json, os, sys
 full, part = ([json.loads(l) for l in open(f)] for f in sys.argv[1:3])
-its = lambda rs: [(r["iter"], r["loss"], r["train_acc"]) for r in rs if r["type"] == "iter"]
-assert its(part) == its(full), "iteration records: %s against %s" % (its(part), its(full))
+for kind in ("iter", "epoch"):
+    its = lambda rs: [(r["iter"], r["loss"], r["train_acc"]) for r in rs if r["type"] == kind]
+    assert its(part) == its(full), "%s records: %s against %s" % (kind, its(part), its(full))
 kinds = [r["type"] for r in part]
 assert kinds.count("start") == int(sys.argv[3]) and kinds.count("summary") == 1 and kinds[-1] == "summary", kinds
 assert kinds.count("epoch") == 1, kinds  # the first run's partial epoch 1 went
@@ -189,7 +191,7 @@ PY
 }
 logs_agree 2
 printf '{"type":"iter","epoch":1,"iter":11,"ti' >> "$T/part.jsonl" # a crash mid-line
-run "$DTRAIN" $C --iters 10 --log-every 2 --resume "$T/h6.st" --log "$T/part.jsonl"
+run "$DTRAIN" $C --iters 10 --log-every 4 --resume "$T/h6.st" --log "$T/part.jsonl"
 logs_agree 3
 
 echo "PASS: resumed runs equal straight ones (1 to 4 ranks, 6 modes, kill -9); a resumed run's log goes on"
