@@ -294,8 +294,8 @@ int ckpt_save(dt_ckpt_state *r, long done, const char *path)
             for (int i = 0; i < mine.n; i++, k++)
                 t[k] = (st_tensor){mine.name[i], 1, {(int64_t)mine.len[i]}, mine.data[i], NULL};
             for (int i = 0; i < g.n; i++, k++) t[k] = (st_tensor){g.name[i], 1, {(int64_t)g.len[i]}, g.data[i], NULL};
-            char it[32], ranks[16], samples[32], fp[20], scale[32], good[32], sums[DT_CKPT_EPOCH_SUMS * 26] = "",
-                *opts = options_text(r);
+            char it[32], ranks[16], samples[32], fp[20], scale[32], good[32],
+                sums[DT_CKPT_EPOCH_SUMS * 26] = "", *opts = options_text(r);
             for (int i = 0; i < DT_CKPT_EPOCH_SUMS; i++)
                 snprintf(sums + strlen(sums), sizeof sums - strlen(sums), "%s%.17g", i ? " " : "", r->epoch_sums[i]);
             snprintf(it, sizeof it, "%ld", done);
@@ -304,12 +304,12 @@ int ckpt_save(dt_ckpt_state *r, long done, const char *path)
             snprintf(fp, sizeof fp, "%016llx", (unsigned long long)r->data_fingerprint);
             snprintf(scale, sizeof scale, "%.17g", r->loss_scale ? *r->loss_scale : 0.0);
             snprintf(good, sizeof good, "%ld", r->scale_good ? *r->scale_good : 0);
-            const char *mk[] = {"net",        "net_structure", "dataset",   "train_samples", "data_fingerprint",
-                                "mode",       "ranks",         "iteration", "options",       "epoch_sums",
+            const char *mk[] = {"net",        "net_structure",  "dataset",   "train_samples", "data_fingerprint",
+                                "mode",       "ranks",          "iteration", "options",       "epoch_sums",
                                 "loss_scale", "loss_scale_good"};
             const char *layers = net->structure ? net->structure : "";
-            const char *mv[] = {net->name, layers, r->dataset, samples, fp, r->mode->name, ranks, it, opts ? opts : "",
-                                sums,      scale,  good};
+            const char *mv[] = {net->name, layers, r->dataset,       samples, fp,    r->mode->name,
+                                ranks,     it,     opts ? opts : "", sums,    scale, good};
             int n_meta = (int)DT_ARRAY_LEN(mk) - (r->loss_scale ? 0 : 2);
             rc = opts ? ckpt_write(path, t, k, mk, mv, n_meta) : dt_fail("out of memory");
             free(opts);

@@ -185,10 +185,10 @@ static int line_stays(const char *line, size_t len, const dt_log *l, long it0, l
         const char *type = t && t->type == JSON_STR ? t->str : "";
         double at = it && it->type == JSON_NUM ? it->num : -1.0;
         int window_end = fmod(at, (double)l->log_every) == 0 || fmod(at, (double)ipe) == 0;
-        if (!strcmp(type, "start")) keep = 1;
-        else if (at >= 0 && at <= (double)it0 && strcmp(type, "summary") != 0 &&
-                 (strcmp(type, "epoch") != 0 || fmod(at, (double)ipe) == 0) &&
-                 (strcmp(type, "iter") != 0 || window_end || at < (double)it0 || !goes_on)) {
+        keep = !strcmp(type, "start");
+        if (!keep && at >= 0 && at <= (double)it0 && strcmp(type, "summary") != 0 &&
+            (strcmp(type, "epoch") != 0 || fmod(at, (double)ipe) == 0) &&
+            (strcmp(type, "iter") != 0 || window_end || at < (double)it0 || !goes_on)) {
             keep = 1;
             if (tm && tm->type == JSON_NUM && tm->num > *time) *time = tm->num;
         }

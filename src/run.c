@@ -1117,7 +1117,10 @@ int run_setup(dt_run *r)
         return -1;
     }
     if (run_agree(r, start_loader(r, r->it0)) != 0) return -1;
-    if (run_agree(r, comm_rank(r->comm) == 0 && r->opts->resume ? log_resume(r->log, r->it0, r->env.iters_per_epoch, r->it0 < r->env.total_iters) : 0) != 0) return -1;
+    int kept = comm_rank(r->comm) == 0 && r->opts->resume
+                   ? log_resume(r->log, r->it0, r->env.iters_per_epoch, r->it0 < r->env.total_iters)
+                   : 0;
+    if (run_agree(r, kept) != 0) return -1;
     if (run_agree(r, record_run(r)) != 0) return -1;
     banner(r);
     if (comm_rank(r->comm) == 0 && log_start(r->log) != 0) return -1;
