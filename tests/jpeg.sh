@@ -3,8 +3,9 @@
 #  - a truncated JPEG stops packing with exit 1, naming the file and --on-bad-image skip
 #  - --pack-only --on-bad-image skip on 2 ranks packs once (progress lines), leaves the truncated
 #    image out and counts it; the packs hold every other image in order with its label, and each
-#    square image's pixels are PIL's decoding of it: baseline, progressive, CMYK (Adobe), grey, and
-#    a PNG named .JPEG, exactly (CMYK within 2 levels)
+#    square image's pixels are PIL's decoding of it: baseline, progressive, CMYK (Adobe), grey, a
+#    PNG named .JPEG, and PNGs with alpha, grey and alpha, a palette with transparency, 16-bit RGB
+#    and grey, exactly (CMYK within 2 levels); for a net of one channel, PIL's convert("L")
 #  - training on the tree reuses the packs, says how many images were left out, and logs
 #    skipped_images in the summary
 #  - a file that is neither JPEG nor PNG, a non-image file, a class all of whose images are skipped,
@@ -34,6 +35,14 @@ grep -q "^packed $T/tree for 3x40x40 images: train 240 images (.*), 1 left out a
 for s in train val; do
     $PYTHON "$top_srcdir/tests/mkjpeg.py" check "$T/tree" "$T/tree/.dtrain-pack/$s-40-3.pack" $s ||
         fail "the $s pack does not hold PIL's decoding of the tree"
+done
+# a net of one channel: the packs hold PIL's convert("L") of every kind
+sed 's/shape=3x/shape=1x/' "$top_srcdir/tests/nets/tiny-images.net" > "$T/grey.net"
+"$DTRAIN" --net "$T/grey.net" --dataset imagenet --data-dir "$T/tree" --image-size 40 --pack-only --on-bad-image skip \
+    > "$T/grey.out" 2>&1 || { cat "$T/grey.out"; fail "--pack-only for one channel failed"; }
+for s in train val; do
+    $PYTHON "$top_srcdir/tests/mkjpeg.py" check "$T/tree" "$T/tree/.dtrain-pack/$s-40-1.pack" $s ||
+        fail "the $s pack of one channel does not hold PIL's grey of the tree"
 done
 
 mpi -np 2 "$DTRAIN" $NET --epochs 2 --batch 40 --lr 0.05 --log "$T/train.jsonl" --progress none > "$T/train.out" 2>&1 ||

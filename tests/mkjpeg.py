@@ -9,13 +9,16 @@ images cycling through the kinds ImageNet holds:
   grey          one channel, as about 1,300 are
   png           a PNG named .JPEG, as one ImageNet image is
   wide          RGB, SIZE*3/2 x SIZE: its centred square is what dtrain packs
+and PNGs (.png) of the kinds people bring: rgba (alpha), la (grey and alpha), palette (with a
+transparent entry), rgb16 and grey16 (16 bits a sample)
 and one truncated JPEG, train/<class 0>/zz-truncated.JPEG. DIR/manifest lists every file and kind.
 
 mkjpeg.py check DIR PACK SPLIT — PACK (dtrain's packed SPLIT of DIR) holds every image of DIR/SPLIT
 but the truncated one, in order, with the labels of their folders, and each square image's pixels
-are PIL's decoding of the file converted to RGB: equal for baseline, progressive, grey and png,
-within 2 levels for CMYK (the same formula, another rounding)."""
-import os, random, struct, sys
+are PIL's decoding of the file converted to RGB (to L for a pack of one channel): equal for baseline, progressive, grey and the PNGs,
+within 2 levels for CMYK (the same formula, another rounding); for grey16, whose values PIL clips
+to 255 when it converts, the high byte of each sample (as PIL takes it of rgb16's)."""
+import os, random, struct, sys, zlib
 
 import numpy as np
 from PIL import Image
@@ -23,7 +26,18 @@ from PIL import Image
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mkimages import image  # noqa: E402
 
-KINDS = ["baseline", "progressive", "cmyk", "grey", "png", "wide"]
+KINDS = ["baseline", "progressive", "cmyk", "grey", "png", "wide", "rgba", "la", "palette", "rgb16", "grey16"]
+PNGS = ("rgba", "la", "palette", "rgb16", "grey16")
+
+
+def png16(path, arr):
+    """a 16-bit PNG of arr (H x W x 3, or H x W for grey), written by hand: PIL writes no 16-bit RGB"""
+    h, w = arr.shape[:2]
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+    raw = b"".join(b"\x00" + arr[y].astype(">u2").tobytes() for y in range(h))
+    head = struct.pack(">IIBBBBB", w, h, 16, 2 if arr.ndim == 3 else 0, 0, 0, 0)
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", head) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 
 
 def rgb_array(rng, k, h, w):
@@ -43,6 +57,17 @@ def write(path, kind, arr):
         im.convert("L").save(path, "JPEG", quality=90)
     elif kind == "png":
         im.save(path, "PNG")
+    elif kind == "rgba":  # alpha from the red plane: PIL's convert("RGB") drops it
+        Image.fromarray(np.dstack([arr, arr[:, :, :1]]), "RGBA").save(path, "PNG")
+    elif kind == "la":
+        g = np.asarray(im.convert("L"))
+        Image.fromarray(np.dstack([g, 255 - g]), "LA").save(path, "PNG")
+    elif kind == "palette":
+        im.quantize(16).save(path, "PNG", transparency=0)
+    elif kind == "rgb16":  # 16-bit samples whose low byte is not the high one's copy
+        png16(path, arr.astype(np.uint16) * 257 - (arr > 0) * 129)
+    elif kind == "grey16":
+        png16(path, np.asarray(im.convert("L")).astype(np.uint16) * 256 + 200)
 
 
 def tree(out, n_train, n_val, size):
@@ -54,7 +79,7 @@ def tree(out, n_train, n_val, size):
             d = os.path.join(out, split, "n%08d" % k)
             os.makedirs(d, exist_ok=True)
             w = size * 3 // 2 if kind == "wide" else size
-            path = os.path.join(d, "%s_%05d.JPEG" % (split, i))
+            path = os.path.join(d, "%s_%05d.%s" % (split, i, "png" if kind in PNGS else "JPEG"))
             write(path, kind, rgb_array(rng, k, size, w))
             manifest.append((path, kind))
     # truncated: a baseline JPEG cut in the middle of its scan
@@ -87,7 +112,7 @@ def check(out, pack, split):
     want_skipped = sum(1 for p, kind in kinds.items() if kind == "truncated" and "/%s/" % split in p)
     assert (n, skipped) == (len(files), want_skipped), "pack: %d images, %d skipped; expected %d and %d" % (
         n, skipped, len(files), want_skipped)
-    assert c == 3 and h == w, (c, h, w)
+    assert c in (1, 3) and h == w, (c, h, w)
     labels = np.frombuffer(b, np.uint16, n, loff)
     worst = {}
     for i, (p, label) in enumerate(files):
@@ -95,7 +120,10 @@ def check(out, pack, split):
         if kinds[p] == "wide":
             continue
         got = np.frombuffer(b, np.uint8, c * h * w, doff + i * c * h * w).reshape(c, h, w).transpose(1, 2, 0)
-        ref = np.asarray(Image.open(p).convert("RGB"))
+        if kinds[p] == "grey16":
+            ref = np.repeat((np.asarray(Image.open(p)) >> 8).astype(np.uint8)[:, :, None], c, axis=2)
+        else:
+            ref = np.asarray(Image.open(p).convert("RGB" if c == 3 else "L")).reshape(h, w, c)
         assert ref.shape == got.shape, "%s: %s, expected %s (SIZE must be the pack's side)" % (p, got.shape, ref.shape)
         d = int(np.abs(got.astype(int) - ref.astype(int)).max())
         worst[kinds[p]] = max(worst.get(kinds[p], 0), d)

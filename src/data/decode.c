@@ -1,12 +1,14 @@
 /* decode — one JPEG (libjpeg-turbo) or PNG (libpng) file into the centred square that packing stores.
  *
  * The format is taken from the file's first bytes, not its name (ImageNet has PNGs named .JPEG).
- * Colour: RGB out for channels 3, grey for 1. JPEG: YCbCr and grey through libjpeg's own
+ * Colour as PIL's convert("RGB") (torchvision's loader) or convert("L") gives it: RGB out for
+ * channels 3, grey for 1 (from RGB by PIL's formula). JPEG: YCbCr and grey through libjpeg's own
  * conversions; CMYK and YCCK (Adobe files, stored inverted) converted as PIL does,
- * R = (255 - C)(255 - K) / 255. PNG: grey repeated over the channels, alpha composited on black,
- * 16-bit reduced. A JPEG whose data end early (the file, or a scan cut short by a marker) is an
- * error (libjpeg would fill the rest with grey); at most 134 megapixels, 32768 on a side;
- * libjpeg's other warnings (extraneous bytes before a marker, and so on) are not, as in PIL. */
+ * R = (255 - C)(255 - K) / 255. PNG: grey repeated over the channels, alpha and transparency
+ * dropped, 16-bit samples by their high byte. A JPEG whose data end early (the file, or a scan cut
+ * short by a marker) is an error (libjpeg would fill the rest with grey); at most 134 megapixels,
+ * 32768 on a side; libjpeg's other warnings (extraneous bytes before a marker, and so on) are not,
+ * as in PIL. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdio.h> /* before jpeglib.h, which uses FILE and size_t */
@@ -55,20 +57,25 @@ static void jpeg_note(j_common_ptr c, int level)
     /* other warnings (extraneous bytes before a marker, ...): decoded anyway, as PIL does */
 }
 
+/* PIL's grey of an RGB pixel (its L24): what convert("L") makes of it */
+static inline uint8_t pil_grey(const uint8_t *rgb)
+{
+    return (uint8_t)((19595u * rgb[0] + 38470u * rgb[1] + 7471u * rgb[2] + 0x8000u) >> 16);
+}
+
 /* CMYK (inverted when the file has an Adobe marker, as Adobe's are) to RGB or grey, in place */
 static void cmyk_convert(uint8_t *px, size_t n, int inverted, int channels)
 {
     for (size_t i = 0; i < n; i++) {
         const uint8_t *p = px + 4 * i;
-        int k = inverted ? p[3] : 255 - p[3], rgb[3];
+        int k = inverted ? p[3] : 255 - p[3];
+        uint8_t rgb[3];
         for (int c = 0; c < 3; c++) {
             int v = inverted ? p[c] : 255 - p[c];
-            rgb[c] = (v * k + 127) / 255;
+            rgb[c] = (uint8_t)((v * k + 127) / 255);
         }
-        if (channels == 3)
-            for (int c = 0; c < 3; c++) px[3 * i + c] = (uint8_t)rgb[c];
-        else
-            px[i] = (uint8_t)((299 * rgb[0] + 587 * rgb[1] + 114 * rgb[2] + 500) / 1000);
+        if (channels == 3) memcpy(px + 3 * i, rgb, 3);
+        else px[i] = pil_grey(rgb);
     }
 }
 
@@ -95,7 +102,9 @@ static int jpeg_decode(const char *path, FILE *f, int channels, uint8_t **out, i
         return -1;
     }
     int cmyk = ci.jpeg_color_space == JCS_CMYK || ci.jpeg_color_space == JCS_YCCK;
-    ci.out_color_space = cmyk ? JCS_CMYK : channels == 3 ? JCS_RGB : JCS_GRAYSCALE;
+    /* grey from a colour image as PIL makes it: from the decoded RGB (libjpeg's Y skips the RGB
+     * clipping, up to 20 levels off at saturated colours) */
+    ci.out_color_space = cmyk ? JCS_CMYK : channels == 3 || ci.jpeg_color_space != JCS_GRAYSCALE ? JCS_RGB : JCS_GRAYSCALE;
     ci.dct_method = JDCT_ISLOW; /* PIL's and libjpeg's default: the same pixels as torchvision's loader */
     jpeg_start_decompress(&ci);
     int w = (int)ci.output_width, h = (int)ci.output_height, pc = ci.output_components;
@@ -115,6 +124,8 @@ static int jpeg_decode(const char *path, FILE *f, int channels, uint8_t **out, i
         return dt_fail("%s: a truncated JPEG (the data end before the image does)", path);
     }
     if (cmyk) cmyk_convert(px, (size_t)w * h, inverted, channels);
+    else if (channels == 1 && pc == 3)
+        for (size_t i = 0; i < (size_t)w * h; i++) px[i] = pil_grey(px + 3 * i); /* in place: i <= 3 i */
     *out = px;
     *w_out = w, *h_out = h;
     return 0;
@@ -122,30 +133,86 @@ static int jpeg_decode(const char *path, FILE *f, int channels, uint8_t **out, i
 
 /* ---- PNG ------------------------------------------------------------------------------------------ */
 
+typedef struct png_err {
+    jmp_buf jump;
+    char msg[200];
+} png_err;
+
+static void png_error_fn(png_structp png, png_const_charp msg)
+{
+    png_err *e = png_get_error_ptr(png);
+    snprintf(e->msg, sizeof e->msg, "%s", msg);
+    longjmp(e->jump, 1);
+}
+
+static void png_warning_fn(png_structp png, png_const_charp msg) { (void)png, (void)msg; }
+
+/* As PIL's Image.open(path).convert("RGB") (torchvision's loader) or convert("L"): no gamma, 16-bit
+ * samples by their high byte (PIL's RGB;16B), alpha and a palette's transparency dropped, grey from
+ * RGB by PIL's L = (19595 R + 38470 G + 7471 B + 2^15) >> 16. (libpng's simplified API took 16-bit
+ * samples and alpha as linear light: a 16-bit mid-grey came out 186, not 128.) */
 static int png_decode(const char *path, int channels, uint8_t **out, int *w_out, int *h_out)
 {
-    png_image im;
-    memset(&im, 0, sizeof im);
-    im.version = PNG_IMAGE_VERSION;
-    if (!png_image_begin_read_from_file(&im, path)) return dt_fail("%s: a damaged PNG (libpng: %s)", path, im.message);
-    if (check_size(path, im.width, im.height) != 0) {
-        png_image_free(&im);
-        return -1;
-    }
-    im.format = channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
-    uint8_t *pix = calloc(1, PNG_IMAGE_SIZE(im));
-    if (!pix) {
-        png_image_free(&im);
+    png_err e = {.msg = ""};
+    png_structp png = NULL;
+    png_infop info = NULL;
+    uint8_t *volatile pix = NULL;
+    png_bytep *volatile rows = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return dt_fail("%s: cannot open (%s)", path, strerror(errno));
+    if (!(png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &e, png_error_fn, png_warning_fn)) ||
+        !(info = png_create_info_struct(png))) {
+        png_destroy_read_struct(&png, NULL, NULL);
+        fclose(f);
         return dt_fail("out of memory decoding %s", path);
     }
-    if (!png_image_finish_read(&im, NULL, pix, 0, NULL)) { /* alpha composites onto the zeros: black */
-        dt_fail("%s: a damaged PNG (libpng: %s)", path, im.message);
-        free(pix);
-        png_image_free(&im);
-        return -1;
+    if (setjmp(e.jump)) {
+        png_destroy_read_struct(&png, &info, NULL);
+        fclose(f);
+        free(pix), free(rows);
+        return e.msg[0] == '!' ? -1 : dt_fail("%s: a damaged PNG (libpng: %s)", path, e.msg);
     }
-    *out = pix;
-    *w_out = (int)im.width, *h_out = (int)im.height;
+    png_init_io(png, f);
+    png_read_info(png, info);
+    png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+    if (check_size(path, w, h) != 0) {
+        snprintf(e.msg, sizeof e.msg, "!");
+        png_longjmp(png, 1);
+    }
+    int type = png_get_color_type(png, info);
+    if (type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+    if (type == PNG_COLOR_TYPE_GRAY && png_get_bit_depth(png, info) < 8) png_set_expand_gray_1_2_4_to_8(png);
+    png_set_strip_16(png);
+    png_set_strip_alpha(png);
+    png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    int have = png_get_channels(png, info); /* 1 or 3, 8 bits each */
+    size_t row = png_get_rowbytes(png, info);
+    if (!(pix = malloc((size_t)h * row + 1)) || !(rows = malloc(h * sizeof *rows))) {
+        snprintf(e.msg, sizeof e.msg, "out of memory");
+        png_longjmp(png, 1);
+    }
+    for (png_uint_32 y = 0; y < h; y++) rows[y] = pix + y * row;
+    png_read_image(png, rows);
+    png_read_end(png, NULL);
+    png_destroy_read_struct(&png, &info, NULL);
+    fclose(f);
+    free(rows);
+    uint8_t *img = malloc((size_t)w * h * (size_t)channels);
+    if (!img) {
+        free(pix);
+        return dt_fail("out of memory decoding %s", path);
+    }
+    size_t n = (size_t)w * h;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *p = pix + i * (size_t)have;
+        if (channels == have) memcpy(img + i * (size_t)channels, p, (size_t)channels);
+        else if (channels == 3) img[3 * i] = img[3 * i + 1] = img[3 * i + 2] = p[0];
+        else img[i] = pil_grey(p);
+    }
+    free(pix);
+    *out = img;
+    *w_out = (int)w, *h_out = (int)h;
     return 0;
 }
 

@@ -182,7 +182,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 
 /* a class folder's files: names, sizes and modification times (a folder that cannot be listed
  * hashes to 0: the pack is rebuilt, and the scan says why) */
-static uint64_t folder_sum(const char *cdir)
+static uint64_t folder_sum(const char *cdir, int *pngs)
 {
     char **files = NULL, path[4096 + 512];
     int nf = 0;
@@ -193,6 +193,8 @@ static uint64_t folder_sum(const char *cdir)
     uint64_t h = 1469598103934665603ull;
     for (int i = 0; i < nf; i++) {
         struct stat st;
+        size_t len = strlen(files[i]);
+        if (len > 4 && strcasecmp(files[i] + len - 4, ".png") == 0) *pngs = 1;
         snprintf(path, sizeof path, "%s/%s", cdir, files[i]);
         int64_t v[3] = {-1, -1, -1};
         if (stat(path, &st) == 0) v[0] = (int64_t)st.st_size, v[1] = st.st_mtim.tv_sec, v[2] = st.st_mtim.tv_nsec;
@@ -202,7 +204,7 @@ static uint64_t folder_sum(const char *cdir)
     return h;
 }
 
-int imgtree_fingerprint(const char *root, const char *split, int threads, uint64_t *fp)
+int imgtree_fingerprint(const char *root, const char *split, int threads, uint64_t *fp, int *pngs)
 {
     char dir[4096];
     char **sub = NULL;
@@ -210,7 +212,9 @@ int imgtree_fingerprint(const char *root, const char *split, int threads, uint64
     snprintf(dir, sizeof dir, "%s/%s", root, split);
     if (list(dir, 1, &sub, &n) != 0) return -1;
     uint64_t *sums = calloc((size_t)n + 1, sizeof *sums);
-    if (!sums) {
+    int *png = calloc((size_t)n + 1, sizeof *png);
+    if (!sums || !png) {
+        free(sums), free(png);
         free_list(sub, n);
         return dt_fail("out of memory");
     }
@@ -220,11 +224,15 @@ int imgtree_fingerprint(const char *root, const char *split, int threads, uint64
     for (int k = 0; k < n; k++) {
         char cdir[4096 + 256];
         snprintf(cdir, sizeof cdir, "%s/%s", dir, sub[k]);
-        sums[k] = folder_sum(cdir);
+        sums[k] = folder_sum(cdir, &png[k]);
     }
     uint64_t h = 1469598103934665603ull;
-    for (int k = 0; k < n; k++) h = fnv(fnv(h, sub[k], strlen(sub[k]) + 1), &sums[k], sizeof sums[k]);
-    free(sums);
+    *pngs = 0;
+    for (int k = 0; k < n; k++) {
+        h = fnv(fnv(h, sub[k], strlen(sub[k]) + 1), &sums[k], sizeof sums[k]);
+        *pngs |= png[k];
+    }
+    free(sums), free(png);
     free_list(sub, n);
     *fp = h;
     return 0;

@@ -19,7 +19,8 @@ int imgtree_classes(const char *root, char ***classes, int *n);
 int imgtree_scan(const char *root, const char *split, char **classes, int n_classes, imgtree **out);
 void imgtree_free(imgtree *t);
 /* A fingerprint of ROOT/SPLIT: every class folder's name, and its images' names, sizes and
- * modification times (stat, on `threads` threads over the folders). */
-int imgtree_fingerprint(const char *root, const char *split, int threads, uint64_t *fp);
+ * modification times (stat, on `threads` threads over the folders); *pngs: whether a name ends in
+ * .png. */
+int imgtree_fingerprint(const char *root, const char *split, int threads, uint64_t *fp, int *pngs);
 
 #endif

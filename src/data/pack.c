@@ -40,6 +40,7 @@
 
 #define MAGIC "DTRAINPK"
 #define PACK_VERSION 2
+#define DECODE_RULES 2 /* how images are decoded (decode.c), where it changed what a pack holds */
 #define HEADER 4096
 
 static void put32(uint8_t *p, uint32_t v)
@@ -156,7 +157,7 @@ static int pack_open(const char *path, int channels, int side, int check_fp, uin
         BAD("%s: checksum mismatch in the pack header (damaged; delete it to rebuild)", path);
     if (check_fp && get64(m + 80) != fp) {
         munmap(m, bytes);
-        snprintf(why, why_n, "the images changed since %s was made", path);
+        snprintf(why, why_n, "the images, or how dtrain decodes them, changed since %s was made", path);
         return 1;
     }
     if (!(s->y = malloc(sizeof *s->y * n))) BAD("out of memory");
@@ -470,8 +471,12 @@ static int open_split(dt_dataset *ds, const char *root, const char *dir, const c
     uint64_t fp = 0;
     snprintf(path, sizeof path, "%s/%s-%d-%d.pack", dir, split, o->image_size, o->channels);
     snprintf(tree, sizeof tree, "%s/%s", root, split);
-    int have_tree = is_dir(tree);
-    if (have_tree && imgtree_fingerprint(root, split, o->threads, &fp) != 0) return -1;
+    int have_tree = is_dir(tree), pngs = 0;
+    if (have_tree && imgtree_fingerprint(root, split, o->threads, &fp, &pngs) != 0) return -1;
+    /* PNGs and images of one channel are decoded as PIL converts them since 2026-12-06 (16-bit
+     * samples and alpha were taken as linear light, grey was libjpeg's luma): their packs from
+     * before are packed again once */
+    if (have_tree && (pngs || o->channels == 1)) fp = fp * 1099511628211ull ^ DECODE_RULES;
     int rc = pack_open(path, o->channels, o->image_size, have_tree, fp, s, pi, why, sizeof why);
     if (rc == 0) dataset_note_file(ds, path);
     if (rc <= 0) return rc;
