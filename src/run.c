@@ -230,7 +230,7 @@ static int fit(dt_run *r)
         r->view_h = r->ds->h, r->view_w = r->ds->w;
     }
     if (net_n_classes(r->net) != r->ds->n_classes && fit_classes(r) != 0) return -1;
-    if ((size_t)o->batch > r->ds->train.n)
+    if ((size_t)o->batch > r->ds->train.n && o->epochs > 0) /* --epochs 0 only evaluates: no batch is drawn */
         return dt_fail("--batch %ld is larger than the training set (%zu samples)", o->batch, r->ds->train.n);
     if (augment_parse(o->augment, r->ds->synthetic ? r->ds->like : r->dataset, &r->aug) != 0)
         return dt_fail_prefix("--augment");
@@ -520,7 +520,7 @@ static int dry_check(dt_run *r, char *data, size_t data_n)
         }
         dataset_sizes(r->dataset, &n_train, &n_test);
         r->usage_error = 1; /* until the checks below pass */
-        if ((size_t)o->batch > n_train)
+        if ((size_t)o->batch > n_train && o->epochs > 0)
             return dt_fail("--batch %ld is larger than the training set (%zu samples)", o->batch, n_train);
         if (augment_parse(o->augment, r->dataset, &r->aug) != 0) return dt_fail_prefix("--augment");
         r->usage_error = 0;

@@ -37,6 +37,16 @@ bad = [k for k in frozen if a[k] != b[k]]
 assert not bad, "changed: %s" % bad
 assert a["ip2.weight"] != b["ip2.weight"], "ip2 did not train"
 PY
+# evaluating a weight file (--epochs 0) takes any --batch, also one larger than the training set:
+# the same test loss at 7, 1000 and on 2 ranks
+$PYTHON "$top_srcdir/tests/mkimages.py" cifar100 "$T/c100s" 40 30 || fail "could not generate small CIFAR-100 files"
+for b in "7" "1000" "1000 2"; do
+    set -- $b
+    mpi -np "${2:-1}" "$DTRAIN" --net cifar-quick-convex --dataset cifar100 --data-dir "$T/c100s" --epochs 0 \
+        --load "$T/after.st" --batch "$1" --progress none > "$T/ev.txt" 2>&1 || { cat "$T/ev.txt"; fail "--epochs 0 --batch $b failed"; }
+    grep "^test accuracy" "$T/ev.txt" >> "$T/ev.all"
+done
+[ "$(sort -u "$T/ev.all" | wc -l)" -eq 1 ] || { cat "$T/ev.all"; fail "--epochs 0: the evaluation depends on --batch"; }
 
 $PYTHON "$top_srcdir/tests/mkimages.py" pngtree "$T/tree" 1000 200 40 || fail "could not generate the PNG tree"
 TREE="--net $top_srcdir/tests/nets/tiny-images.net --dataset imagenet --data-dir $T/tree --batch 50 --lr 0.1 --progress lines"
