@@ -85,11 +85,16 @@ static int open_data(dt_run *r, int may_pack)
     dt_data_opts d = {.channels = 3, .threads = r->threads, .may_pack = may_pack, .scan_only = o->dry_run,
                       .skip_bad = !strcmp(o->on_bad_image, "skip"), .progress = pack_progress, .progress_arg = r};
     int synthetic = !strcmp(r->dataset, "synthetic"), rc;
-    const char *like = synthetic ? dataset_for_input(in->n_dims, in->d, net_n_classes(r->net)) : r->dataset;
+    const char *like = synthetic ? dataset_for_shape(in->n_dims, in->d) : r->dataset;
     if (like && dataset_crops(like)) {
+        r->usage_error = 1; /* until the net is found to fit (a net that does not is the command line's) */
         if (in->n_dims != 3 || in->d[1] < 8 || in->d[2] < 8)
             return dt_fail("%s: --dataset %s needs a net whose input is C x H x W images (at least 8 x 8)",
                            r->net->origin, r->dataset);
+        if (!synthetic && in->d[0] != 1 && in->d[0] != 3)
+            return dt_fail("%s: --dataset %s holds images of 1 or 3 channels, and the net's input has %d",
+                           r->net->origin, r->dataset, in->d[0]);
+        r->usage_error = 0;
         d.channels = in->d[0];
         d.image_size = o->image_size ? (int)o->image_size : (DT_MAX(in->d[1], in->d[2]) * 8 + 6) / 7;
         if (d.image_size < in->d[1] || d.image_size < in->d[2]) {

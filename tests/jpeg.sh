@@ -77,6 +77,14 @@ echo hello > "$T/gone/train/b/x.JPEG" && echo hello > "$T/gone/train/b/y.JPEG"
 rc=$?
 [ $rc -eq 1 ] && grep -q "gone/train/b: none of its 2 images could be read, so the class would have no images in train" "$T/bad.out" ||
     { cat "$T/bad.out"; fail "a class all of whose images are unreadable, skipped: exit $rc"; }
+# a net that cannot take the tree's images is the command line's error (exit 2), as on other datasets
+printf 'input shape=2x24x24\nflatten\ndense out=10\nsoftmax_xent\n' > "$T/two.net"
+printf 'input shape=1728\ndense out=10\nsoftmax_xent\n' > "$T/flat.net"
+for n in two flat; do
+    "$DTRAIN" --net "$T/$n.net" --dataset imagenet --data-dir "$T/tree" --iters 1 > "$T/bad.out" 2>&1
+    rc=$?
+    [ $rc -eq 2 ] && grep -q "$n.net: --dataset imagenet" "$T/bad.out" || { cat "$T/bad.out"; fail "$n.net on an image tree: exit $rc (expected 2)"; }
+done
 for dry in "" --dry-run; do # a dry run refuses what the run would
     "$DTRAIN" --net mlp --dataset synthetic --pack-only $dry > "$T/bad.out" 2>&1
     rc=$?
