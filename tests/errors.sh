@@ -163,6 +163,9 @@ expect_error "an ImageNet net on CIFAR" 2 "the input layer expects 3x227x227 sam
 truncate -s 30000 "$T/c10/data_batch_2.bin"
 expect_error "truncated CIFAR file" 1 "data_batch_2.bin: 30000 bytes is not a whole number of 3073-byte records" \
     "$DTRAIN" --net cifar-quick --dataset cifar10 --data-dir "$T/c10" --progress none
+truncate -s 0 "$T/c10/data_batch_2.bin"
+expect_error "empty CIFAR file" 1 "data_batch_2.bin: an empty file (expected CIFAR-10 records of 3073 bytes" \
+    "$DTRAIN" --net cifar-quick --dataset cifar10 --data-dir "$T/c10" --progress none
 mkdir -p "$T/tree/train/cat" "$T/tree/val/cat" && printf '\xff\xd8\xff\xe0JFIF' > "$T/tree/train/cat/1.jpg"
 expect_error "a damaged JPEG" 1 "train/cat/1.jpg: a damaged JPEG (libjpeg: " \
     "$DTRAIN" --net resnet18 --dataset imagenet --data-dir "$T/tree" --progress none

@@ -45,7 +45,12 @@ static int read_file(const char *path, int label_bytes, int n_labels, dt_split *
         return dt_fail("%s: not a regular file", path);
     }
     size_t bytes = (size_t)st.st_size, n = bytes / rec;
-    if (bytes == 0 || bytes % rec != 0) {
+    if (bytes == 0) {
+        fclose(f);
+        return dt_fail("%s: an empty file (expected CIFAR-%s records of %zu bytes; cut short while copying?)", path,
+                       label_bytes == 1 ? "10" : "100", rec);
+    }
+    if (bytes % rec != 0) {
         fclose(f);
         return dt_fail("%s: %zu bytes is not a whole number of %zu-byte records (expected the CIFAR-%s binary "
                        "format: %s + 3072 pixels per image; truncated or another file?)",
