@@ -143,30 +143,30 @@ static void list_end(char *buf, size_t n, int count)
 
 int weights_from(const dt_net *net, const st_file *f, const char *path, float *w, float *state, int64_t *batches)
 {
-    char missing[1024] = "", extra[1024] = "";
-    int n_missing = 0, n_extra = 0;
+    char missing[1024] = "", extra[1024] = "", shape[1024] = "";
+    int n_missing = 0, n_extra = 0, n_shape = 0;
     if (batches) *batches = 0;
+    /* the names first, then the shapes, then the values: a file of another net is said to be one,
+     * not found out by its first tensor of another shape */
     for (int i = 0; i < net->n_tensors + net->n_states; i++) {
         const float *dst;
         const dt_param *p = tensor_at(net, i, w, state, &dst);
         const st_entry *e = st_find(f, p->name);
         int64_t want[ST_MAX_DIMS];
-        int same = 1;
         char a[96], b[96];
         if (!e) {
             list_add(missing, sizeof missing, &n_missing, p->name);
             continue;
         }
         for (int d = 0; d < p->n_dims; d++) want[d] = p->dims[d];
-        same = e->n_dims == p->n_dims;
+        int same = e->n_dims == p->n_dims;
         for (int d = 0; same && d < p->n_dims; d++) same = e->shape[d] == want[d];
-        if (!same) {
+        if (!same && n_shape++ == 0) {
             st_shape_format(e->n_dims, e->shape, a, sizeof a);
             st_shape_format(p->n_dims, want, b, sizeof b);
-            return dt_fail("%s: tensor '%s' has shape %s (expected %s for net %s)", path, p->name, a, b, net->name);
+            snprintf(shape, sizeof shape, "tensor '%s' has shape %s (expected %s for net %s)", p->name, a, b,
+                     net->name);
         }
-        if (to_float(e->dtype, f->data + e->begin, p->n, (float *)dst) != 0)
-            return dt_fail("%s: tensor '%s' is %s (expected F32, F16, BF16 or F64)", path, p->name, e->dtype);
     }
     const char *format = st_meta(f, "format");
     int ckpt = format && strcmp(format, WEIGHTS_CKPT_FORMAT) == 0;
@@ -196,10 +196,19 @@ int weights_from(const dt_net *net, const st_file *f, const char *path, float *w
         list_end(missing, sizeof missing, n_missing);
         list_end(extra, sizeof extra, n_extra);
         return dt_fail(
-            "%s: does not hold the tensors of net %s: %d missing%s%s%s, %d not in the net%s%s%s (is this file "
+            "%s: does not hold the tensors of net %s: %d missing%s%s%s, %d not in the net%s%s%s%s%s (is this file "
             "from another net?)",
             path, net->name, n_missing, n_missing ? " (" : "", missing, n_missing ? ")" : "", n_extra,
-            n_extra ? " (" : "", extra, n_extra ? ")" : "");
+            n_extra ? " (" : "", extra, n_extra ? ")" : "", n_shape ? "; and " : "", shape);
+    }
+    if (n_shape)
+        return dt_fail("%s: %s%s", path, shape, n_shape > 1 ? " and more of other shapes" : "");
+    for (int i = 0; i < net->n_tensors + net->n_states; i++) {
+        const float *dst;
+        const dt_param *p = tensor_at(net, i, w, state, &dst);
+        const st_entry *e = st_find(f, p->name);
+        if (to_float(e->dtype, f->data + e->begin, p->n, (float *)dst) != 0)
+            return dt_fail("%s: tensor '%s' is %s (expected F32, F16, BF16 or F64)", path, p->name, e->dtype);
     }
     return 0;
 }

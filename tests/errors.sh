@@ -98,6 +98,9 @@ printf 'input shape=1x28x28\ndense name=fc1 out=7\nrelu\ndense name=fc2 out=500\
 "$DTRAIN" --net "$T/narrow.net" $D --epochs 0 --save "$T/narrow.st" >/dev/null || fail "could not write narrow.st"
 expect_error "--load of another net's weights" 1 "tensor 'fc2.weight' has shape [500, 7] (expected [500, 500] for net mlp)" \
     "$DTRAIN" --net mlp $D --load "$T/narrow.st"
+printf 'input shape=1x28x28\nconv name=c1 out=4 k=3\nflatten\ndense name=fc2 out=10\nsoftmax_xent\n' > "$T/other.net"
+expect_error "--load of another net's weights, names and shapes" 1 "does not hold the tensors of net other: 2 missing (c1.weight, c1.bias), 4 not in the net (fc3.weight, fc3.bias, fc1.weight, fc1.bias); and tensor 'fc2.weight' has shape [500, 7] (expected [10, 2704]" \
+    "$DTRAIN" --net "$T/other.net" $D --load "$T/narrow.st"
 printf 'lr = 0.1\nbatch size = 10\n' > "$T/bad.conf"
 expect_error "bad config" 2 "$T/bad.conf:2: batch size: unknown option 'batch size'" "$DTRAIN" --config "$T/bad.conf"
 # a check across options, or one made later, names the lines that set them
