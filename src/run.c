@@ -39,11 +39,12 @@ static void pack_progress(void *arg, const char *what, size_t done, size_t total
     static double last_line;
     int tty = isatty(2);
     double rate = seconds > 0 ? (double)done / seconds : 0.0, left = rate > 0 ? (double)(total - done) / rate : 0.0;
+    char pace[64] = ""; /* a rate from less than a second of packing says nothing */
     if (!tty && done < total && seconds - last_line < 30.0) return;
     last_line = seconds;
-    fprintf(stderr, "%sdtrain: [rank %d] %s: %zu/%zu images (%.1f%%), %.0f images/s, %d:%02d left%s", tty ? "\r" : "",
-            comm_rank(r->comm), what, done, total, total ? 100.0 * (double)done / (double)total : 100.0, rate,
-            (int)(left / 60), (int)left % 60, tty && done < total ? "" : "\n");
+    if (seconds >= 1.0) snprintf(pace, sizeof pace, ", %.0f images/s, %d:%02d left", rate, (int)(left / 60), (int)left % 60);
+    fprintf(stderr, "%sdtrain: [rank %d] %s: %zu/%zu images (%.1f%%)%s%s", tty ? "\r" : "", comm_rank(r->comm), what,
+            done, total, total ? 100.0 * (double)done / (double)total : 100.0, pace, tty && done < total ? "" : "\n");
     fflush(stderr);
 }
 
@@ -55,6 +56,8 @@ static int choose_dataset(dt_run *r)
     r->dataset = r->opts->dataset;
     if (r->dataset) return 0;
     if ((r->dataset = dataset_for_input(in->n_dims, in->d, net_n_classes(r->net)))) return 0;
+    /* --classes N: the dataset of the net's shape, which may have fewer classes than N */
+    if (r->opts->classes > 0 && (r->dataset = dataset_for_shape(in->n_dims, in->d))) return 0;
     shape_format(in, a, sizeof a);
     r->usage_error = 1;
     return dt_fail("%s: no dataset has the net's %s input and %d classes (expected --dataset NAME, one of %s; "
@@ -515,7 +518,8 @@ static int dry_check(dt_run *r, char *data, size_t data_n)
         snprintf(data, data_n, "%s, not here: %s", r->dataset, dt_errmsg());
         r->usage_error = 0;
         dt_err_clear();
-        if (!dataset_fits_input(r->dataset, in->n_dims, in->d, net_n_classes(r->net))) {
+        if (!(o->classes > 0 ? dataset_fits_shape(r->dataset, in->n_dims, in->d)
+                             : dataset_fits_input(r->dataset, in->n_dims, in->d, net_n_classes(r->net)))) {
             char a[48];
             r->usage_error = 1;
             shape_format(in, a, sizeof a);

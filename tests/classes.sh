@@ -35,4 +35,7 @@ printf 'input shape=3x32x32\nconv out=4 k=3\nrelu\navgpool global=1\nflatten\nso
 "$DTRAIN" --net "$T/nodense.net" $D --iters 1 --classes 100 > "$T/out" 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q "no dense layer to size to --classes 100" "$T/out" || { cat "$T/out"; fail "--classes on a net without dense: exit $rc"; }
+# without --dataset, --classes takes the dataset of the net's shape, which may have fewer classes
+"$DTRAIN" --net mlp --classes 20 --iters 1 --progress none > "$T/out" 2>&1 && grep -q "on fashion-mnist" "$T/out" ||
+    { cat "$T/out"; fail "--classes 20 without --dataset: no fashion-mnist run"; }
 echo "PASS: built-in nets take the data's classes; --classes sizes any net and refuses data with more"

@@ -92,6 +92,9 @@ const char *dataset_for_input(int n_dims, const int *d, int n_classes);
 /* The dataset of that shape whatever the class count (cifar10 for 3x32x32): what --dataset
  * synthetic copies (its size, normalisation, default augmentation). */
 const char *dataset_for_shape(int n_dims, const int *d);
+/* Whether dataset name's samples have that shape, whatever the class counts (--classes N takes
+ * data of fewer classes). */
+int dataset_fits_shape(const char *name, int n_dims, const int *d);
 /* 1 if dataset NAME has samples of that input shape and class count (mnist and fashion-mnist
  * alike; synthetic: any). */
 int dataset_fits_input(const char *name, int n_dims, const int *d, int n_classes);

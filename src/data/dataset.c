@@ -89,6 +89,16 @@ int dataset_fits_input(const char *name, int n_dims, const int *d, int n_classes
     return !strcmp(f, name);
 }
 
+int dataset_fits_shape(const char *name, int n_dims, const int *d)
+{
+    const char *f = dataset_for_shape(n_dims, d);
+    if (!strcmp(name, "synthetic")) return 1;
+    if (!f) return 0;
+    if (!strcmp(f, "fashion-mnist")) return !strcmp(name, "fashion-mnist") || !strcmp(name, "mnist");
+    if (!strcmp(f, "cifar10")) return !strcmp(name, "cifar10") || !strcmp(name, "cifar100");
+    return !strcmp(f, name);
+}
+
 int dataset_norm(const char *name, float *mean, float *std, int *crop)
 {
     const dataset_desc *d = find_desc(name);
