@@ -88,6 +88,8 @@ static const struct {
     {"input shape=4\ndense name=x out=3\ndense name=x out=2\nsoftmax_xent\n",
      "t.net:3: layer name 'x' already used on line 2"},
     {"input shape=4\ndense name=a/b out=3\nsoftmax_xent\n", "t.net:2: name 'a/b': expected letters, digits"},
+    {"input shape=4\ndense name=.fc out=3\nsoftmax_xent\n",
+     "t.net:2: name '.fc': expected letters, digits, '_', '-' or '.', not starting with '.'"},
     {"input shape=4\ndense out=3 in=nothere\nsoftmax_xent\n",
      "t.net:2: in=nothere: no layer named 'nothere' before this line"},
     {"input shape=4\ndense out=3 init=gauss\nsoftmax_xent\n", "t.net:2: dense: unknown init 'gauss'"},

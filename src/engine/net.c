@@ -156,8 +156,9 @@ static int parse_line(dt_net *net, char *line, int lineno, const char *where, in
     while (layer_type_at(type_idx) != ops) type_idx++;
     if ((k = layer_kv(kv, n_kv, "name"))) {
         if (!valid_name(k->val) || strlen(k->val) >= DT_NAME_MAX)
-            return dt_fail("%s: name '%s': expected letters, digits, '_', '-' or '.' (at most %d)", where, k->val,
-                           DT_NAME_MAX - 1);
+            return dt_fail(
+                "%s: name '%s': expected letters, digits, '_', '-' or '.', not starting with '.' (at most %d)", where,
+                k->val, DT_NAME_MAX - 1);
         strcpy(l->name, k->val);
     } else {
         snprintf(l->name, sizeof l->name, "%s%d", type, counts[type_idx] + 1);
