@@ -253,6 +253,11 @@ $SWEEP --dry-run --out "$T/lab" "$T/label.sweep" > "$T/label.out" 2>&1 || { cat 
 grep -q "consistency=ssp\$" "$T/label.out" && grep -q "staleness=2" "$T/label.out" && ! grep -q "consistency=ssp " "$T/label.out" ||
     { cat "$T/label.out"; fail "label axis: expected the point consistency=ssp with staleness=2 and no consistency option"; }
 
+# the report names the sweep file as its page finds it
+$REPORT "$T/res" > "$T/rep0" 2>&1 || { cat "$T/rep0"; fail "tools/report of the first sweep failed"; }
+p=$(sed -n 's/^Sweep `\([^`]*\)`.*/\1/p' "$T/res/report/results.md")
+[ -f "$T/res/report/$p" ] || fail "results.md names the sweep file as '$p', which is not there from the page"
+
 # the report of a fixed set of results
 cp -r "$top_srcdir/tests/fixtures/report" "$T/fixture"
 chmod -R u+w "$T/fixture"
