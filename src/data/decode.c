@@ -176,8 +176,8 @@ static int png_decode(const char *path, int channels, uint8_t **out, int *w_out,
     png_read_info(png, info);
     png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
     if (check_size(path, w, h) != 0) {
-        snprintf(e.msg, sizeof e.msg, "!");
-        png_longjmp(png, 1);
+        snprintf(e.msg, sizeof e.msg, "!"); /* said: no libpng message to add */
+        longjmp(e.jump, 1);                 /* ours (libpng's png_longjmp needs its own setjmp) */
     }
     int type = png_get_color_type(png, info);
     if (type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
@@ -189,8 +189,9 @@ static int png_decode(const char *path, int channels, uint8_t **out, int *w_out,
     int have = png_get_channels(png, info); /* 1 or 3, 8 bits each */
     size_t row = png_get_rowbytes(png, info);
     if (!(pix = malloc((size_t)h * row + 1)) || !(rows = malloc(h * sizeof *rows))) {
-        snprintf(e.msg, sizeof e.msg, "out of memory");
-        png_longjmp(png, 1);
+        dt_fail("out of memory decoding %s (%ux%u pixels)", path, (unsigned)w, (unsigned)h);
+        snprintf(e.msg, sizeof e.msg, "!");
+        longjmp(e.jump, 1);
     }
     for (png_uint_32 y = 0; y < h; y++) rows[y] = pix + y * row;
     png_read_image(png, rows);
