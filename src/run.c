@@ -42,7 +42,8 @@ static void pack_progress(void *arg, const char *what, size_t done, size_t total
     char pace[64] = ""; /* a rate from less than a second of packing says nothing */
     if (!tty && done < total && seconds - last_line < 30.0) return;
     last_line = seconds;
-    if (seconds >= 1.0) snprintf(pace, sizeof pace, ", %.0f images/s, %d:%02d left", rate, (int)(left / 60), (int)left % 60);
+    if (seconds >= 1.0)
+        snprintf(pace, sizeof pace, ", %.0f images/s, %d:%02d left", rate, (int)(left / 60), (int)left % 60);
     fprintf(stderr, "%sdtrain: [rank %d] %s: %zu/%zu images (%.1f%%)%s%s", tty ? "\r" : "", comm_rank(r->comm), what,
             done, total, total ? 100.0 * (double)done / (double)total : 100.0, pace, tty && done < total ? "" : "\n");
     fflush(stderr);

@@ -104,7 +104,8 @@ static int jpeg_decode(const char *path, FILE *f, int channels, uint8_t **out, i
     int cmyk = ci.jpeg_color_space == JCS_CMYK || ci.jpeg_color_space == JCS_YCCK;
     /* grey from a colour image as PIL makes it: from the decoded RGB (libjpeg's Y skips the RGB
      * clipping, up to 20 levels off at saturated colours) */
-    ci.out_color_space = cmyk ? JCS_CMYK : channels == 3 || ci.jpeg_color_space != JCS_GRAYSCALE ? JCS_RGB : JCS_GRAYSCALE;
+    int rgb = channels == 3 || ci.jpeg_color_space != JCS_GRAYSCALE;
+    ci.out_color_space = cmyk ? JCS_CMYK : rgb ? JCS_RGB : JCS_GRAYSCALE;
     ci.dct_method = JDCT_ISLOW; /* PIL's and libjpeg's default: the same pixels as torchvision's loader */
     jpeg_start_decompress(&ci);
     int w = (int)ci.output_width, h = (int)ci.output_height, pc = ci.output_components;

@@ -476,7 +476,8 @@ static int open_split(dt_dataset *ds, const char *root, const char *dir, const c
     /* PNGs and images of one channel are decoded as PIL converts them since 2026-12-06 (16-bit
      * samples and alpha were taken as linear light, grey was libjpeg's luma): their packs from
      * before are packed again once */
-    if (have_tree && (pngs || o->channels == 1)) fp = fp * 1099511628211ull ^ DECODE_RULES;
+    const uint8_t rules = DECODE_RULES;
+    if (have_tree && (pngs || o->channels == 1)) fp = fnv(fp, &rules, 1);
     int rc = pack_open(path, o->channels, o->image_size, have_tree, fp, s, pi, why, sizeof why);
     if (rc == 0) dataset_note_file(ds, path);
     if (rc <= 0) return rc;
