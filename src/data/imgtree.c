@@ -174,12 +174,6 @@ fail:
     return -1;
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)p)[i]) * 1099511628211ull;
-    return h;
-}
-
 /* a class folder's files: names, sizes and modification times (a folder that cannot be listed
  * hashes to 0: the pack is rebuilt, and the scan says why) */
 static uint64_t folder_sum(const char *cdir, int *pngs)
@@ -190,7 +184,7 @@ static uint64_t folder_sum(const char *cdir, int *pngs)
         dt_err_clear();
         return 0;
     }
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = DT_HASH_PACK_SEED;
     for (int i = 0; i < nf; i++) {
         struct stat st;
         size_t len = strlen(files[i]);
@@ -198,7 +192,7 @@ static uint64_t folder_sum(const char *cdir, int *pngs)
         snprintf(path, sizeof path, "%s/%s", cdir, files[i]);
         int64_t v[3] = {-1, -1, -1};
         if (stat(path, &st) == 0) v[0] = (int64_t)st.st_size, v[1] = st.st_mtim.tv_sec, v[2] = st.st_mtim.tv_nsec;
-        h = fnv(fnv(h, files[i], strlen(files[i]) + 1), v, sizeof v);
+        h = dt_hash64(v, sizeof v, dt_hash64(files[i], strlen(files[i]) + 1, h));
     }
     free_list(files, nf);
     return h;
@@ -226,10 +220,10 @@ int imgtree_fingerprint(const char *root, const char *split, int threads, uint64
         snprintf(cdir, sizeof cdir, "%s/%s", dir, sub[k]);
         sums[k] = folder_sum(cdir, &png[k]);
     }
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = DT_HASH_PACK_SEED;
     *pngs = 0;
     for (int k = 0; k < n; k++) {
-        h = fnv(fnv(h, sub[k], strlen(sub[k]) + 1), &sums[k], sizeof sums[k]);
+        h = dt_hash64(&sums[k], sizeof sums[k], dt_hash64(sub[k], strlen(sub[k]) + 1, h));
         *pngs |= png[k];
     }
     free(sums), free(png);

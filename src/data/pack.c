@@ -64,24 +64,18 @@ static uint64_t get64(const uint8_t *p)
     return v;
 }
 
-static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
-
 static uint64_t checksum(const uint8_t *base, uint64_t n, uint64_t labels_off, uint64_t names_off, uint64_t names_bytes,
                          uint64_t sums_off)
 {
-    uint64_t h = fnv(1469598103934665603ull, base, 120);
-    h = fnv(h, base + labels_off, n * 2);
-    h = fnv(h, base + names_off, names_bytes);
-    return fnv(h, base + sums_off, n * 8);
+    uint64_t h = dt_hash64(base, 120, DT_HASH_PACK_SEED);
+    h = dt_hash64(base + labels_off, n * 2, h);
+    h = dt_hash64(base + names_off, names_bytes, h);
+    return dt_hash64(base + sums_off, n * 8, h);
 }
 
 uint64_t pack_image_sum(const uint8_t *p, size_t n)
 {
-    uint64_t h = 1469598103934665603ull, w;
+    uint64_t h = DT_HASH_PACK_SEED, w;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) { /* FNV-1a over 64-bit words: ~8 bytes per multiply */
         memcpy(&w, p + i, 8);
@@ -477,7 +471,7 @@ static int open_split(dt_dataset *ds, const char *root, const char *dir, const c
      * samples and alpha were taken as linear light, grey was libjpeg's luma): their packs from
      * before are packed again once */
     const uint8_t rules = DECODE_RULES;
-    if (have_tree && (pngs || o->channels == 1)) fp = fnv(fp, &rules, 1);
+    if (have_tree && (pngs || o->channels == 1)) fp = dt_hash64(&rules, 1, fp);
     int rc = pack_open(path, o->channels, o->image_size, have_tree, fp, s, pi, why, sizeof why);
     if (rc == 0) dataset_note_file(ds, path);
     if (rc <= 0) return rc;
