@@ -268,6 +268,10 @@ static int checkpoint(dt_run *r, long done, double *seconds, const span *ep, con
         if (comm_allreduce_sum_f64(r->comm, open, 3) != 0) return -1;
         c[0] = ep->loss, c[1] = ep->correct, c[2] = ep->rows, c[3] = open[0], c[4] = open[1], c[5] = open[2];
         c[6] = t0 - ep->t0, c[7] = t0 - win->t0;
+        if (done % r->opts->log_every == 0) { /* the window ends here (finish() comes before its record): */
+            for (int k = 0; k < 3; k++) c[k] += c[3 + k], c[3 + k] = 0.0; /* the log keeps that record */
+            c[7] = 0.0;
+        }
     }
     if (ckpt_save(&r->ckpt, done, r->opts->checkpoint) != 0) {
         r->failed_rank = r->ckpt.failed_rank;

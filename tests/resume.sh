@@ -173,8 +173,8 @@ run "$DTRAIN" $C --iters 30 --resume "$T/dsync4.st" # D-Sync: another rank count
 run "$DTRAIN" $C --iters 10 --log-every 4 --log "$T/full.jsonl"
 run "$DTRAIN" $C --iters 6 --log-every 4 --checkpoint "$T/h6.st" --log "$T/part.jsonl"
 run "$DTRAIN" $C --iters 10 --log-every 4 --resume "$T/h6.st" --log "$T/part.jsonl"
-logs_agree() { # STARTS: the resumed log against the straight one
-    $PYTHON - "$T/full.jsonl" "$T/part.jsonl" "$1" "$T/h6.st" <<'PY' || fail "--resume onto its own --log: $(cut -c1-100 "$T/part.jsonl")"
+logs_agree() { # STARTS [AT]: the resumed log (resumed at AT, default 6) against the straight one
+    $PYTHON - "$T/full.jsonl" "$T/part.jsonl" "$1" "$T/h${2:-6}.st" "${2:-6}" <<'PY' || fail "--resume at ${2:-6} onto its own --log: $(cut -c1-100 "$T/part.jsonl")"
 import json, os, sys
 full, part = ([json.loads(l) for l in open(f)] for f in sys.argv[1:3])
 for kind in ("iter", "epoch"):
@@ -184,7 +184,7 @@ kinds = [r["type"] for r in part]
 assert kinds.count("start") == int(sys.argv[3]) and kinds.count("summary") == 1 and kinds[-1] == "summary", kinds
 assert kinds.count("epoch") == 1, kinds  # the first run's partial epoch 1 went
 last = [r for r in part if r["type"] == "start"][-1]
-assert last["resumed_at"] == 6 and last["resumed_from"] == os.path.realpath(sys.argv[4]), last
+assert last["resumed_at"] == int(sys.argv[5]) and last["resumed_from"] == os.path.realpath(sys.argv[4]), last
 times = [r["time"] for r in part if r["type"] != "start"]
 assert times == sorted(times), "time goes back: %s" % times
 PY
@@ -193,5 +193,10 @@ logs_agree 2
 printf '{"type":"iter","epoch":1,"iter":11,"ti' >> "$T/part.jsonl" # a crash mid-line
 run "$DTRAIN" $C --iters 10 --log-every 4 --resume "$T/h6.st" --log "$T/part.jsonl"
 logs_agree 3
+# a run that ended where its last log window ends: that window's record stays, and the resumed
+# run's next window starts empty (the final checkpoint came before the record; it counted twice)
+run "$DTRAIN" $C --iters 8 --log-every 4 --checkpoint "$T/h8.st" --log "$T/part.jsonl"
+run "$DTRAIN" $C --iters 10 --log-every 4 --resume "$T/h8.st" --log "$T/part.jsonl"
+logs_agree 2 8
 
 echo "PASS: resumed runs equal straight ones (1 to 4 ranks, 6 modes, kill -9); a resumed run's log goes on"
