@@ -160,6 +160,33 @@ START_TEST(ps_time)
 }
 END_TEST
 
+/* reading the link probe: 1 Gbit/s-like steps, then the probe's noisy cases */
+START_TEST(probe_fit)
+{
+    const double big = 1 << 20, small = 64 << 10, stream = 4 << 20;
+    double v[12] = {0};
+    /* 20 us a message, 10 ns a byte; the 4 MiB exchange streams at 8 ns a byte */
+    netmodel_fit(20e-6 + 64 * 1e-8, 20e-6 + small * 1e-8, 20e-6 + big * 1e-8, 20e-6 + stream * 8e-9,
+                 20e-6 + big * 1.2e-8, v);
+    CLOSE(v[1], 1e-8);
+    CLOSE(v[0], 20e-6);
+    CLOSE(v[3], 8e-9);
+    CLOSE(v[6], 1.2e-8);
+    ck_assert(v[11] == 0);
+    /* the 64-byte chain descheduled (alpha read as 2.2 ms, more than the 4 MiB exchange): beta_stream
+     * is the whole exchange per byte, not the 1e-12 s over 4 MiB (2.4e-19 s per byte) it was */
+    netmodel_fit(2.2e-3, 2e-6 + small * 8e-11, 2e-6 + big * 8e-11, 2e-6 + stream * 7e-11, 2e-6 + big * 9e-11, v);
+    CLOSE(v[3], (2e-6 + stream * 7e-11) / stream);
+    /* ... and where alpha is below half of it, alpha is taken off */
+    netmodel_fit(0.1e-3, 2e-6 + small * 8e-11, 2e-6 + big * 8e-11, 2e-6 + stream * 7e-11, 2e-6 + big * 9e-11, v);
+    CLOSE(v[3], (2e-6 + stream * 7e-11 - v[0]) / stream);
+    /* 1 MiB steps no slower than 64 KiB ones: beta is the upper bound, the whole 1 MiB step per byte */
+    netmodel_fit(20e-6, 1e-3, 0.9e-3, 40e-3, 1e-3, v);
+    ck_assert(v[11] == 1);
+    CLOSE(v[1], 0.9e-3 / big);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("netmodel");
@@ -170,6 +197,7 @@ int main(void)
     tcase_add_test(tc, overlap_own_core);
     tcase_add_test(tc, overlap_shared_core);
     tcase_add_test(tc, ps_time);
+    tcase_add_test(tc, probe_fit);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

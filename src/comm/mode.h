@@ -284,5 +284,9 @@ int auto_rank(dt_auto_cand *c, int n, const dt_mode_env *env, double comp, doubl
 void auto_format(const dt_auto_cand *c, int n, char *buf, size_t size);
 /* Seconds per value of a reduce step with the codec on this CPU (encode, decode-and-add, decode). */
 double netmodel_codec_gamma(const dt_codec *codec);
+/* netmodel_init's reading of its probe, in seconds: tt, ts, tb the steps of 64 bytes, 64 KiB and 1 MiB,
+ * tl one 4 MiB exchange, tbusy a 1 MiB step back to back; sets v[0] alpha, v[1] beta, v[3] beta_stream,
+ * v[6] beta_busy (before its floor at beta) and v[11], 1 where beta is the upper bound tb per byte */
+void netmodel_fit(double tt, double ts, double tb, double tl, double tbusy, double v[12]);
 
 #endif

@@ -124,9 +124,24 @@ double netmodel_codec_gamma(const dt_codec *codec)
     return best / (double)n;
 }
 
+/* the probe's message sizes: the four chains' steps and the one long exchange */
+static const size_t tiny = 64, small = 64u << 10, mid = 256u << 10, big = 1u << 20, stream = 4u << 20;
+
+void netmodel_fit(double tt, double ts, double tb, double tl, double tbusy, double v[12])
+{
+    /* still no slope: an upper bound, the whole 1 MiB step as bytes (a beta of 1e-18 s per byte made
+     * every link look free to --mode auto) */
+    v[11] = tb <= ts;
+    v[1] = v[11] ? tb / (double)big : (tb - ts) / (double)(big - small);
+    v[0] = DT_MAX(tt - (double)tiny * v[1], 1e-7);
+    /* alpha over half the 4 MiB exchange: the tiny chain was descheduled (2.2 ms once, on a busy
+     * machine, which left 2.4e-19 s per byte); the whole exchange as bytes, an upper bound */
+    v[3] = (tl - v[0] > 0.5 * tl ? tl - v[0] : tl) / (double)stream;
+    v[6] = DT_MAX(tbusy - v[0], 1e-12) / (double)big;
+}
+
 int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_comm_opts *o)
 {
-    const size_t tiny = 64, small = 64u << 10, mid = 256u << 10, big = 1u << 20, stream = 4u << 20;
     double v[12] = {0}; /* alpha, beta, gamma, beta_stream, cpu_byte, -cores, beta_busy, the 4 steps, no slope */
     int p = comm_size(c), on_machine = 1;
     m->note[0] = 0;
@@ -166,13 +181,7 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
         dt_free(s);
         dt_free(r);
         if (rc != 0) return dt_fail_prefix("timing-model probe");
-        /* still no slope: an upper bound, the whole 1 MiB step as bytes (a beta of 1e-18 s per byte made
-         * every link look free to --mode auto) */
-        v[11] = tb <= ts;
-        v[1] = v[11] ? tb / (double)big : (tb - ts) / (double)(big - small);
-        v[0] = DT_MAX(tt - (double)tiny * v[1], 1e-7);
-        v[3] = DT_MAX(tl - v[0], 1e-12) / (double)stream;
-        v[6] = DT_MAX(tbusy - v[0], 1e-12) / (double)big;
+        netmodel_fit(tt, ts, tb, tl, tbusy, v);
         v[7] = tt, v[8] = ts, v[9] = tm, v[10] = tb;
     }
     v[2] = netmodel_codec_gamma(codec);
