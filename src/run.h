@@ -81,6 +81,8 @@ typedef struct dt_run {
     int stopped;            /* the signal the run stopped for (all ranks after the same iteration), 0 */
     dt_ckpt_state ckpt;   /* what checkpoints hold: views of the parts above */
     dt_loss_scaler scaler; /* --precision fp16 */
+    unsigned long long sat_seen; /* codec_fp16_saturated() when the last log window closed */
+    double saturated;            /* values the fp16 codec saturated, all ranks, since the run (re)started */
 } dt_run;
 
 /* Collective. 0 on every rank, or -1 on every rank (failed_rank holds the message). */

@@ -349,9 +349,18 @@ static int stop_here(dt_run *r, long done, const span *ep, const span *win)
 /* Closes a log window: its sums over all ranks go to the log and into the epoch. */
 static int close_window(dt_run *r, span *win, span *ep, int epoch, long it, float lr)
 {
-    double sums[3] = {win->loss, win->correct, win->rows};
+    unsigned long long sat = codec_fp16_saturated();
+    double sums[4] = {win->loss, win->correct, win->rows, (double)(sat - r->sat_seen)};
     dt_record rec;
-    if (comm_allreduce_sum_f64(r->comm, sums, 3) != 0) return -1;
+    r->sat_seen = sat;
+    if (comm_allreduce_sum_f64(r->comm, sums, 4) != 0) return -1;
+    if (sums[3] > 0 && r->saturated == 0) /* once: the summary counts them all */
+        log_text(r->log,
+                 "warning: by iteration %ld, %.0f gradient value%s on the wire lay beyond fp16's range and went as "
+                 "+-65504 (saturated): the gradients outgrow fp16 (a diverging run? a smaller --lr, or --compress t16, "
+                 "which keeps fp32's range); the summary's fp16_saturated counts them\n",
+                 it, sums[3], sums[3] == 1 ? "" : "s");
+    r->saturated += sums[3];
     /* the slowest rank's compute (and encode_first), iteration by iteration: what synchronous modes wait for */
     if (win->comp && win->n <= win->cap && win->n > 0) {
         if (comm_allreduce_max_f64(r->comm, win->comp, (size_t)win->n) != 0) return -1;
@@ -453,7 +462,11 @@ static void summary_fields(dt_run *r)
         log_summary_field(r->log, "skipped_images", num, 1);
     }
     log_summary_field(r->log, "mode", r->mode->name, 0);
-    log_summary_field(r->log, "compress", env->opts.compress, 0);
+    log_summary_field(r->log, "compress", !strcmp(r->mode->name, "terngrad") ? "tern" : env->opts.compress, 0);
+    if (env->codec.desc && !strcmp(env->codec.desc->name, "fp16") && !strcmp(r->be->name, "cpu") && comm_size(r->comm) > 1) {
+        snprintf(num, sizeof num, "%.0f", r->saturated); /* counted where the CPU encodes */
+        log_summary_field(r->log, "fp16_saturated", num, 1);
+    }
     if (r->auto_mode) log_summary_field(r->log, "auto_ranking", r->auto_ranking, 0);
     const struct {
         const char *key;

@@ -137,6 +137,18 @@ START_TEST(fp16_exact_values_and_paths)
     for (int i = 0; i < N; i++)
         ck_assert_msg(e[i] == codec_fp16_from_float(x[i]), "x = %a: encoded %04x, portable %04x", (double)x[i], e[i],
                       codec_fp16_from_float(x[i]));
+    /* codec_fp16_saturated counts the values sent as +-65504 that lay beyond it (from 65520, which
+     * rounds to infinity), on the vector path (the first 8) and the portable one (the rest) alike */
+    const float edge[13] = {65503, 65504, 65519, 65520, -1e9f, INFINITY, -INFINITY, NAN,
+                            1,     70000, 0,     -65520, 65519.99f};
+    uint16_t code[13];
+    for (int shift = 0; shift < 13; shift++) {
+        float v[13];
+        for (int i = 0; i < 13; i++) v[i] = edge[(i + shift) % 13];
+        unsigned long long before = codec_fp16_saturated();
+        codec_encode(&c, v, 13, code);
+        ck_assert_uint_eq(codec_fp16_saturated() - before, 6);
+    }
     ck_assert_int_eq(codec_fp16_from_float(1e9f), 0x7bff);   /* saturates, no inf */
     ck_assert_int_eq(codec_fp16_from_float(-1e9f), 0xfbff);
     ck_assert_int_eq(codec_fp16_from_float(ldexpf(1.0f, -25)), 0x0000); /* tie rounds to even: 0 */

@@ -226,4 +226,18 @@ rc=$?
 grep -q "training diverged: the loss is \(nan\|infinite\) in iteration [0-9]*; the first non-finite gradient (in backward order) is 'fc3\.[a-z]*'" \
     "$T/nan.out" || { cat "$T/nan.out"; fail "NaN loss: not reported with the iteration and layer"; }
 note "NaN loss: $(grep -o 'the loss is [a-z]* in iteration [0-9]*' "$T/nan.out")"
-echo "PASS: kill -9, SIGSTOP, SIGTERM/SIGUSR1/SIGINT, a full disk, disagreeing ranks and a NaN loss all end cleanly"
+# the same run over fp16 on the wire of 2 ranks: saturation keeps it finite, so it goes on; a
+# warning says so at once and the summary counts the saturated values (terngrad's codec is named)
+mpi -np 2 "$DTRAIN" $D --net mlp --lr 90 --iters 20 --compress fp16 --log "$T/sat.jsonl" > "$T/sat.out" 2>&1 ||
+    { cat "$T/sat.out"; fail "fp16 on the wire, diverging: the run failed"; }
+grep -q "^warning: by iteration [0-9]*, [0-9]* gradient values on the wire lay beyond fp16's range" "$T/sat.out" ||
+    { cat "$T/sat.out"; fail "fp16 on the wire, diverging: no warning of saturated values"; }
+[ "$(json_last "$T/sat.jsonl" summary fp16_saturated)" -gt 0 ] || fail "fp16 on the wire, diverging: fp16_saturated"
+mpi -np 2 "$DTRAIN" $D --net mlp --iters 20 --compress fp16 --log "$T/sat0.jsonl" > "$T/sat0.out" 2>&1 ||
+    { cat "$T/sat0.out"; fail "fp16 on the wire: the run failed"; }
+! grep -q "^warning" "$T/sat0.out" && [ "$(json_last "$T/sat0.jsonl" summary fp16_saturated)" = 0 ] ||
+    { cat "$T/sat0.out"; fail "fp16 on the wire, a sane lr: saturated values reported"; }
+mpi -np 2 "$DTRAIN" $D --net mlp --iters 4 --mode terngrad --log "$T/tern.jsonl" > "$T/tern.out" 2>&1 ||
+    { cat "$T/tern.out"; fail "terngrad: the run failed"; }
+[ "$(json_last "$T/tern.jsonl" summary compress)" = "\"tern\"" ] || fail "terngrad: the summary's compress is not tern"
+echo "PASS: kill -9, SIGSTOP, SIGTERM/SIGUSR1/SIGINT, a full disk, disagreeing ranks, a NaN loss and a saturating fp16 wire all end cleanly"

@@ -53,4 +53,8 @@ static inline void codec_decode_add(const dt_codec *c, const void *in, size_t n,
     c->desc->decode_add(c, in, n, x);
 }
 
+/* How many values the fp16 codec has sent as +-65504 because they lay beyond it (infinities
+ * included), in this process since it started, on any thread; encodings on a GPU are not counted */
+unsigned long long codec_fp16_saturated(void);
+
 #endif

@@ -15,6 +15,10 @@
 uint16_t codec_fp16_from_float(float f);
 float codec_fp16_to_float(uint16_t h);
 
+static _Atomic unsigned long long saturated; /* codec_fp16_saturated: one addition an encode call */
+
+unsigned long long codec_fp16_saturated(void) { return saturated; }
+
 uint16_t codec_fp16_from_float(float f)
 {
     uint32_t x, ax, sign;
@@ -53,14 +57,18 @@ static size_t fp16_bytes(const dt_codec *c, size_t n)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define HAVE_F16C_PATH 1
-__attribute__((target("avx,f16c"))) static size_t enc_f16c(const float *x, size_t n, uint16_t *o)
+__attribute__((target("avx,f16c,popcnt"))) static size_t enc_f16c(const float *x, size_t n, uint16_t *o,
+                                                                   unsigned long long *sat)
 {
-    const __m256 hi = _mm256_set1_ps(65504.0f), lo = _mm256_set1_ps(-65504.0f);
+    const __m256 hi = _mm256_set1_ps(65504.0f), lo = _mm256_set1_ps(-65504.0f), abs = _mm256_set1_ps(-0.0f),
+                 edge = _mm256_set1_ps(65520.0f); /* from here on the rounding would give infinity */
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 v = _mm256_loadu_ps(x + i);
         __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
         __m256 c = _mm256_blendv_ps(_mm256_min_ps(_mm256_max_ps(v, lo), hi), v, nan);
+        *sat += (unsigned)__builtin_popcount((unsigned)_mm256_movemask_ps(
+            _mm256_cmp_ps(_mm256_andnot_ps(abs, v), edge, _CMP_GE_OQ)));
         _mm_storeu_si128((__m128i *)(o + i), _mm256_cvtps_ph(c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
     return i;
@@ -91,10 +99,15 @@ static void fp16_encode(const dt_codec *c, const float *x, size_t n, void *out)
     (void)c;
     uint16_t *o = out;
     size_t i = 0;
+    unsigned long long sat = 0;
 #ifdef HAVE_F16C_PATH
-    if (have_f16c()) i = enc_f16c(x, n, o);
+    if (have_f16c()) i = enc_f16c(x, n, o, &sat);
 #endif
-    for (; i < n; i++) o[i] = codec_fp16_from_float(x[i]);
+    for (; i < n; i++) {
+        o[i] = codec_fp16_from_float(x[i]);
+        sat += fabsf(x[i]) >= 65520.0f; /* rounds to infinity, sent as 65504 */
+    }
+    if (sat) saturated += sat;
 }
 
 static void fp16_decode(const dt_codec *c, const void *in, size_t n, float *x)
