@@ -791,7 +791,17 @@ int cli_parse(int argc, char **argv, dt_opts *o)
         }
         if (c == '?') {
             const char *arg = argv[optind - 1];
-            if (optopt && optopt < 256) return dt_fail("unknown option '-%c' (see dtrain --help)", optopt);
+            if (optopt && optopt < 256) { /* the word it came in: "-np" reports '-n' */
+                const char *w = NULL;
+                for (int k = optind - 1; k <= optind && k < argc; k++)
+                    if (k > 0 && !w && argv[k][0] == '-' && argv[k][1] == optopt) w = argv[k];
+                if (w && (!strcmp(w, "-np") || !strcmp(w, "-n")))
+                    return dt_fail("unknown option '%s': mpirun's -np goes before dtrain (mpirun -np P dtrain "
+                                   "[OPTION]...)",
+                                   w);
+                if (w) return dt_fail("unknown option '%s' (dtrain's options are --NAME; see dtrain --help)", w);
+                return dt_fail("unknown option '-%c' (see dtrain --help)", optopt);
+            }
             /* getopt_long takes a unique prefix of a name; one that starts several is ambiguous */
             char names[512] = "";
             size_t len = arg[0] == '-' && arg[1] == '-' ? strcspn(arg + 2, "=") : 0;
@@ -901,7 +911,8 @@ void cli_help(FILE *f)
             fprintf(f, "\n%s:\n", group);
         }
         snprintf(left, sizeof left, "--%s%s%s", d->name, d->metavar ? " " : "", d->metavar ? d->metavar : "");
-        fprintf(f, "  %-26s %s", left, d->help);
+        if (strlen(left) < 26) fprintf(f, "  %-26s %s", left, d->help);
+        else fprintf(f, "  %s\n  %-26s %s", left, "", d->help); /* as GNU's --help: no run-together columns */
         if (d->dflt) fprintf(f, " [%s]", d->dflt);
         fputc('\n', f);
     }

@@ -83,8 +83,10 @@ int weights_check_finite(const dt_net *net, const float *w, const float *state, 
         for (size_t k = 0; k < p->n; k++)
             if (!isfinite(d[k]) && !bad++) first = k;
         if (bad)
-            return dt_fail("%s: tensor '%s' holds %zu non-finite values (the first, [%zu], is %g)", path, p->name, bad,
-                           first, (double)d[first]);
+            return bad == 1 ? dt_fail("%s: tensor '%s' holds a non-finite value ([%zu] is %g)", path, p->name, first,
+                                      (double)d[first])
+                            : dt_fail("%s: tensor '%s' holds %zu non-finite values (the first, [%zu], is %g)", path,
+                                      p->name, bad, first, (double)d[first]);
     }
     return 0;
 }

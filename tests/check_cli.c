@@ -48,6 +48,8 @@ static const struct {
 } bad[] = {
     {{"--bogus"}, "unknown option '--bogus' (see dtrain --help)"},
     {{"-x"}, "unknown option '-x'"},
+    {{"--iters", "3", "-np", "2"}, "unknown option '-np': mpirun's -np goes before dtrain (mpirun -np P dtrain"},
+    {{"-lr", "0.1"}, "unknown option '-lr' (dtrain's options are --NAME"},
     {{"--lr"}, "--lr: missing value (expected X)"},
     {{"--log", "out", "--save", "out"}, "--log out and --save out are one file: the weights would replace the log"},
     {{"--save", "/tmp/w.st", "--checkpoint", "/tmp/./w.st"},

@@ -98,6 +98,25 @@ printf 'input shape=1x28x28\ndense name=fc1 out=7\nrelu\ndense name=fc2 out=500\
 "$DTRAIN" --net "$T/narrow.net" $D --epochs 0 --save "$T/narrow.st" >/dev/null || fail "could not write narrow.st"
 expect_error "--load of another net's weights" 1 "tensor 'fc2.weight' has shape [500, 7] (expected [500, 500] for net mlp)" \
     "$DTRAIN" --net mlp $D --load "$T/narrow.st"
+# weights that are not finite: the tensor and the first bad value named (one, or how many)
+$PYTHON - "$top_srcdir/tools" "$T/narrow.st" "$T/nan1.st" "$T/nan3.st" <<'PY' || fail "could not write NaN weights"
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, safetensors_np as st
+t = st.read(sys.argv[2])
+for path, bad in ((sys.argv[3], [4]), (sys.argv[4], [2, 5, 6])):
+    out = []
+    for name, (dtype, shape, a) in t.items():
+        a = a.copy()
+        if name == "fc3.bias":
+            a[bad] = np.nan
+        out.append((name, dtype, a))
+    st.write(path, out)
+PY
+expect_error "--load of a NaN" 1 "$T/nan1.st: tensor 'fc3.bias' holds a non-finite value ([4] is nan)" \
+    "$DTRAIN" --net "$T/narrow.net" $D --epochs 0 --load "$T/nan1.st"
+expect_error "--load of 3 NaNs" 1 "$T/nan3.st: tensor 'fc3.bias' holds 3 non-finite values (the first, [2], is nan)" \
+    "$DTRAIN" --net "$T/narrow.net" $D --epochs 0 --load "$T/nan3.st"
 printf 'input shape=1x28x28\nconv name=c1 out=4 k=3\nflatten\ndense name=fc2 out=10\nsoftmax_xent\n' > "$T/other.net"
 expect_error "--load of another net's weights, names and shapes" 1 "does not hold the tensors of net other: 2 missing (c1.weight, c1.bias), 4 not in the net (fc3.weight, fc3.bias, fc1.weight, fc1.bias); and tensor 'fc2.weight' has shape [500, 7] (expected [10, 2704]" \
     "$DTRAIN" --net "$T/other.net" $D --load "$T/narrow.st"
