@@ -158,7 +158,7 @@ static void json_times(FILE *f, const dt_record *r)
         fprintf(f, ",\"skipped_steps\":%.0f", r->t.skipped);
     if (r->loss_scale > 0) fprintf(f, ",\"loss_scale\":%.9g", r->loss_scale);
     fprintf(f, ",\"bytes_sent\":%.0f,\"bytes_recv\":%.0f", r->t.bytes_sent / n, r->t.bytes_recv / n);
-    if (r->t.early > 0) fprintf(f, ",\"bytes_early\":%.0f", r->t.early / n);
+    if (r->may_early || r->t.early > 0) fprintf(f, ",\"bytes_early\":%.0f", r->t.early / n);
 }
 
 static void json_fields(dt_log *l, FILE *f)

@@ -35,6 +35,7 @@ typedef struct dt_record {
     double t_model;   /* the timing model's prediction of seconds per iteration (0: none) */
     double loss_scale; /* --precision fp16: the loss scale after the last iteration (0: none) */
     int may_skip;      /* the run skips steps that overflow (fp16, csc's dynamic loss scale): skipped_steps */
+    int may_early;     /* ps --ps-wait-free: bytes_early, 0 too */
 } dt_record;
 
 /* `enabled` is 1 on rank 0. json_path may be NULL. `launched`: started by mpirun (known before

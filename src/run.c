@@ -512,9 +512,12 @@ static int dry_check(dt_run *r, char *data, size_t data_n)
     if ((rc = open_data(r, 0)) == 0) {
         if (check_fit(r) != 0 || check_rerun(r, !strstr(r->ds->train.origin, "not packed yet")) != 0) return -1;
         n_train = r->ds->train.n;
-        snprintf(data, data_n, "%s, %zu training and %zu test samples%s%s%s", r->dataset, r->ds->train.n,
-                 r->ds->test.n, r->ds->synthetic ? " (generated)" : " in ", r->ds->synthetic ? "" : r->ds->dir,
-                 strstr(r->ds->train.origin, "not packed yet") ? " (not packed yet: the first run packs it)" : "");
+        if (r->ds->synthetic) /* never evaluated: no test samples to speak of */
+            snprintf(data, data_n, "%s, %zu training samples (generated; no evaluation)", r->dataset, r->ds->train.n);
+        else
+            snprintf(data, data_n, "%s, %zu training and %zu test samples in %s%s", r->dataset, r->ds->train.n,
+                     r->ds->test.n, r->ds->dir,
+                     strstr(r->ds->train.origin, "not packed yet") ? " (not packed yet: the first run packs it)" : "");
     } else if (rc == DT_DATA_NOT_FOUND) {
         snprintf(data, data_n, "%s, not here: %s", r->dataset, dt_errmsg());
         r->usage_error = 0;
@@ -596,6 +599,7 @@ int run_dry(dt_run *r)
     if (run_agree(r, dry_check(r, data, sizeof data)) != 0 || run_agree(r, pack_only_fits(r)) != 0) return -1;
     if (comm_rank(r->comm) != 0) return 0;
     net_check_memory(r->net, r->be, r->local_batch, &bytes);
+    if ((float)o->momentum != 0.0f) bytes += 4.0 * (double)r->net->n_params; /* optim_create's velocity */
     double shuffle = (double)sampler_bytes(r->n_train); /* the sampler's indices, host memory */
     shape_format(&r->net->input->out, shape, sizeof shape);
     int predict = r->auto_mode && o->comm.model_alpha >= 0 && o->comm.model_beta >= 0 && o->comm.model_compute > 0;
@@ -607,8 +611,8 @@ int run_dry(dt_run *r)
         mode_describe(r->mode, env, mode, sizeof mode);
     printf("dry run%s%s: everything a run checks before training passed\n", o->config ? " of " : "",
            o->config ? o->config : "");
-    printf("  net %s: %zu parameters, %s input, %d classes; %.3g GB per rank on %s at %d samples per rank, and %.3g GB "
-           "of host memory per rank for the shuffle\n",
+    printf("  net %s: %zu parameters, %s input, %d classes; %.3g GB per rank on %s at %d samples per rank (the net "
+           "and its optimizer; the mode's buffers come on top), and %.3g GB of host memory per rank for the shuffle\n",
            r->net->name, r->net->n_params, shape, net_n_classes(r->net), bytes / 1e9, r->be->name, r->local_batch,
            shuffle / 1e9);
     printf("  data %s\n", data);
@@ -813,12 +817,14 @@ static void banner(dt_run *r)
              mode);
     int cores = (int)sysconf(_SC_NPROCESSORS_ONLN), here = comm_local_size(r->comm); /* rank 0's host */
     if (o->threads > 0 && cores > 0 &&
-        (long)r->threads * here > cores) /* oversubscribed: OpenMP's threads wait for each other */
+        (long)r->threads * here > cores) { /* oversubscribed: OpenMP's threads wait for each other */
+        char fix[96] = "more ranks than cores: fewer ranks on this host";
+        if (here <= cores) snprintf(fix, sizeof fix, "--threads 0 takes %d", cores / DT_MAX(1, here));
         log_text(r->log,
                  "note: --threads %d on %d rank%s of this host is more threads than its %d core%s, which "
-                 "slows every pass (--threads 0 takes %d)\n",
-                 r->threads, here, here == 1 ? "" : "s", cores, cores == 1 ? "" : "s",
-                 DT_MAX(1, cores / DT_MAX(1, here)));
+                 "slows every pass (%s)\n",
+                 r->threads, here, here == 1 ? "" : "s", cores, cores == 1 ? "" : "s", fix);
+    }
     char length[96]; /* --iters cuts the epochs short */
     if (env->total_iters < o->epochs * env->iters_per_epoch)
         snprintf(length, sizeof length, "%ld iteration%s (--iters; %ld epoch%s asked)", env->total_iters,
@@ -843,9 +849,12 @@ static void banner(dt_run *r)
     if (o->epochs == 0 && o->iters > 0) /* a cap on nothing: said, as a flag that does nothing must be */
         log_text(r->log, "note: --iters %ld stops nothing: --epochs 0 only evaluates (train with --epochs 1 or more)\n",
                  o->iters);
-    log_text(r->log, "augmentation: %s; %ld batch%s prefetched%s%s%s\n", aug, o->prefetch, o->prefetch == 1 ? "" : "es",
-             UPLOADS(r->be) ? ", copied to " : "", UPLOADS(r->be) ? r->be->name : "",
-             UPLOADS(r->be) ? " memory a batch ahead on a queue of their own" : "");
+    if (o->synthetic_once) /* no loader: nothing prefetched */
+        log_text(r->log, "augmentation: %s; one batch made once (--synthetic-once), no loader\n", aug);
+    else
+        log_text(r->log, "augmentation: %s; %ld batch%s prefetched%s%s%s\n", aug, o->prefetch,
+                 o->prefetch == 1 ? "" : "es", UPLOADS(r->be) ? ", copied to " : "", UPLOADS(r->be) ? r->be->name : "",
+                 UPLOADS(r->be) ? " memory a batch ahead on a queue of their own" : "");
     if (env->note[0]) log_text(r->log, "%s: %s\n", r->mode->name, env->note);
     if (env->model.note[0]) log_text(r->log, "note: %s\n", env->model.note);
     if (o->rerun_git[0] && strcmp(o->rerun_git, DT_GIT_VERSION) != 0)
