@@ -77,6 +77,7 @@ static void fill(dt_run *r, dt_record *rec, const char *type, int epoch, long it
     rec->t_model = predict(r, s);
     rec->loss_scale = r->scaler.on ? r->scaler.scale : 0.0;
     rec->may_skip = r->scaler.on || (r->env.opts.loss_scale && !strcmp(r->env.opts.loss_scale, "dynamic"));
+    rec->may_early = r->env.opts.ps_wait_free;
 }
 
 /* Loss and accuracy on this worker's share of the test set, averaged over ranks into test[0..1]. */

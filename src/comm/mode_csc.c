@@ -535,10 +535,20 @@ static void csc_finalize(void *state, dt_mode_env *env)
 static void csc_describe(const dt_mode_env *env, char *buf, size_t n)
 {
     const char *ls = env->opts.loss_scale;
-    int scaled = ls && strcmp(ls, "none") != 0;
-    if (env->opts.momentum_correction || scaled)
-        snprintf(buf, n, " (%s%s%s%s)", env->opts.momentum_correction ? "momentum correction" : "",
-                 env->opts.momentum_correction && scaled ? ", " : "", scaled ? "loss scale " : "", scaled ? ls : "");
+    int scaled = ls && strcmp(ls, "none") != 0, lazy = isfinite(env->opts.fusion_bytes);
+    char parts[3][64] = {"", "", ""};
+    const char *sep = " (";
+    size_t at = 0;
+    if (env->opts.momentum_correction) snprintf(parts[0], sizeof parts[0], "momentum correction");
+    if (scaled) snprintf(parts[1], sizeof parts[1], "loss scale %s", ls);
+    if (lazy) snprintf(parts[2], sizeof parts[2], "lazy allreduce every %.0f bytes", env->opts.fusion_bytes);
+    buf[0] = 0;
+    for (int i = 0; i < 3 && at < n; i++) {
+        if (!parts[i][0]) continue;
+        at += (size_t)snprintf(buf + at, n - at, "%s%s", sep, parts[i]);
+        sep = ", ";
+    }
+    if (at && at < n) snprintf(buf + at, n - at, ")");
 }
 
 static int check_loss_scale(const char *v, const char *origin)

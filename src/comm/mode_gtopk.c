@@ -340,8 +340,10 @@ static int gtopk_device_net(const dt_mode_env *env, char *why, size_t n)
 static void gtopk_describe(const dt_mode_env *env, char *buf, size_t n)
 {
     const dt_comm_opts *o = &env->opts;
-    snprintf(buf, n, " (density %g%s, warm-up %s%s)", o->density, mode_topk_sampled(o) ? ", sampled threshold" : "",
-             o->density_warmup, o->momentum_correction ? ", momentum correction" : "");
+    char clip[48] = "";
+    if (o->clip_norm > 0) snprintf(clip, sizeof clip, ", local clipping at %g/sqrt(P)", o->clip_norm);
+    snprintf(buf, n, " (density %g%s, warm-up %s%s%s)", o->density, mode_topk_sampled(o) ? ", sampled threshold" : "",
+             o->density_warmup, o->momentum_correction ? ", momentum correction" : "", clip);
 }
 
 const dt_mode_desc mode_gtopk = {

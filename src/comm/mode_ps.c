@@ -763,9 +763,11 @@ static void ps_describe(const dt_mode_env *env, char *buf, size_t n)
 {
     const dt_comm_opts *o = &env->opts;
     int each = o->ps_apply && strcmp(o->ps_apply, "each") == 0;
-    snprintf(buf, n, " (%d worker%s + %ld server%s, %s placement, staleness %ld%s)", env->n_workers,
+    int range = o->ps_messages && strcmp(o->ps_messages, "range") == 0;
+    snprintf(buf, n, " (%d worker%s + %ld server%s, %s placement, staleness %ld%s%s%s)", env->n_workers,
              env->n_workers == 1 ? "" : "s", o->ps_servers, o->ps_servers == 1 ? "" : "s", o->placement, o->staleness,
-             each ? ", a step per push (SSP)" : "");
+             each ? ", a step per push (SSP)" : "", range ? ", a message per placed range" : "",
+             o->ps_wait_free ? ", wait-free backprop" : "");
 }
 
 static const dt_optdef ps_flags[] = {
