@@ -161,6 +161,13 @@ static void json_times(FILE *f, const dt_record *r)
     if (r->may_early || r->t.early > 0) fprintf(f, ",\"bytes_early\":%.0f", r->t.early / n);
 }
 
+/* ,"key":v with %.6g, or null where v is not finite */
+static void json_number(FILE *f, const char *key, double v)
+{
+    if (isfinite(v)) fprintf(f, ",\"%s\":%.6g", key, v);
+    else fprintf(f, ",\"%s\":null", key);
+}
+
 static void json_fields(dt_log *l, FILE *f)
 {
     for (int i = 0; i < l->n_fields; i++) {
@@ -237,9 +244,10 @@ static int write_json(dt_log *l, const dt_record *r)
     FILE *f = l->json;
     fprintf(f, "{\"type\":\"%s\",\"epoch\":%d,\"iter\":%ld,\"time\":%.4f", r->type, r->epoch, r->iter,
             r->time + l->time_offset);
-    if (r->loss >= 0) fprintf(f, ",\"loss\":%.6g", r->loss);
+    /* -1: no such value; one that is not finite (weights --allow-nonfinite let in) is JSON's null */
+    if (!(r->loss < 0)) json_number(f, "loss", r->loss);
     if (r->train_acc >= 0) fprintf(f, ",\"train_acc\":%.6g", r->train_acc);
-    if (r->test_loss >= 0) fprintf(f, ",\"test_loss\":%.6g", r->test_loss);
+    if (!(r->test_loss < 0)) json_number(f, "test_loss", r->test_loss);
     if (r->test_acc >= 0) fprintf(f, ",\"test_acc\":%.6g", r->test_acc);
     fprintf(f, ",\"lr\":%.6g,\"samples_per_s\":%.6g", r->lr, r->samples_per_s);
     if (strcmp(r->type, "iter") != 0)

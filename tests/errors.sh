@@ -115,6 +115,9 @@ for path, bad in ((sys.argv[3], [4]), (sys.argv[4], [2, 5, 6])):
 PY
 expect_error "--load of a NaN" 1 "$T/nan1.st: tensor 'fc3.bias' holds a non-finite value ([4] is nan)" \
     "$DTRAIN" --net "$T/narrow.net" $D --epochs 0 --load "$T/nan1.st"
+timeout 60 "$DTRAIN" --net "$T/narrow.net" $D --epochs 0 --load "$T/nan1.st" --allow-nonfinite --log "$T/nan.jsonl" \
+    > "$T/out" 2>&1 || { cat "$T/out"; fail "--allow-nonfinite: the evaluation failed"; }
+[ "$(json_last "$T/nan.jsonl" summary test_loss)" = null ] || fail "a NaN test loss is not null in the log"
 expect_error "--load of 3 NaNs" 1 "$T/nan3.st: tensor 'fc3.bias' holds 3 non-finite values (the first, [2], is nan)" \
     "$DTRAIN" --net "$T/narrow.net" $D --epochs 0 --load "$T/nan3.st"
 printf 'input shape=1x28x28\nconv name=c1 out=4 k=3\nflatten\ndense name=fc2 out=10\nsoftmax_xent\n' > "$T/other.net"
