@@ -38,7 +38,13 @@ typedef struct context {
     const char *label;       /* what the job does ("mode dsync") */
     volatile int broken;     /* a wait gave up: the ranks no longer agree on where they are */
     MPI_Comm health;         /* roll calls only */
+    int *pong;               /* per rank: the answer to its ping, this rank's stall in ms (answer_pings) */
 } context;
+
+/* A rank whose wait went this long between two looks (ms) was not running: stopped (SIGSTOP, and
+ * resumed as the job ends: Open MPI sends SIGCONT before it kills) or starved of CPU for that long.
+ * Its answer to a roll call does not count as answering. */
+#define STALL_MS 1000
 
 enum { TAG_PING = 1, TAG_PONG = 2 };
 
@@ -106,6 +112,10 @@ static int init(int *argc, char ***argv, dt_comm **out)
     c->ctx->timeout = 300.0;
     c->ctx->iteration = -1;
     c->ctx->label = "start-up";
+    if (!(c->ctx->pong = calloc((size_t)c->size, sizeof *c->ctx->pong))) {
+        free(c->ctx), free(c);
+        return dt_fail("out of memory");
+    }
     MPI_Comm_dup(c->world, &c->ctx->health);
     MPI_Comm_set_errhandler(c->ctx->health, MPI_ERRORS_RETURN);
     *out = c;
@@ -118,11 +128,12 @@ void comm_set_iteration(dt_comm *c, long it) { c->ctx->iteration = it; }
 void comm_set_label(dt_comm *c, const char *label) { c->ctx->label = label; }
 int comm_broken(const dt_comm *c) { return c->ctx->broken; }
 
-/* Answers every ping that has arrived (from a rank calling the roll). Matched probes keep two
- * threads that both answer from taking each other's message. */
-static void answer_pings(context *x)
+/* Answers every ping that has arrived (from a rank calling the roll) with `stalled`, the seconds
+ * this rank's wait went without a look before this one. Matched probes keep two threads that both
+ * answer from taking each other's message. */
+static void answer_pings(context *x, double stalled)
 {
-    static const int pong = 1; /* a send buffer that outlives the freed request */
+    int ms = stalled * 1e3 < 1e9 ? (int)(stalled * 1e3) : 1000000000;
     for (;;) {
         int flag = 0, from;
         MPI_Message msg;
@@ -130,13 +141,15 @@ static void answer_pings(context *x)
         MPI_Request r;
         if (MPI_Improbe(MPI_ANY_SOURCE, TAG_PING, x->health, &flag, &msg, &st) != MPI_SUCCESS || !flag) return;
         if (MPI_Mrecv(&from, 1, MPI_INT, &msg, &st) != MPI_SUCCESS) return;
-        if (MPI_Isend(&pong, 1, MPI_INT, st.MPI_SOURCE, TAG_PONG, x->health, &r) == MPI_SUCCESS) MPI_Request_free(&r);
+        x->pong[st.MPI_SOURCE] = ms; /* a send buffer that outlives the freed request */
+        if (MPI_Isend(&x->pong[st.MPI_SOURCE], 1, MPI_INT, st.MPI_SOURCE, TAG_PONG, x->health, &r) == MPI_SUCCESS)
+            MPI_Request_free(&r);
     }
 }
 
 /* Pings every other rank and waits up to `grace` seconds for the answers (answering pings
- * meanwhile); writes the ranks that did not answer ("rank 2", "ranks 2, 5") to out. Returns their
- * number, or -1 when the roll could not be called. */
+ * meanwhile); writes the ranks that did not answer, or answered after a stall (STALL_MS), ("rank 2",
+ * "ranks 2, 5") to out. Returns their number, or -1 when the roll could not be called. */
 static int roll_call(dt_comm *c, double grace, char *out, size_t n)
 {
     static int me; /* a send buffer that outlives the freed requests */
@@ -158,18 +171,18 @@ static int roll_call(dt_comm *c, double grace, char *out, size_t n)
     }
     got[me] = 1;
     for (double t0 = dt_now(), left = size - 1; left > 0 && dt_now() - t0 < grace;) {
-        answer_pings(x);
+        answer_pings(x, 0.0);
         for (int p = 0; p < size; p++) {
             int flag = 0;
             if (got[p]) continue;
             MPI_Test(&r[2 * p], &flag, MPI_STATUS_IGNORE);
-            if (flag) got[p] = 1, left--;
+            if (flag) got[p] = ans[p] >= STALL_MS ? 2 : 1, left--; /* 2: it answers, but was stopped */
         }
         sched_yield();
     }
     char list[160] = "";
     for (int p = 0; p < size; p++) {
-        if (got[p]) continue;
+        if (got[p] == 1) continue;
         size_t len = strlen(list);
         if (len + 16 < sizeof list) snprintf(list + len, sizeof list - len, "%s%d", silent ? ", " : "", p);
         else if (!strstr(list, "...")) strcat(list, ", ...");
@@ -214,12 +227,13 @@ static int give_up(dt_comm *c, double waited, const char *who, const char *op)
 static int wait_reqs(dt_comm *c, int n, MPI_Request *r, MPI_Status *st, int *any, const char *op, int peer)
 {
     int done = 0, rc = any ? MPI_Testany(n, r, any, &done, st) : MPI_Testall(n, r, &done, st);
-    double t0 = 0.0;
+    double t0 = 0.0, prev = 0.0;
     for (unsigned spins = 0; rc == MPI_SUCCESS && !done; spins++) {
         if ((spins & 127) == 127) {
             double now = dt_now();
             if (t0 == 0.0) t0 = now;
-            if (c->size > 1) answer_pings(c->ctx);
+            if (c->size > 1) answer_pings(c->ctx, prev > 0.0 ? now - prev : 0.0);
+            prev = now;
             if (c->ctx->timeout > 0 && now - t0 > c->ctx->timeout) {
                 char who[48];
                 if (peer >= 0) snprintf(who, sizeof who, "rank %d", peer);
@@ -281,7 +295,7 @@ static void *bound_watch(void *arg)
             fprintf(stderr, "dtrain: [rank %d] %s\n", c->rank, dt_errmsg());
             comm_abort(c, 1);
         }
-        if (c && c->thread_multiple && c->size > 1) answer_pings(c->ctx);
+        if (c && c->thread_multiple && c->size > 1) answer_pings(c->ctx, 0.0);
         pthread_mutex_lock(&b->mu);
     }
     pthread_mutex_unlock(&b->mu);
@@ -376,6 +390,7 @@ void comm_free(dt_comm *c)
     if (c->local != MPI_COMM_NULL && !c->is_dup) MPI_Comm_free(&c->local);
     if (!c->is_dup) {
         MPI_Comm_free(&c->ctx->health);
+        free(c->ctx->pong);
         free(c->ctx);
     }
     MPI_Comm_free(&c->world);
