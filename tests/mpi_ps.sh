@@ -67,6 +67,8 @@ for place in uniform round-robin; do
             [ "$early" = 0 ] || fail "uniform placement, one message per server: bytes_early $early (expected 0)"
         else
             [ "${early:-0}" -gt 0 ] || fail "--ps-wait-free ($place, $m): nothing went out during backward"
+            awk -v c="$(json_last "$T/wf--ps-wait-free.jsonl" summary cpu_comm)" 'BEGIN { exit !(c > 0) }' ||
+                fail "--ps-wait-free ($place, $m): cpu_comm does not count the communication thread's CPU"
         fi
         note "--ps-wait-free, $place, $m: the same weights and bytes; ${early:-0} bytes per iteration during backward"
     done

@@ -355,7 +355,14 @@ static int ps_begin(void *state, dt_mode_env *env, const dt_iter *it, dt_times *
     t->comm += t1 - t0;
     t->update += dt_now() - t1;
     if (s->net) worker_take_times(s->thread, t); /* its thread's transfers */
-    else ps_count_bytes(s, env, t);
+    else {
+        ps_count_bytes(s, env, t);
+        if (s->thread) { /* --ps-wait-free: its thread's CPU (its sends overlap backward: not in the split) */
+            dt_times th = {0};
+            worker_take_times(s->thread, &th);
+            t->cpu_comm += th.cpu_comm;
+        }
+    }
     return 0;
 }
 
