@@ -464,7 +464,8 @@ static void summary_fields(dt_run *r)
     }
     log_summary_field(r->log, "mode", r->mode->name, 0);
     log_summary_field(r->log, "compress", !strcmp(r->mode->name, "terngrad") ? "tern" : env->opts.compress, 0);
-    if (env->codec.desc && !strcmp(env->codec.desc->name, "fp16") && !strcmp(r->be->name, "cpu") && comm_size(r->comm) > 1) {
+    if (env->codec.desc && !strcmp(env->codec.desc->name, "fp16") && !strcmp(r->be->name, "cpu") &&
+        comm_size(r->comm) > 1) {
         snprintf(num, sizeof num, "%.0f", r->saturated); /* counted where the CPU encodes */
         log_summary_field(r->log, "fp16_saturated", num, 1);
     }
