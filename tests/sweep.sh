@@ -16,6 +16,8 @@
 #  - save and checkpoint of a sweep's config are written into each point's directory; a results
 #    directory that cannot take a point's status stops the sweep with a message, exit 1; JSON nested
 #    past Python's stack is damage, said, as in tools/report
+#  - tools/report turns runs' --log files into a table and plots compared side by side, also of a
+#    run going on; refuses files that are not logs
 #  - tools/report turns a fixed set of results (tests/fixtures/report) into its tables and PNGs,
 #    and a reproduction page with verdicts; damaged or missing results are said and counted; a
 #    sweep whose points all failed is judged on nothing, and earlier plots of it are removed
@@ -258,6 +260,36 @@ $REPORT "$T/res" > "$T/rep0" 2>&1 || { cat "$T/rep0"; fail "tools/report of the 
 p=$(sed -n 's/^Sweep `\([^`]*\)`.*/\1/p' "$T/res/report/results.md")
 [ -f "$T/res/report/$p" ] || fail "results.md names the sweep file as '$p', which is not there from the page"
 
+# the report of runs' logs (no sweep): a column per option they differ in, the first log the baseline,
+# the table on the terminal too; a log cut before its summary (a run going on) is drawn, its row
+# empty; a file that is not a log, and logs beside a results directory, are refused (exit 2)
+logs=$(for m in dsync pipesgd; do grep -l "^mode = $m\$" "$T"/res/*/point.conf; done | sed 's#point.conf$#log.jsonl#')
+[ "$(echo $logs | wc -w)" -eq 2 ] || fail "expected a log of each point of the first sweep, found: $logs"
+$REPORT --out "$T/logrep" $logs > "$T/rep1" 2>&1 || { cat "$T/rep1"; fail "tools/report of two logs failed"; }
+head -n 1 "$T/logrep/results.csv" | grep -q "^log,mode,ranks,state,final test accuracy,samples/s,speed-up," &&
+    grep -q '^[0-9a-f]*/log.jsonl,dsync,2,ok,,[0-9.]*,1.00x,' "$T/logrep/results.csv" &&
+    grep -q '^[0-9a-f]*/log.jsonl,pipesgd,2,ok,,[0-9.]*,[0-9.]*x,' "$T/logrep/results.csv" ||
+    { cat "$T/rep1" "$T/logrep/results.csv"; fail "tools/report of logs: unexpected table"; }
+grep -q '^| [0-9a-f]*/log.jsonl | pipesgd | 2 | ok |' "$T/rep1" && grep -q "2 logs -> $T/logrep" "$T/rep1" ||
+    { cat "$T/rep1"; fail "tools/report of logs: no table on the terminal"; }
+for png in loss time_split bytes; do
+    f="$T/logrep/$png.png"
+    [ "$(head -c 8 "$f" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] && [ "$(stat -c %s "$f")" -gt 10000 ] ||
+        { cat "$T/rep1"; fail "tools/report of logs: $png.png missing, not a PNG or suspiciously small"; }
+done
+[ ! -e "$T/logrep/accuracy_epoch.png" ] || fail "tools/report of logs: an accuracy plot of runs that measured none"
+one=$(echo $logs | cut -d' ' -f1)
+head -n -1 "$one" > "$T/going.jsonl"
+$REPORT "$T/going.jsonl" > "$T/rep2" 2>&1 || { cat "$T/rep2"; fail "tools/report of a log without its summary failed"; }
+grep -q "going.jsonl: no summary record yet" "$T/rep2" && grep -q '^going.jsonl,2,not finished,' "$T/report/results.csv" &&
+    [ -s "$T/report/loss.png" ] || { cat "$T/rep2" "$T/report/results.csv"; fail "tools/report of a run going on"; }
+for args in "$T/two.sweep" "$T/res $one" "--reproduction $T/R.md $one"; do
+    rc=0
+    $REPORT $args > "$T/rep3" 2>&1 || rc=$?
+    [ $rc -eq 2 ] && grep -q "expected a log dtrain --log wrote\|not both\|not logs" "$T/rep3" && ! grep -q Traceback "$T/rep3" ||
+        { cat "$T/rep3"; fail "tools/report $args: exit $rc, or no message"; }
+done
+
 # the report of a fixed set of results
 cp -r "$top_srcdir/tests/fixtures/report" "$T/fixture"
 chmod -R u+w "$T/fixture"
@@ -267,7 +299,7 @@ head -n 1 "$T/fixture/report/results.csv" | grep -q "^mode,ranks,link,state,fina
 [ "$(grep -c ',ok,' "$T/fixture/report/results.csv")" -eq 4 ] || fail "results.csv: expected 4 rows that ran"
 grep -q "^| dsync | 1 | none | ok | 0.86" "$T/fixture/report/results.md" || { cat "$T/fixture/report/results.md"; fail "results.md: the baseline row"; }
 grep -q "| 1.00x |" "$T/fixture/report/results.md" || fail "results.md: no speed-up column"
-for png in accuracy_epoch accuracy_time time_split bytes scaling; do
+for png in loss accuracy_epoch accuracy_time time_split bytes scaling; do
     f="$T/fixture/report/$png.png"
     [ -f "$f" ] || fail "$png.png not written"
     [ "$(head -c 8 "$f" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "$png.png is not a PNG"
