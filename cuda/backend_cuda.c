@@ -183,8 +183,8 @@ int cuda_scratch(dt_backend *be, size_t bytes)
     c->scratch = c->host_scratch = NULL;
     c->scratch_bytes = 0;
     CU(cudaMalloc(&c->scratch, bytes), "scratch");
-    cuda_count(c, (long long)bytes);
-    CU(cudaMallocHost(&c->host_scratch, bytes), "pinned scratch");
+    CU(cudaMallocHost(&c->host_scratch, bytes), "pinned scratch"); /* fails: scratch is freed at the next call */
+    cuda_count(c, (long long)bytes); /* counted once both are there, as scratch_bytes says */
     c->scratch_bytes = bytes;
     return 0;
 }
@@ -554,7 +554,14 @@ static int cu_graph_launch(dt_backend *be, void *graph, double *loss_sum, int64_
     cu_graph *r = graph;
     ENTER(be);
     if (r->moved != c->moved) return 1; /* a buffer it names has moved */
-    CU(cudaGraphLaunch(r->exec, c->stream), "launching a recorded pass");
+    /* refused up front (the graph's memory nodes, say: cuBLAS may record cudaMallocAsync): nothing of
+     * it ran, so the pass can run op by op (2); an error of earlier work is sticky and fails that too */
+    cudaError_t e = cudaGraphLaunch(r->exec, c->stream);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        cuda_fail("CUDA", "cudaGraphLaunch(r->exec, c->stream)", "launching a recorded pass", cudaGetErrorString(e));
+        return 2;
+    }
     if (!r->loss_rows) return 0;
     CU(cudaStreamSynchronize(c->stream), "softmax");
     add_losses(c->host_scratch, r->loss_rows, loss_sum, n_correct);

@@ -76,6 +76,7 @@ typedef struct guarded {
     int inf_on;   /* ... and every one after it */
     long n_bwd;   /* training backward passes so far (softmax_xent_bwd calls) */
     long launches, moved_at; /* graph launches so far; DTRAIN_GUARDED_GRAPH_MOVED */
+    long refuse_at;          /* DTRAIN_GUARDED_GRAPH_REFUSE: that launch is refused (returns 2) */
 } guarded;
 
 /* an op recorded for a graph, its arguments by kind: pointers, ints, floats, a count */
@@ -995,7 +996,12 @@ static int g_graph_launch(dt_backend *be, void *graph, double *loss_sum, int64_t
 {
     guarded *g = be->impl;
     const grec *r = graph;
-    if (g->moved_at > 0 && ++g->launches == g->moved_at) return 1;
+    ++g->launches;
+    if (g->moved_at > 0 && g->launches == g->moved_at) return 1;
+    if (g->refuse_at > 0 && g->launches == g->refuse_at) {
+        dt_fail("cpu-guarded: launch %ld refused (DTRAIN_GUARDED_GRAPH_REFUSE)", g->launches);
+        return 2;
+    }
     for (int k = 0; k < r->n; k++) {
         const rop *o = &r->ops[k];
         float *p0 = (float *)o->p[0];
@@ -1116,6 +1122,7 @@ static int g_create(dt_backend **out, const dt_backend_opts *o)
     be->graph_begin = g_graph_begin, be->graph_end = g_graph_end;
     be->graph_launch = g_graph_launch, be->graph_free = g_graph_free;
     if (getenv("DTRAIN_GUARDED_GRAPH_MOVED")) g->moved_at = atol(getenv("DTRAIN_GUARDED_GRAPH_MOVED"));
+    if (getenv("DTRAIN_GUARDED_GRAPH_REFUSE")) g->refuse_at = atol(getenv("DTRAIN_GUARDED_GRAPH_REFUSE"));
     {
         const char *nd = getenv("DTRAIN_GUARDED_DEVICES");
         int count = nd && atoi(nd) > 0 ? atoi(nd) : 1;

@@ -122,7 +122,8 @@ for args in "pipesgd --compress q8" "topk --density 0.02 --momentum-correction -
 done
 # --gpu-graph (a CUDA build's flag), on the guarded backend's recordings (the ops of an mlp's pass,
 # replayed in order): the weights are the op-by-op cpu run's bit for bit; Pipe-SGD's two gradient
-# buffers make two recordings; a launch that finds the buffers moved records anew; a net whose ops
+# buffers make two recordings; a launch that finds the buffers moved records anew; a launch refused
+# before it ran leaves that pass and the rest op by op, saying why; a net whose ops
 # cannot be recorded (lenet's convolutions here) goes on op by op and says why, once; dropout, fp16
 # and a mode that acts during backward are off with the reason; --device cpu refuses the flag
 if "$DTRAIN" --help | grep -q -- "--gpu-graph"; then
@@ -141,6 +142,8 @@ if "$DTRAIN" --help | grep -q -- "--gpu-graph"; then
     graph "^gpu graph: 15 passes launched from 1 recording (rank 0)" --net mlp
     graph "^gpu graph: 14 passes launched from 2 recordings" --net mlp --mode pipesgd
     DTRAIN_GUARDED_GRAPH_MOVED=3 graph "^gpu graph: 15 passes launched from 2 recordings" --net mlp --mode topk
+    DTRAIN_GUARDED_GRAPH_REFUSE=3 graph "^--gpu-graph: launching a recording of 15 rows failed (cpu-guarded: launch 3 \
+refused (DTRAIN_GUARDED_GRAPH_REFUSE)): op by op from now on" --net mlp
     graph "^--gpu-graph: recording a pass of 15 rows failed (conv1 forward: cpu-guarded records no conv_fwd): op by \
 op from now on" --net lenet
     for w in "the net has dropout, whose mask changes every iteration|--net $net" \

@@ -272,7 +272,9 @@ struct dt_backend {
      * to its own (one softmax_xent_fwd per recording). graph_end ends the recording in any case and
      * fails (*graph NULL) where an op could not be recorded, saying which; graph_launch returns 1,
      * running nothing, where buffers the recording names have moved since (a backend's scratch grown
-     * after it): record it anew. graph_free frees a recording. */
+     * after it): record it anew; 2, saying why, where the launch was refused before anything of it
+     * ran (ABI 18): the pass may run op by op; -1 where it failed running. graph_free frees a
+     * recording. */
     int (*graph_begin)(dt_backend *be);
     int (*graph_end)(dt_backend *be, void **graph);
     int (*graph_launch)(dt_backend *be, void *graph, double *loss_sum, int64_t *n_correct);
@@ -371,7 +373,7 @@ typedef struct dt_backend_desc {
 
 /* The ABI of modules: a module exports `const dt_backend_desc *dtrain_backend_module(int abi)`,
  * which returns NULL when it was built for another ABI. */
-#define DT_BACKEND_ABI 17
+#define DT_BACKEND_ABI 18
 typedef const dt_backend_desc *(*dt_backend_module_fn)(int abi);
 
 /* Finds NAME's descriptor, loading its module if it is one: NULL with the reason otherwise

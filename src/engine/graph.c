@@ -114,6 +114,15 @@ int graphs_pass(dt_graphs *gs, dt_net *net, dt_pass *p)
             gs->launched++;
             return 0;
         }
+        if (rc == 2) { /* refused before any of it ran: this pass and the rest op by op */
+            be->graph_free(be, k->graph);
+            k->graph = NULL;
+            gs->off = 1;
+            snprintf(gs->note, sizeof gs->note, "--gpu-graph: launching a recording of %d rows failed (%s): op by op "
+                     "from now on", p->rows, dt_errmsg());
+            gs->noted = 0;
+            return op_by_op(net, p);
+        }
         be->graph_free(be, k->graph); /* the backend's buffers moved: record it anew */
         k->graph = NULL;
     }

@@ -7,8 +7,8 @@
  * (buffers that ops grow on first use reach their size, convolution algorithms are chosen), the
  * second is recorded and launched, later ones launch the recording. Where the backend's buffers
  * moved since, the launch says so and the pass is recorded anew. A recording that fails (an op the
- * backend cannot record) ends graphs for the run: that pass and the rest run op by op, and the
- * note says why, once.
+ * backend cannot record), or a launch the backend refuses before any of it ran, ends graphs for the
+ * run: that pass and the rest run op by op, and the note says why, once.
  */
 #ifndef DT_GRAPH_H
 #define DT_GRAPH_H
