@@ -29,7 +29,7 @@
 
 typedef enum { PLAN_CONV, PLAN_POOL, PLAN_BN, PLAN_LRN } plan_kind;
 
-#define MAX_ALGOS 8
+#define MAX_ALGOS 16
 
 enum { ALGO_FWD = 1, ALGO_BWD = 2 };
 typedef struct conv_algos {
@@ -274,6 +274,11 @@ static conv_algos *conv_prepare(dt_backend *be, plan *p, int rows, int bwd)
     for (int i = 0; i < p->n_algos && !a; i++)
         if (p->algos[i].rows == rows) a = &p->algos[i];
     if (a && (a->dirs & dir)) return a;
+    if (cuda_of(be)->capturing) { /* measuring synchronizes, which would end the capture without saying why */
+        dt_fail("%s: no measured algorithm for %d rows (more batch sizes than the cache's %d since the op-by-op "
+                "pass that measured it)", what, rows, MAX_ALGOS);
+        return NULL;
+    }
     conv_algos found = a ? *a : (conv_algos){.rows = rows}; /* into the cache only when complete */
     if (find_algos(be, p, rows, bwd, &found, what) != 0) return NULL;
     found.dirs |= dir;
