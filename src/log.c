@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +27,8 @@ struct dt_log {
     char *keys[MAX_FIELDS], *vals[MAX_FIELDS];
     int is_num[MAX_FIELDS];
     int keep;           /* --resume onto an existing log file: opened without truncating it (log_resume) */
+    int emptied;        /* a regular file's earlier records are gone (log_start empties it: not before) */
+    int regular;        /* a regular file (locked, emptied at the start, synced at the summary) */
     double time_offset; /* added to each record's time: the last kept record's */
 };
 
@@ -48,15 +51,36 @@ dt_progress log_progress_auto(int launched)
 }
 
 /* A named pipe is opened without blocking, so that one nobody reads fails (ENXIO) instead of waiting
- * in open() for a reader, forever and past a SIGTERM; once open, it blocks as a file does. */
-static FILE *open_log(const char *path, int *keep)
+ * in open() for a reader, forever and past a SIGTERM; once open, it blocks as a file does. A regular
+ * file is locked (flock, so that a second run onto it fails instead of interleaving two runs' records
+ * with holes) and not truncated here: a run that fails in its set-up leaves an earlier log as it was
+ * (log_start empties it). EWOULDBLOCK: another process holds it. */
+static FILE *open_log(const char *path, int *keep, int *regular)
 {
     struct stat st;
-    if (*keep && stat(path, &st) == 0 && S_ISREG(st.st_mode)) return fopen(path, "r+");
-    *keep = 0;
-    if (stat(path, &st) != 0 || !S_ISFIFO(st.st_mode)) return fopen(path, "w");
-    int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-    return fd < 0 ? NULL : dt_fdopen_blocking(fd, "w");
+    *regular = 0;
+    if (stat(path, &st) == 0 && S_ISFIFO(st.st_mode)) {
+        *keep = 0;
+        int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        return fd < 0 ? NULL : dt_fdopen_blocking(fd, "w");
+    }
+    if (*keep && !(stat(path, &st) == 0 && S_ISREG(st.st_mode))) *keep = 0;
+    if (strncmp(path, "/dev/", 5) == 0 || strncmp(path, "/proc/", 6) == 0) /* /dev/stdout: stdout's own file */
+        return fopen(path, *keep ? "r+" : "w");
+    int fd = open(path, (*keep ? O_RDWR : O_WRONLY) | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return NULL;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        *regular = 1;
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno == EWOULDBLOCK ? EWOULDBLOCK : errno;
+            close(fd);
+            errno = e;
+            return NULL;
+        }
+    }
+    FILE *f = fdopen(fd, *keep ? "r+" : "w");
+    if (!f) close(fd);
+    return f;
 }
 
 int log_open(dt_log **out, int enabled, const char *json_path, const char *progress, int log_every, int launched,
@@ -74,10 +98,13 @@ int log_open(dt_log **out, int enabled, const char *json_path, const char *progr
     if (enabled && json_path) {
         /* appended to as it goes (not replaced atomically): a device or a pipe (/dev/stdout) is fine */
         l->keep = keep;
-        if (!(l->json_path = dt_strdup(json_path)) || !(l->json = open_log(json_path, &l->keep))) {
+        if (!(l->json_path = dt_strdup(json_path)) || !(l->json = open_log(json_path, &l->keep, &l->regular))) {
             if (l->json_path && errno == ENXIO)
                 dt_fail("--log %s: a named pipe that no process reads (expected one reading it, a file or a device)",
                         json_path);
+            else if (l->json_path && errno == EWOULDBLOCK)
+                dt_fail("--log %s: another run is writing this log (expected a log of this run's own, or that run "
+                        "ended)", json_path);
             else if (l->json_path) dt_fail("--log %s: cannot create (%s)", json_path, strerror(errno));
             free(l->json_path);
             free(l);
@@ -231,6 +258,11 @@ int log_resume(dt_log *l, long it0, long ipe, int goes_on)
 int log_start(dt_log *l)
 {
     if (!l->json) return 0;
+    if (l->regular && !l->keep && !l->emptied) { /* the set-up went through: the earlier records go now */
+        if (ftruncate(fileno(l->json), 0) != 0 || fseek(l->json, 0, SEEK_SET) != 0)
+            return dt_fail("--log %s: cannot empty it (%s)", l->json_path, strerror(errno));
+        l->emptied = 1;
+    }
     fputs("{\"type\":\"start\"", l->json);
     json_fields(l, l->json);
     fputs("}\n", l->json);
@@ -258,6 +290,9 @@ static int write_json(dt_log *l, const dt_record *r)
     if (fflush(f) != 0 || ferror(f))
         return dt_fail("--log %s: write failed (%s); stopping rather than losing the record", l->json_path,
                        strerror(errno));
+    /* the summary on the disk: write-back errors (NFS's, a failing disk) surface here, not after exit 0 */
+    if (l->regular && strcmp(r->type, "summary") == 0 && fsync(fileno(f)) != 0)
+        return dt_fail("--log %s: fsync failed (%s)", l->json_path, strerror(errno));
     return 0;
 }
 

@@ -1,4 +1,6 @@
 /* dtrain: parse → validate → run. The only place that decides to exit. */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +114,17 @@ int dlclose(void *handle)
 }
 #endif
 
+/* rc, or 1 where what this process printed did not all reach standard output (a full disk under
+ * > out.txt, /dev/full): without --log that is the run's only record, and exit 0 would pass it off */
+static int stdout_checked(int rc, int rank)
+{
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
+    fprintf(stderr, "dtrain: [rank %d] standard output: write failed (%s)\n", rank,
+            errno ? strerror(errno) : "an earlier write");
+    return rc != 0 ? rc : 1;
+}
+
 int main(int argc, char **argv)
 {
     dt_opts opts;
@@ -121,12 +134,14 @@ int main(int argc, char **argv)
     int parse_rc, rc, rank, launched_rank = launcher_rank();
 
     cpu_flush_denormals();
+    /* a file over ulimit -f: EFBIG from the write, said and its temporary file removed, not a kill */
+    signal(SIGXFSZ, SIG_IGN);
 
     parse_rc = cli_parse(argc, argv, &opts);
     if (parse_rc == 0 && opts.action != DT_ACT_TRAIN && launched_rank < 0) { /* a launcher's: below */
         info(opts.action);
         cli_free(&opts);
-        return 0;
+        return stdout_checked(0, 0);
     }
     dt_signals_block(); /* before any thread starts: stop signals go to dt_signals_install's thread only */
     /* MPI's start-up waits for every rank: --comm-timeout bounds it too (its default where parsing failed) */
@@ -174,7 +189,7 @@ int main(int argc, char **argv)
         if (rank == 0) info(opts.action);
         cli_free(&opts);
         comm_finalize(comm);
-        return 0;
+        return stdout_checked(0, rank);
     }
 
     memset(&run, 0, sizeof run);
@@ -202,7 +217,8 @@ int main(int argc, char **argv)
     free(given);
     cli_free(&opts);
     comm_finalize(comm);
-    return rc != 0       ? (run.usage_error ? 2 : 1)
-           : run.stopped ? 128 + run.stopped
-                         : 0; /* stopped by a signal: as the shell reports it */
+    return stdout_checked(rc != 0       ? (run.usage_error ? 2 : 1)
+                          : run.stopped ? 128 + run.stopped
+                                        : 0, /* stopped by a signal: as the shell reports it */
+                          rank);
 }

@@ -596,6 +596,8 @@ int train_run(dt_run *r)
         if (r->mode->flush && r->mode->flush(r->mode_state, &r->env, lr, &t) != 0) return -1;
         if (evaluate_epoch(r, epochs, it, &run, 0, lr, test) != 0) return -1;
     }
-    if (summary(r, epochs, it, &run, lr, test) != 0) return -1;
-    return save_weights(r);
+    /* the weights before the summary: a log with a summary is of a run that ended with all it was asked
+     * to write (a --save that fails leaves none, and exit 1) */
+    if (save_weights(r) != 0) return -1;
+    return summary(r, epochs, it, &run, lr, test);
 }

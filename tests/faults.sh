@@ -14,6 +14,10 @@
 #  - SIGUSR1 to mpirun (which forwards it): the same stop, exit status 138; SIGINT to a single rank
 #    without --checkpoint: one line, exit status 130
 #  - a full disk under --log (/dev/full): reported, exit 1
+#  - outputs that cannot be written whole: stdout on a full disk (exit 1), a --save over ulimit -f
+#    (its error, no temporary file, no summary in the log), an earlier log kept by a run that fails
+#    in its set-up, a second run onto a log being written refused, one rank out of memory in the
+#    link probe (every rank stops at once, naming it), a pack on a full tmpfs (as root)
 #  - ranks whose options differ only in what they do together (--log-every, --save given on one
 #    rank), whose data differ with the same sizes, or of which one only checks (--dry-run) or prints
 #    (--version): refused at start-up, naming the option
@@ -218,6 +222,67 @@ expect_refused "--version on one rank" "the action differs from rank 0's (rank 0
 mkdir -p "$T/data2" && make_idx "$T/data2" 2000 200 8
 expect_refused "same sizes, other data" "this rank: 'data fingerprint = " \
     -np 1 "$DTRAIN" $D --iters 5 : -np 1 "$DTRAIN" --dataset mnist --data-dir "$T/data2" --progress none --threads 1 --iters 5
+
+# outputs that cannot be written whole: nothing passed off as complete, nothing good replaced
+# - standard output on a full disk: exit 1, said on stderr (without --log it is the run's only record)
+timeout 60 "$DTRAIN" $D --iters 5 > /dev/full 2> "$T/fullout.err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "standard output: write failed" "$T/fullout.err" ||
+    { cat "$T/fullout.err"; fail "stdout on /dev/full: exit $rc"; }
+"$DTRAIN" --help > /dev/full 2> /dev/null && fail "--help > /dev/full: exit 0"
+# - a file over ulimit -f: the write's error (not SIGXFSZ's kill, exit 153), no temporary file; the
+#   log of a run whose --save failed has no summary (it would pass for a run that wrote what it was asked)
+mkdir "$T/fsz"
+# (the limit on the rank alone: a singleton's own PMIx server writes megabytes of segments)
+mpi -np 1 bash -c 'ulimit -f 1000 && exec "$0" "$@"' "$DTRAIN" $D --iters 5 --save "$T/fsz/w.st" --log "$T/fsz/log.jsonl" \
+    > "$T/fsz.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q -- "--save: $T/fsz/w.st: write failed (File too large)" "$T/fsz.out" ||
+    { cat "$T/fsz.out"; fail "--save over ulimit -f: exit $rc"; }
+[ -z "$(ls "$T/fsz" | grep -v '^log.jsonl$')" ] || { ls -la "$T/fsz"; fail "--save over ulimit -f: files left"; }
+grep -q '"type":"epoch"' "$T/fsz/log.jsonl" && ! grep -q '"type":"summary"' "$T/fsz/log.jsonl" ||
+    { cat "$T/fsz/log.jsonl"; fail "a run whose --save failed: its log has a summary, or no epoch"; }
+# - an earlier log is left as it was by a run that fails in its set-up, and a second run onto a log
+#   that another is writing is refused (exit 1), the first one's log whole
+"$DTRAIN" $D --iters 5 --log "$T/keep.jsonl" > /dev/null 2>&1 || fail "a short run with --log failed"
+before=$(md5sum < "$T/keep.jsonl")
+"$DTRAIN" $D --iters 5 --log "$T/keep.jsonl" --load "$T/no-such.st" > "$T/keep.out" 2>&1
+[ $? -ne 0 ] && [ "$(md5sum < "$T/keep.jsonl")" = "$before" ] || { cat "$T/keep.out"; fail "a failed set-up emptied the earlier log"; }
+"$DTRAIN" $LONG --log "$T/busy.jsonl" > "$T/busy1.out" 2>&1 &
+job=$!
+wait_training "$T/busy.jsonl"
+timeout 60 "$DTRAIN" $D --iters 5 --log "$T/busy.jsonl" > "$T/busy2.out" 2>&1
+rc=$?
+kill -TERM $job; wait $job
+[ $rc -eq 1 ] && grep -q -- "--log $T/busy.jsonl: another run is writing this log" "$T/busy2.out" ||
+    { cat "$T/busy2.out"; fail "a second run onto a log being written: exit $rc"; }
+[ "$(grep -c '"type":"start"' "$T/busy.jsonl")" -eq 1 ] && ! grep -qP '\x00' "$T/busy.jsonl" ||
+    fail "a second run onto a log being written damaged it"
+# - one rank without memory for the start-up probe of the links (its 4 MiB buffers): every rank
+#   stops at once, naming it (it left the others in a chain it never joined: exit 15 on 2 ranks,
+#   a wait for --comm-timeout on 3)
+if [ "${DT_SANITIZED:-no}" != yes ]; then # (a preloaded allocator: not beside the sanitizers' own)
+    t0=$(date +%s)
+    expect_refused "one rank out of memory in the link probe" "timing-model probe: rank 1 is out of memory" \
+        -np 1 "$DTRAIN" $D --iters 5 : -np 1 env LD_PRELOAD="$top_builddir/tests/failalloc.so" DT_FAIL_BYTES=4194304 \
+        "$DTRAIN" $D --iters 5 : -np 1 "$DTRAIN" $D --iters 5
+    [ $(($(date +%s) - t0)) -lt 60 ] || fail "one rank out of memory in the link probe: the job took $(($(date +%s) - t0)) s"
+fi
+# - an image pack on a file system that fills up: the error, not SIGBUS where the mapped file had no
+#   block (root: a small tmpfs)
+if [ "$(id -u)" = 0 ] && mkdir "$T/small" && mount -t tmpfs -o size=1200k tmpfs "$T/small" 2>/dev/null; then
+    $PYTHON "$top_srcdir/tests/mkjpeg.py" tree "$T/small/tree" 120 30 40 > /dev/null 2>&1 || { umount "$T/small"; fail "mkjpeg"; }
+    timeout 120 "$DTRAIN" --net "$top_srcdir/tests/nets/tiny-images.net" --dataset imagenet --data-dir "$T/small/tree" \
+        --image-size 96 --pack-only > "$T/pack.out" 2>&1
+    rc=$?
+    left=$(ls "$T/small/tree/.dtrain-pack" 2>/dev/null | grep -c tmp)
+    umount "$T/small"
+    [ $rc -eq 1 ] && grep -q "No space left on device" "$T/pack.out" && [ "$left" = 0 ] ||
+        { cat "$T/pack.out"; fail "a pack on a full file system: exit $rc, $left temporary files left"; }
+    note "a pack on a full tmpfs: exit 1, said"
+else
+    note "a pack on a full file system: not checked (needs root for a small tmpfs)"
+fi
 
 # a loss that becomes NaN: stopped in that iteration (not at the next --log-every)
 timeout 120 "$DTRAIN" $D --net mlp --lr 90 --epochs 1 > "$T/nan.out" 2>&1

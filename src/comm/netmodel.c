@@ -151,11 +151,17 @@ int netmodel_init(dt_netmodel *m, dt_comm *c, const dt_codec *codec, const dt_co
     if (p > 1 && (o->model_alpha < 0 || o->model_beta < 0)) {
         char *s = dt_alloc(stream), *r = dt_alloc(stream);
         double tt, ts, tm, tb, tl, tbusy;
-        int rc = (!s || !r) ? -1 : 0, steps = 2 * (p - 1);
-        if (rc == 0) {
-            memset(s, 1, stream);
-            rc = chain_time(c, s, r, tiny, steps, 3, &tt);
+        int rc = 0, steps = 2 * (p - 1);
+        /* every rank goes on only where all have the buffers: one that left alone would leave the
+         * others in a chain it never joins (exit 15 on 2 ranks, a wait for --comm-timeout on 3) */
+        int short_of = comm_agree(c, !s || !r); /* the lowest rank without them, or -1 */
+        if (short_of >= 0) {
+            dt_free(s);
+            dt_free(r);
+            return dt_fail("timing-model probe: rank %d is out of memory (2 x %zu bytes)", short_of, (size_t)stream);
         }
+        memset(s, 1, stream);
+        rc = chain_time(c, s, r, tiny, steps, 3, &tt);
         if (rc == 0) rc = chain_time(c, s, r, small, steps, 3, &ts);
         if (rc == 0) rc = chain_time(c, s, r, mid, steps, 3, &tm);
         if (rc == 0) rc = chain_time(c, s, r, big, steps, 3, &tb);

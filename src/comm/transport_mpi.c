@@ -563,7 +563,11 @@ int comm_machine_ranks(dt_comm *c, int *n, int *cores)
     char me[ROW], *all = calloc((size_t)c->size, ROW);
     cpu_set_t mine, machine;
     MPI_Request r;
-    if (!all) return dt_fail("out of memory");
+    int short_of = comm_agree(c, !all); /* all go on or none: a rank that left would leave the others waiting */
+    if (short_of >= 0) {
+        free(all);
+        return dt_fail("rank %d is out of memory (the machine ids of %d ranks)", short_of, c->size);
+    }
     memset(me, 0, sizeof me);
     comm_machine_id(me, ID);
     CPU_ZERO(&mine);

@@ -294,6 +294,13 @@ static int pack_write(const char *root, const char *split, char **classes, int n
         return dt_fail("%s: cannot create (%s)", tmp, strerror(errno));
     }
     uint8_t *m = MAP_FAILED;
+    /* the blocks reserved before the mapping is written: a page a full disk cannot back would be
+     * SIGBUS where the write touches it, not an error (a file system that cannot reserve: as before) */
+    int r = posix_fallocate(fd, 0, (off_t)bytes);
+    if (r != 0 && r != EOPNOTSUPP && r != EINVAL) {
+        dt_fail("%s: cannot make a %llu-byte file (%s)", tmp, (unsigned long long)bytes, strerror(r));
+        goto fail;
+    }
     if (ftruncate(fd, (off_t)bytes) != 0 ||
         (m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
         dt_fail("%s: cannot make a %llu-byte file (%s)", tmp, (unsigned long long)bytes, strerror(errno));
