@@ -285,6 +285,13 @@ static int check_targets(dt_run *r)
             return dt_fail("%s %s is %s's file %s: the run would replace the data it reads (give another name)",
                            names[i], paths[i], r->dataset, data);
         }
+        const char *tree = paths[i] ? dataset_tree_holding(r->ds, paths[i]) : NULL;
+        if (tree) {
+            r->usage_error = 1;
+            return dt_fail("%s %s is among the images of %s's tree (%s): the next scan would take it for an image, "
+                           "or it would replace one (give a path outside the tree's train and val)",
+                           names[i], paths[i], r->dataset, tree);
+        }
         if (paths[i] && (i < 2 ? dt_check_creatable(paths[i]) : check_log_target(paths[i])) != 0) {
             r->usage_error = dt_target_misnamed(paths[i]);
             return dt_fail_prefix("%s", names[i]);

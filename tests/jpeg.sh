@@ -10,6 +10,7 @@
 #    skipped_images in the summary
 #  - a file that is neither JPEG nor PNG, a non-image file, a class all of whose images are skipped,
 #    --pack-only of a dataset that is not an image tree: clear errors
+#  - --save, --log or --checkpoint among the tree's images: refused (exit 2), nothing written
 . "$(dirname "$0")/lib.sh"
 need_mpirun
 $PYTHON -c "import PIL" 2> /dev/null || { echo "SKIP: python3-pil missing (tools/setup installs it)"; exit $SKIP; }
@@ -90,5 +91,14 @@ for dry in "" --dry-run; do # a dry run refuses what the run would
     rc=$?
     [ $rc -eq 2 ] && grep -q "pack-only packs ImageNet-style image trees; --dataset synthetic has nothing to pack" "$T/bad.out" ||
         { cat "$T/bad.out"; fail "--pack-only $dry of synthetic data: exit $rc (expected 2)"; }
+done
+# an output among the tree's images (also through a link) is refused before training (exit 2): the
+# next scan would take a weight file there for an image, or it would replace one
+ln -s "$T/tree/train" "$T/trainlink"
+for out in "--save $T/tree/train/n00000000/w.st" "--log $T/tree/val/run.jsonl" "--checkpoint $T/trainlink/c.ckpt"; do
+    "$DTRAIN" $NET --on-bad-image skip --iters 2 --batch 20 $out > "$T/in.out" 2>&1
+    rc=$?
+    [ $rc -eq 2 ] && grep -q -- "${out%% *} .* is among the images of imagenet's tree" "$T/in.out" && [ ! -e "${out#* }" ] ||
+        { cat "$T/in.out"; fail "$out: an output in the image tree: exit $rc, or written"; }
 done
 echo "PASS: JPEG trees: baseline, progressive, CMYK, grey, PNG-in-JPEG decoded as PIL does; truncated images stop or are skipped and counted"

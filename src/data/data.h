@@ -82,6 +82,9 @@ int dataset_open_opts(const char *name, const char *dir, const dt_data_opts *o, 
 void dataset_close(dt_dataset *ds);
 /* The file of the dataset that path names (links followed), or NULL: an output must not replace one. */
 const char *dataset_file_named(const dt_dataset *ds, const char *path);
+/* The split directory of an image tree (DIR/train, DIR/val) that path would be in, or NULL: an output
+ * there would be taken for an image by the next scan, or replace one. */
+const char *dataset_tree_holding(const dt_dataset *ds, const char *path);
 /* "fashion-mnist, mnist, cifar10, cifar100, imagenet, synthetic" */
 const char *dataset_list(void);
 int dataset_known(const char *name);

@@ -1,5 +1,6 @@
 /* The dataset table, finding a dataset's directory, IDX datasets, and filling plain batches. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,6 +326,26 @@ void dataset_note_file(dt_dataset *ds, const char *path)
     ds->files[ds->n_files].ino = (uint64_t)st.st_ino;
     snprintf(ds->files[ds->n_files].path, sizeof ds->files[0].path, "%s", path);
     ds->n_files++;
+}
+
+const char *dataset_tree_holding(const dt_dataset *ds, const char *path)
+{
+    static char out[PATH_MAX + 8];
+    char dir[PATH_MAX], real[PATH_MAX], top[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    if (!ds || strcmp(ds->name, "imagenet") != 0 || ds->synthetic) return NULL;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+    if (!realpath(dir, real)) return NULL;
+    for (int i = 0; i < 2; i++) {
+        char split[PATH_MAX + 8];
+        snprintf(split, sizeof split, "%s/%s", ds->dir, i ? "val" : "train");
+        size_t len;
+        if (!realpath(split, top) || strncmp(real, top, len = strlen(top)) != 0 || (real[len] && real[len] != '/'))
+            continue;
+        snprintf(out, sizeof out, "%s", split);
+        return out;
+    }
+    return NULL;
 }
 
 const char *dataset_file_named(const dt_dataset *ds, const char *path)
