@@ -83,6 +83,9 @@ static int info(dt_action a)
             printf("%-10s %s\n", m->name, m->help);
             printf("%-10s options: %s\n", "", m->options && *m->options ? m->options : "(none of its own)");
         }
+        printf("%-10s %s\n", "auto", "the timing model times one iteration and runs the fastest of the candidates "
+                                     "(the first predicted within 15% of it)");
+        printf("%-10s options: auto-allow model-compute\n", "");
         break;
     case DT_ACT_LIST_NETS: list_nets(); break;
     case DT_ACT_LIST_DATASETS: {

@@ -72,6 +72,7 @@ static int open_synthetic(dt_run *r, int image_size)
     const dt_shape *in = &r->net->input->out;
     dt_synthetic s = {.like = dataset_for_shape(in->n_dims, in->d),
                       .n_classes = net_n_classes(r->net), .seed = (uint64_t)r->opts->seed};
+    if (s.like && !strcmp(s.like, "cifar10") && s.n_classes == 100) s.like = "cifar100"; /* the same size, its own */
     dataset_sizes(s.like, &s.n_train, &s.n_test);
     if (r->opts->synthetic_samples > 0) s.n_train = (size_t)r->opts->synthetic_samples;
     if (in->n_dims == 3) s.c = in->d[0], s.h = in->d[1], s.w = in->d[2];
@@ -618,19 +619,22 @@ int run_dry(dt_run *r)
         mode_describe(r->mode, env, mode, sizeof mode);
     printf("dry run%s%s: everything a run checks before training passed\n", o->config ? " of " : "",
            o->config ? o->config : "");
-    printf("  net %s: %zu parameters, %s input, %d classes; %.3g GB per rank on %s at %d samples per rank (the net "
+    char trained[48] = ""; /* parameters as the banner and --list-nets count them: frozen ones too */
+    if (net_n_weights(r->net) != r->net->n_params) snprintf(trained, sizeof trained, " (%zu trained)", r->net->n_params);
+    printf("  net %s: %zu parameters%s, %s input, %d classes; %.3g GB per rank on %s at %d samples per rank (the net "
            "and its optimizer; the mode's buffers come on top), and %.3g GB of host memory per rank for the shuffle\n",
-           r->net->name, r->net->n_params, shape, net_n_classes(r->net), bytes / 1e9, r->be->name, r->local_batch,
-           shuffle / 1e9);
+           r->net->name, net_n_weights(r->net), trained, shape, net_n_classes(r->net), bytes / 1e9, r->be->name,
+           r->local_batch, shuffle / 1e9);
     printf("  data %s\n", data);
-    printf("  %d rank%s (%d computing), %s; global batch %ld, %ld iterations per epoch, %ld in all\n", env->n_ranks,
-           env->n_ranks == 1 ? "" : "s", env->n_workers, mode, o->batch, env->iters_per_epoch, env->total_iters);
+    printf("  %d rank%s (%d computing), %s; global batch %ld, %ld iteration%s per epoch, %ld in all\n", env->n_ranks,
+           env->n_ranks == 1 ? "" : "s", env->n_workers, mode, o->batch, env->iters_per_epoch,
+           env->iters_per_epoch == 1 ? "" : "s", env->total_iters);
     if (predict) {
         char rate[32] = "unlimited"; /* a beta of 0: no time per byte */
         if (o->comm.model_beta > 0) snprintf(rate, sizeof rate, "%.4g GB/s", 1e-9 / o->comm.model_beta);
-        printf("  timing model, a prediction for %d ranks on links of %g us and %s, compute %g ms per iteration "
+        printf("  timing model, a prediction for %d rank%s on links of %g us and %s, compute %g ms per iteration "
                "(codecs and selection timed on this CPU%s): %s\n",
-               env->n_ranks, 1e6 * o->comm.model_alpha, rate, 1e3 * o->comm.model_compute,
+               env->n_ranks, env->n_ranks == 1 ? "" : "s", 1e6 * o->comm.model_alpha, rate, 1e3 * o->comm.model_compute,
                o->comm.model_gamma >= 0 ? "; --model-gamma for the codecs" : "", ranking);
     }
     return 0;

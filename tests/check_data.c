@@ -489,8 +489,11 @@ END_TEST
 START_TEST(dataset_follows_the_input)
 {
     const int mnist[] = {1, 28, 28}, flat[] = {784}, cifar[] = {3, 32, 32}, big[] = {3, 224, 224}, odd[] = {3, 20, 20};
+    const int square[] = {28, 28}, other[] = {14, 56};
     ck_assert_str_eq(dataset_for_input(3, mnist, 10), "fashion-mnist");
     ck_assert_str_eq(dataset_for_input(1, flat, 10), "fashion-mnist");
+    ck_assert_str_eq(dataset_for_input(2, square, 10), "fashion-mnist"); /* shape=28x28 */
+    ck_assert_ptr_null(dataset_for_input(2, other, 10));
     ck_assert_str_eq(dataset_for_input(3, cifar, 10), "cifar10");
     ck_assert_str_eq(dataset_for_input(3, cifar, 100), "cifar100");
     ck_assert_str_eq(dataset_for_input(3, big, 1000), "imagenet");

@@ -25,6 +25,8 @@ C100="--net cifar-quick-convex --dataset cifar100 --data-dir $T/c100 --progress 
 mpi -np 2 "$DTRAIN" $C100 --epochs 1 --lr 0.01 --save "$T/after.st" > "$T/c100.txt" 2>&1 ||
     { cat "$T/c100.txt"; fail "cifar-quick-convex training failed"; }
 grep -q "151428 parameters, 6500 trained" "$T/c100.txt" || { cat "$T/c100.txt"; fail "the banner does not count frozen parameters"; }
+"$DTRAIN" $C100 --dry-run > "$T/c100dry.txt" 2>&1 && grep -q "net cifar-quick-convex: 151428 parameters (6500 trained)," "$T/c100dry.txt" ||
+    { cat "$T/c100dry.txt"; fail "the dry run does not count frozen parameters as the banner does"; }
 $PYTHON - "$T/before.st" "$T/after.st" <<'PY' || fail "frozen layers changed, or the trained one did not"
 import json, struct, sys
 def load(p):

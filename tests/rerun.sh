@@ -10,6 +10,7 @@
 #    digests (exit 1 where they changed)
 #  - another rank count, a file without a record, --rerun with --config, of a --mode auto run, --save
 #    or --checkpoint onto the log: exit 2
+#  - --rerun with another --mode drops the record's flags that only its mode read
 . "$(dirname "$0")/lib.sh"
 need_mpirun
 make_idx "$T/data" 600 100
@@ -128,6 +129,20 @@ grep -q "note: --rerun of a run made by dtrain git 0000000-older; this one is gi
 sed 's/mode = pipesgd/mode = auto/g' "$T/r1.jsonl" > "$T/auto.jsonl"
 refused "--rerun of a --mode auto run" "the run had --mode auto, .*; give the mode it chose, --mode pipesgd --compress q8, or --mode auto" \
     "$DTRAIN" --rerun "$T/auto.jsonl"
+# a mode without a codec: the advice names none (gtopk refuses --compress)
+sed 's/"mode":"pipesgd"/"mode":"gtopk"/' "$T/auto.jsonl" > "$T/auto-gtopk.jsonl"
+refused "--rerun of a --mode auto run that chose gtopk" "give the mode it chose, --mode gtopk, or --mode auto" \
+    "$DTRAIN" --rerun "$T/auto-gtopk.jsonl"
+# --rerun with another --mode: the record's flags that only its mode read (pipesgd's --pipeline-depth,
+# its --compress for gtopk) are dropped, not refused; given on the command line they are refused
+sed 's/"given":"net = lenet/"given":"pipeline-depth = 3\\nnet = lenet/' "$T/r1.jsonl" > "$T/deep.jsonl"
+grep -q 'pipeline-depth = 3' "$T/deep.jsonl" || fail "could not edit the record"
+for m in dsync gtopk; do
+    mpi -np 2 "$DTRAIN" --rerun "$T/deep.jsonl" --mode $m --dry-run > "$T/other.out" 2>&1 ||
+        { cat "$T/other.out"; fail "--rerun of a pipesgd run with --mode $m: refused"; }
+done
+refused "--rerun with --mode dsync --pipeline-depth 3" "pipeline-depth applies to --mode pipesgd, not to --mode dsync" \
+    "$DTRAIN" --rerun "$T/deep.jsonl" --mode dsync --pipeline-depth 3 --dry-run
 echo '{"type":"iter","epoch":1}' > "$T/none.jsonl"
 refused "--rerun of a log without a record" "rerun $T/none.jsonl: no run record in it" "$DTRAIN" --rerun "$T/none.jsonl"
 refused "--rerun with --config" "rerun and --config exclude each other" "$DTRAIN" --rerun "$T/r1.jsonl" --config "$T/run.conf"

@@ -232,6 +232,16 @@ static int mode_specific(const char *name)
     return 0;
 }
 
+int mode_flag_specific(const char *flag)
+{
+    collect();
+    if (strcmp(flag, "auto-allow") == 0 || strcmp(flag, "model-compute") == 0) return 1;
+    if (!mode_specific(flag)) return 0;
+    for (size_t k = 0; k < DT_ARRAY_LEN(modes); k++)
+        if (!mode_reads(modes[k], flag)) return 1;
+    return 0;
+}
+
 int mode_check_opts(const dt_mode_desc *m, const dt_comm_opts *o, int (*given)(const void *arg, const char *name),
                     const void *arg)
 {

@@ -209,6 +209,9 @@ int mode_topk_sampled(const dt_comm_opts *o);
 int mode_roles(const dt_mode_desc *m, dt_mode_env *env);
 /* 1 if the mode reads flag NAME (e.g. "staleness"); shared flags (compress, model-*) read by all. */
 int mode_reads(const dt_mode_desc *m, const char *flag);
+/* 1 if flag NAME is read by some modes and not others (--chunk, --staleness, --compress), or only
+ * by --mode auto (--auto-allow, --model-compute). */
+int mode_flag_specific(const char *flag);
 
 /* Every flag of the comm subsystem, in --help order: the codec's, each mode's own, the ones
  * several modes read, the timing model's. */

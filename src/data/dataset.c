@@ -67,7 +67,9 @@ const char *dataset_for_shape(int n_dims, const int *d)
 {
     long size = 1;
     for (int i = 0; i < n_dims; i++) size *= d[i];
-    if ((n_dims == 3 && d[0] == 1 && d[1] == 28 && d[2] == 28) || (n_dims == 1 && size == 784)) return "fashion-mnist";
+    if ((n_dims == 3 && d[0] == 1 && d[1] == 28 && d[2] == 28) || (n_dims == 2 && d[0] == 28 && d[1] == 28) ||
+        (n_dims == 1 && size == 784)) /* 1x28x28, 28x28 or 784: the samples of MNIST and its likes */
+        return "fashion-mnist";
     if (n_dims == 3 && d[0] == 3 && d[1] == 32 && d[2] == 32) return "cifar10";
     if (n_dims == 3 && d[0] == 3 && d[1] >= 64 && d[2] >= 64) return "imagenet";
     return NULL;

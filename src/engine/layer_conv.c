@@ -165,8 +165,8 @@ static void conv_destroy(dt_layer *l, dt_backend *be)
 
 const dt_layer_ops layer_conv_ops = {
     .type = "conv",
-    .help = "2-D convolution; out=O k=K stride=S pad=P|same|T,B,L,R groups=G bias=1|0 "
-            "init=torch|he|xavier|normal:STD|const:VALUE",
+    .help = "2-D convolution; out=O k=K (or kh=KH kw=KW) stride=S (or sh=SH sw=SW) pad=P|same|T,B,L,R groups=G "
+            "bias=1|0 init=torch|he|xavier|normal:STD|const:VALUE",
     .keys = "out k kh kw stride sh sw pad groups bias init",
     .min_in = 1,
     .max_in = 1,

@@ -193,6 +193,9 @@ static int parse_line(dt_net *net, char *line, int lineno, const char *where, in
         if (l->n_in == 0)
             return dt_fail("%s: %s needs an input, but no layer comes before it (start with an input line)", where,
                            type);
+        if (ops->min_in == ops->max_in)
+            return dt_fail("%s: %s takes %d input%s, found %d", where, type, ops->min_in, ops->min_in == 1 ? "" : "s",
+                           l->n_in);
         return dt_fail("%s: %s expects %d to %d inputs, found %d", where, type, ops->min_in, ops->max_in, l->n_in);
     }
     for (int i = 0; i < l->n_in; i++)
