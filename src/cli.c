@@ -664,41 +664,20 @@ static int rerun_before(dt_opts *o, const char *path, json **rec)
     return rc;
 }
 
-/* e back at its default, as if nothing had set it */
-static int reset_default(dt_opts *o, const entry *e)
-{
-    const dt_optdef *d = e->d;
-    o->given[e - all] = 0;
-    set_at[e - all][0] = 0;
-    if (d->dflt) return apply(o, e, d->dflt, "the default");
-    if (d->kind == OPT_STRING || d->kind == OPT_CHOICE) {
-        char **slot = field(o, e);
-        free(*slot);
-        *slot = NULL;
-    } else if (d->kind == OPT_FLAG) {
-        *(int *)field(o, e) = 0;
-    } else if (d->kind == OPT_INT) {
-        *(long *)field(o, e) = -1;
-    } else if (d->kind == OPT_DOUBLE) {
-        *(double *)field(o, e) = -1;
-    }
-    return 0;
-}
-
 /* --rerun LOG --mode M of another mode than the log's: the recorded flags that only the log's mode
- * read (its --chunk, its --auto-allow) are dropped, as that run's own and not M's; given on the
- * command line, they stay (and M may refuse them). */
-static int rerun_other_mode(dt_opts *o, const char *recorded, const int *cmdline)
+ * read (its --chunk, its --auto-allow) are no longer given, as that run's own and not M's (their
+ * values stay, as every recorded option's does, and M does not read them); given on the command
+ * line, they stay given (and M may refuse them). */
+static void rerun_other_mode(dt_opts *o, const char *recorded, const int *cmdline)
 {
     const dt_mode_desc *m = mode_find(o->mode);
-    if (!recorded || strcmp(recorded, o->mode) == 0) return 0;
+    if (!recorded[0] || strcmp(recorded, o->mode) == 0) return;
     for (int i = 0; i < n_all; i++) {
         const char *name = all[i].d->name;
         if (cmdline[i] || !o->given[i] || !mode_flag_specific(name)) continue;
         int reads = m ? mode_reads(m, name) : strcmp(name, "auto-allow") == 0 || strcmp(name, "model-compute") == 0;
-        if (!reads && reset_default(o, &all[i]) != 0) return -1;
+        if (!reads) o->given[i] = 0, set_at[i][0] = 0;
     }
-    return 0;
 }
 
 static int rerun_after(dt_opts *o, const char *path, const json *rec, const int *cmdline)
@@ -706,13 +685,10 @@ static int rerun_after(dt_opts *o, const char *path, const json *rec, const int 
     const json *opts = json_get(rec, "options"), *dir = json_get(rec, "data_dir"), *ranks = json_get(rec, "ranks");
     char *text = dt_strdup(opts->str), *line, *save = NULL, origin[600], now[600];
     if (!text) return -1;
-    const char *was = strstr(opts->str, "mode = ");
-    char recorded[64] = "";
-    if (was && (was == opts->str || was[-1] == '\n')) sscanf(was + 7, "%63[^\n]", recorded);
-    if (cmdline[find_opt("mode") - all] && rerun_other_mode(o, recorded[0] ? recorded : NULL, cmdline) != 0) {
-        free(text);
-        return -1;
-    }
+    char recorded[64] = ""; /* the run's --mode: its line of the options */
+    for (const char *at = opts->str; at && !recorded[0]; at = strchr(at, '\n') ? strchr(at, '\n') + 1 : NULL)
+        if (strncmp(at, "mode = ", 7) == 0) sscanf(at + 7, "%63[^\n]", recorded);
+    if (cmdline[find_opt("mode") - all]) rerun_other_mode(o, recorded, cmdline);
     for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *eq = strstr(line, " = ");
         const entry *e;

@@ -72,7 +72,7 @@ static FILE *open_log(const char *path, int *keep, int *regular)
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
         *regular = 1;
         if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-            int e = errno == EWOULDBLOCK ? EWOULDBLOCK : errno;
+            int e = errno; /* EWOULDBLOCK: another process holds it */
             close(fd);
             errno = e;
             return NULL;

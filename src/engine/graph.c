@@ -66,6 +66,17 @@ static graph_key *find_key(dt_graphs *gs, const dt_net *net, const dt_pass *p)
     return k;
 }
 
+/* graphs end for the run: k's recording goes, the note says why (once), passes run op by op */
+static void graphs_off(dt_graphs *gs, dt_backend *be, graph_key *k, const char *what, int rows, const char *why)
+{
+    if (k->graph) be->graph_free(be, k->graph);
+    k->graph = NULL;
+    gs->off = 1;
+    snprintf(gs->note, sizeof gs->note, "--gpu-graph: %s of %d rows failed (%s): op by op from now on", what, rows,
+             why[0] ? why : "no reason given");
+    gs->noted = 0;
+}
+
 /* records the pass into k->graph; a failure ends graphs (the pass then runs op by op) */
 static int record(dt_graphs *gs, graph_key *k, dt_net *net, dt_pass *p)
 {
@@ -88,12 +99,7 @@ static int record(dt_graphs *gs, graph_key *k, dt_net *net, dt_pass *p)
         gs->recorded++;
         return 0;
     }
-    if (k->graph) be->graph_free(be, k->graph);
-    k->graph = NULL;
-    gs->off = 1;
-    snprintf(gs->note, sizeof gs->note, "--gpu-graph: recording a pass of %d rows failed (%s): op by op from now on",
-             p->rows, why[0] ? why : "no reason given");
-    gs->noted = 0;
+    graphs_off(gs, be, k, "recording a pass", p->rows, why);
     p->loss_sum = loss, p->n_correct = correct; /* nothing of the recording ran */
     return 1;
 }
@@ -115,12 +121,7 @@ int graphs_pass(dt_graphs *gs, dt_net *net, dt_pass *p)
             return 0;
         }
         if (rc == 2) { /* refused before any of it ran: this pass and the rest op by op */
-            be->graph_free(be, k->graph);
-            k->graph = NULL;
-            gs->off = 1;
-            snprintf(gs->note, sizeof gs->note, "--gpu-graph: launching a recording of %d rows failed (%s): op by op "
-                     "from now on", p->rows, dt_errmsg());
-            gs->noted = 0;
+            graphs_off(gs, be, k, "launching a recording", p->rows, dt_errmsg());
             return op_by_op(net, p);
         }
         be->graph_free(be, k->graph); /* the backend's buffers moved: record it anew */
