@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "cpu.h"
@@ -301,6 +302,41 @@ static int check_targets(dt_run *r)
     return 0;
 }
 
+/* The file system of path: whether it has room for `bytes` more; 0, or -1 and a message naming what
+ * is free. The temporary file is written whole while the file it replaces is still there. */
+static int check_room(const char *path, double bytes, const char *what)
+{
+    char dir[4096];
+    struct statvfs fs;
+    const char *slash = strrchr(path, '/');
+    if (slash) snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    else snprintf(dir, sizeof dir, ".");
+    if (statvfs(dir, &fs) != 0) return 0; /* nothing to go by: the write says what went wrong */
+    double room = (double)fs.f_bavail * (double)fs.f_frsize;
+    if (room >= bytes) return 0;
+    return dt_fail("%s: its file system has %.1f MB free, and %s take at least %.1f MB: the run would fail when it "
+                   "writes them (expected room for them, or a path on another file system)",
+                   path, room / 1e6, what, bytes / 1e6);
+}
+
+/* Rank 0, before training: --save and --checkpoint are this run's alone (a second run onto either
+ * fails now instead of replacing this one's files unseen), and there is room for them now rather
+ * than a failure after hours of training. */
+static int hold_targets(dt_run *r)
+{
+    const dt_opts *o = r->opts;
+    const dt_net *net = r->net;
+    if (comm_rank(r->comm) != 0) return 0;
+    double weights = 4.0 * (double)(net->n_params + net->n_state),
+           ckpt = weights + (o->momentum != 0.0 ? 4.0 * (double)net->n_params : 0.0);
+    if (o->save && (dt_hold_output(o->save) != 0 || check_room(o->save, weights, "the weights") != 0))
+        return dt_fail_prefix("--save");
+    if (o->checkpoint && (dt_hold_output(o->checkpoint) != 0 ||
+                          check_room(o->checkpoint, ckpt, "the checkpoint's weights and momentum") != 0))
+        return dt_fail_prefix("--checkpoint");
+    return 0;
+}
+
 /* A batch norm over 1 value per channel (a dense layer's, or 1x1 pixels, on 1 sample) outputs its
  * shift alone and nothing before it learns; PyTorch refuses it. A rank sees 1 sample when the batch
  * gives it 1, or when the epoch's last, short batch does (n_train % batch samples under 2 a worker,
@@ -429,7 +465,7 @@ static int setup_local(dt_run *r)
     dt_mode_env *env = &r->env;
 
     if (!r->ds && open_data(r, 0) != 0) return -1;
-    if (check_fit(r) != 0 || check_rerun(r, 1) != 0 || check_targets(r) != 0 ||
+    if (check_fit(r) != 0 || check_rerun(r, 1) != 0 || check_targets(r) != 0 || hold_targets(r) != 0 ||
         setup_mode(r, comm_size(r->comm), r->ds->train.n) != 0)
         return -1;
     if (net_alloc(r->net, r->be, r->local_batch) != 0) return -1;

@@ -1,6 +1,7 @@
 #include "util.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -9,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <time.h>
@@ -489,9 +491,110 @@ void dt_signals_install(void)
 
 int dt_stop_signal(void) { return stop_signal; }
 
+/* ---- outputs: written whole, held by one process, no temporary file left ---------------------- */
+
+/* The outputs this process holds (dt_hold_output): each path and a descriptor of the file now at it,
+ * locked (-1: no file there yet). flock's lock belongs to the open file, so it moves with the file a
+ * commit renames into place and ends with the process, however it ends. */
+#define MAX_HELD 4
+static struct {
+    char *path;
+    int fd;
+} held[MAX_HELD];
+
+static int held_index(const char *path)
+{
+    for (int i = 0; i < MAX_HELD; i++)
+        if (held[i].path && strcmp(held[i].path, path) == 0) return i;
+    return -1;
+}
+
+static int refuse_held(const char *path)
+{
+    errno = EWOULDBLOCK;
+    return dt_fail("%s: another run is writing this file (it holds a lock on it): give each run its own name, or "
+                   "let that run end first",
+                   path);
+}
+
+/* Locks the file at path, unless it is `mine` (the same file): 0 (*fd the locked descriptor, -1 if
+ * there is no file, or it is mine), or -1 and a message when another process holds it */
+static int lock_file_at(const char *path, int mine, int *fd)
+{
+    struct stat st, at, own;
+    *fd = -1;
+    for (int tries = 0; tries < 16; tries++) {
+        int f = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (f < 0) return errno == ENOENT ? 0 : dt_fail("%s: cannot open (%s)", path, strerror(errno));
+        if (mine >= 0 && fstat(f, &st) == 0 && fstat(mine, &own) == 0 && st.st_dev == own.st_dev &&
+            st.st_ino == own.st_ino) {
+            close(f);
+            return 0;
+        }
+        if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            close(f);
+            if (e == EWOULDBLOCK) return refuse_held(path);
+            if (e == ENOLCK || e == EINVAL || e == EOPNOTSUPP) return 0; /* a file system without locks */
+            return dt_fail("%s: cannot lock (%s)", path, strerror(e));
+        }
+        /* the file locked is still the one at path (not replaced meanwhile by its writer's next one) */
+        if (fstat(f, &st) == 0 && stat(path, &at) == 0 && st.st_dev == at.st_dev && st.st_ino == at.st_ino) {
+            *fd = f;
+            return 0;
+        }
+        close(f);
+    }
+    return refuse_held(path);
+}
+
+int dt_hold_output(const char *path)
+{
+    int i = held_index(path), fd;
+    if (i >= 0) return 0;
+    for (i = 0; i < MAX_HELD && held[i].path; i++) {
+    }
+    if (i == MAX_HELD) return dt_fail("internal: more than %d outputs held", MAX_HELD);
+    if (lock_file_at(path, -1, &fd) != 0) return -1;
+    if (!(held[i].path = dt_strdup(path))) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    held[i].fd = fd;
+    return 0;
+}
+
+void dt_remove_stale_temps(const char *path, const char *mine)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path, *mine_base = mine + (base - path);
+    size_t nb = strlen(base);
+    parent_dir(path, dir, sizeof dir);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *pid = e->d_name + nb + 5;
+        if (strncmp(e->d_name, base, nb) != 0 || strncmp(e->d_name + nb, ".tmp.", 5) != 0 || !*pid ||
+            strspn(pid, "0123456789") != strlen(pid))
+            continue;
+        char p[8192];
+        struct stat st;
+        if (strcmp(e->d_name, mine_base) == 0 || snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p)
+            continue;
+        int fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0) continue;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && time(NULL) - st.st_mtime > 60 &&
+            flock(fd, LOCK_EX | LOCK_NB) == 0)
+            unlink(p);
+        close(fd);
+    }
+    closedir(d);
+}
+
 int dt_atomic_open(dt_atomic *a, const char *path)
 {
     size_t len = strlen(path) + 32;
+    struct stat st;
     int fd;
     memset(a, 0, sizeof *a);
     if (dt_check_target(path) != 0) return -1;
@@ -500,7 +603,7 @@ int dt_atomic_open(dt_atomic *a, const char *path)
         return -1;
     }
     snprintf(a->tmp, len, "%s.tmp.%ld", path, (long)getpid());
-    fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0 || !(a->f = fdopen(fd, "wb"))) {
         dt_fail("%s: cannot create its temporary file %s (%s)", path, a->tmp, strerror(errno));
         if (fd >= 0) close(fd);
@@ -509,19 +612,45 @@ int dt_atomic_open(dt_atomic *a, const char *path)
         return -1;
     }
     dt_temp_add(a->tmp);
+    flock(fd, LOCK_EX | LOCK_NB); /* ours alone: marks it as being written (dt_remove_stale_temps) */
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) fchmod(fd, st.st_mode & 07777); /* the mode it had */
+    dt_remove_stale_temps(path, a->tmp);
     return 0;
+}
+
+int dt_sync_dir_of(const char *path)
+{
+    char dir[4096];
+    parent_dir(path, dir, sizeof dir);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+    if (fd < 0) return 0; /* a directory one may write in but not read: the rename stands */
+    if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
+        rc = dt_fail("%s: fsync of its directory %s failed (%s)", path, dir, strerror(errno));
+    close(fd);
+    return rc;
 }
 
 int dt_atomic_commit(dt_atomic *a, int ok)
 {
-    int rc = 0;
+    int rc = 0, h = ok ? held_index(a->path) : -1, lock = -1, keep = -1;
     if (ok && (fflush(a->f) != 0 || ferror(a->f))) rc = dt_fail("%s: write failed (%s)", a->tmp, strerror(errno));
     if (ok && rc == 0 && fsync(fileno(a->f)) != 0) rc = dt_fail("%s: fsync failed (%s)", a->tmp, strerror(errno));
+    /* a held output: the file at its path is this process's (or none, or one no process holds) */
+    if (h >= 0 && rc == 0 && lock_file_at(a->path, held[h].fd, &lock) != 0) rc = -1;
+    if (h >= 0 && rc == 0 && (keep = dup(fileno(a->f))) < 0) rc = dt_fail("%s: %s", a->path, strerror(errno));
     if (fclose(a->f) != 0 && ok && rc == 0) rc = dt_fail("%s: close failed (%s)", a->tmp, strerror(errno));
     if (ok && rc == 0 && dt_check_target(a->path) != 0) rc = -1; /* replaced by a link or a device meanwhile */
     if (ok && rc == 0 && rename(a->tmp, a->path) != 0)
         rc = dt_fail("%s: cannot rename to %s (%s)", a->tmp, a->path, strerror(errno));
     if (!ok || rc != 0) unlink(a->tmp);
+    if (ok && rc == 0) rc = dt_sync_dir_of(a->path);
+    if (lock >= 0) close(lock);
+    if (keep >= 0 && rc == 0) { /* the lock goes on with the file now at the path */
+        if (held[h].fd >= 0) close(held[h].fd);
+        held[h].fd = keep;
+    } else if (keep >= 0) {
+        close(keep);
+    }
     dt_temp_remove(a->tmp);
     free(a->tmp);
     free(a->path);

@@ -102,6 +102,19 @@ typedef struct dt_atomic {
 } dt_atomic;
 int dt_atomic_open(dt_atomic *a, const char *path);
 int dt_atomic_commit(dt_atomic *a, int ok);
+/* The commits also sync the directory (the rename made durable), give the new file the mode of the
+ * one it replaces, and remove temporary files of PATH that a killed process left. */
+/* PATH is an output this process alone writes, maybe again and again (a checkpoint): the file at PATH
+ * (if any) is locked now and every commit to PATH keeps the lock on the new file, so that a second
+ * process holding it, or writing PATH while this one holds it, fails with a message (-1) instead of
+ * replacing the other's files unseen. The lock ends with the process. */
+int dt_hold_output(const char *path);
+/* For writers of their own temporary files (path.tmp.PID, flocked from creation to rename): removes
+ * those beside path that a killed process left (a minute old, no process holding their lock), but
+ * `mine`; and, after the rename, syncs path's directory (the rename made durable): 0, or -1 and a
+ * message */
+void dt_remove_stale_temps(const char *path, const char *mine);
+int dt_sync_dir_of(const char *path);
 
 /* Temporary files being written (their path strings stay valid until removed from the list):
  * dt_remove_temp_files unlinks them, from a signal handler too. */

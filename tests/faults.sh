@@ -17,7 +17,9 @@
 #  - outputs that cannot be written whole: stdout on a full disk (exit 1), a --save over ulimit -f
 #    (its error, no temporary file, no summary in the log), an earlier log kept by a run that fails
 #    in its set-up, a second run onto a log being written refused, one rank out of memory in the
-#    link probe (every rank stops at once, naming it), a pack on a full tmpfs (as root)
+#    link probe (every rank stops at once, naming it), a pack on a full tmpfs and a --save with no
+#    room for it (as root), a second run onto a checkpoint being written refused, temporary files
+#    that a killed run left removed, a replaced file's mode kept
 #  - ranks whose options differ only in what they do together (--log-every, --save given on one
 #    rank), whose data differ with the same sizes, or of which one only checks (--dry-run) or prints
 #    (--version): refused at start-up, naming the option
@@ -258,6 +260,28 @@ kill -TERM $job; wait $job
     { cat "$T/busy2.out"; fail "a second run onto a log being written: exit $rc"; }
 [ "$(grep -c '"type":"start"' "$T/busy.jsonl")" -eq 1 ] && ! grep -qP '\x00' "$T/busy.jsonl" ||
     fail "a second run onto a log being written damaged it"
+# - the same for a checkpoint: a second run onto a checkpoint that another keeps writing stops at
+#   start-up (exit 1, also as a --resume of it), rather than replace that run's checkpoints unseen
+"$DTRAIN" $LONG --checkpoint "$T/busy.st" --checkpoint-every 5it > "$T/busyck1.out" 2>&1 &
+job=$!
+for _ in $(seq 200); do [ -s "$T/busy.st" ] && break; sleep 0.05; done
+[ -s "$T/busy.st" ] || fail "a checkpoint every 5 iterations: none written"
+for extra in "" "--resume $T/busy.st"; do
+    timeout 60 "$DTRAIN" $D --iters 5 --checkpoint "$T/busy.st" $extra > "$T/busyck2.out" 2>&1
+    rc=$?
+    [ $rc -eq 1 ] && grep -q -- "--checkpoint: $T/busy.st: another run is writing this file" "$T/busyck2.out" ||
+        { cat "$T/busyck2.out"; kill -TERM $job; fail "a second run onto a checkpoint being written ($extra): exit $rc"; }
+done
+kill -TERM $job; wait $job
+# - temporary files that a killed run left beside an output go with the next write of it (those a
+#   minute old that no process holds), others stay; a replaced file keeps its mode
+mkdir "$T/stale" && touch "$T/stale/w.st.tmp.1" "$T/stale/w.st.tmp.2" "$T/stale/w.st.tmp.x1" "$T/stale/v.st.tmp.3"
+touch -d '5 minutes ago' "$T/stale/w.st.tmp.1" "$T/stale/w.st.tmp.x1" "$T/stale/v.st.tmp.3"
+: > "$T/stale/w.st" && chmod 640 "$T/stale/w.st"
+"$DTRAIN" $D --iters 5 --save "$T/stale/w.st" > "$T/stale.out" 2>&1 || { cat "$T/stale.out"; fail "--save beside stale files"; }
+[ "$(cd "$T/stale" && echo *)" = "v.st.tmp.3 w.st w.st.tmp.2 w.st.tmp.x1" ] ||
+    { ls -la "$T/stale"; fail "stale temporary files: not as expected"; }
+[ "$(stat -c %a "$T/stale/w.st")" = 640 ] || { ls -la "$T/stale"; fail "--save over a file of mode 640: its mode not kept"; }
 # - one rank without memory for the start-up probe of the links (its 4 MiB buffers): every rank
 #   stops at once, naming it (it left the others in a chain it never joined: exit 15 on 2 ranks,
 #   a wait for --comm-timeout on 3)
@@ -276,7 +300,12 @@ if [ "$(id -u)" = 0 ] && mkdir "$T/small" && mount -t tmpfs -o size=1200k tmpfs 
         --image-size 96 --pack-only > "$T/pack.out" 2>&1
     rc=$?
     left=$(ls "$T/small/tree/.dtrain-pack" 2>/dev/null | grep -c tmp)
+    # (and a --save with no room for it: refused before training, saying what is free)
+    timeout 60 "$DTRAIN" $D --net lenet --epochs 1 --save "$T/small/w.st" > "$T/room.out" 2>&1
+    room=$?
     umount "$T/small"
+    [ $room -eq 1 ] && grep -q -- "--save: $T/small/w.st: its file system has [0-9.]* MB free, and the weights take at least 5.0 MB" \
+        "$T/room.out" && ! grep -q "^epoch" "$T/room.out" || { cat "$T/room.out"; fail "--save with no room: exit $room"; }
     [ $rc -eq 1 ] && grep -q "No space left on device" "$T/pack.out" && [ "$left" = 0 ] ||
         { cat "$T/pack.out"; fail "a pack on a full file system: exit $rc, $left temporary files left"; }
     note "a pack on a full tmpfs: exit 1, said"

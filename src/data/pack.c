@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -288,7 +289,11 @@ static int pack_write(const char *root, const char *split, char **classes, int n
     uint64_t bytes = doff + (uint64_t)t->n * d;
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd >= 0) dt_temp_add(tmp);
+    if (fd >= 0) {
+        dt_temp_add(tmp);
+        flock(fd, LOCK_EX | LOCK_NB); /* being written: not a killed run's (dt_remove_stale_temps) */
+        dt_remove_stale_temps(path, tmp);
+    }
     if (fd < 0) {
         imgtree_free(t);
         return dt_fail("%s: cannot create (%s)", tmp, strerror(errno));
@@ -397,7 +402,7 @@ static int pack_write(const char *root, const char *split, char **classes, int n
         unlink(tmp);
         return dt_fail("%s: cannot rename into place (%s)", path, strerror(errno));
     }
-    return 0;
+    return dt_sync_dir_of(path);
 fail:
     if (m != MAP_FAILED) munmap(m, bytes);
     close(fd);
