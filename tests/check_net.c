@@ -92,6 +92,7 @@ static const struct {
      "t.net:2: name '.fc': expected letters, digits, '_', '-' or '.', not starting with '.'"},
     {"input shape=4\ndense out=3 in=nothere\nsoftmax_xent\n",
      "t.net:2: in=nothere: no layer named 'nothere' before this line"},
+    {"input shape=4 in=x\ndense out=3\nsoftmax_xent\n", "t.net:1: input takes no inputs (expected no in=, found in=x)"},
     {"input shape=4\ndense out=3 init=gauss\nsoftmax_xent\n", "t.net:2: dense: unknown init 'gauss'"},
     {"input shape=4\ndense out=3 init=normal\nsoftmax_xent\n", "t.net:2: dense: init=normal: expected normal:VALUE"},
     {"input shape=4\ndense out=3 init=const:1e39\nsoftmax_xent\n",

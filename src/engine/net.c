@@ -168,7 +168,9 @@ static int parse_line(dt_net *net, char *line, int lineno, const char *where, in
         if (strcmp(net->layers[i]->name, l->name) == 0)
             return dt_fail("%s: layer name '%s' already used on line %d", where, l->name, net->layers[i]->line);
 
-    if ((k = layer_kv(kv, n_kv, "in"))) {
+    if ((k = layer_kv(kv, n_kv, "in")) && ops->max_in == 0)
+        return dt_fail("%s: %s takes no inputs (expected no in=, found in=%s)", where, type, k->val);
+    if (k) {
         char buf[sizeof k->val], *save = NULL, *tok;
         snprintf(buf, sizeof buf, "%s", k->val);
         if (dt_list_check(k->val, ',') != 0) return dt_fail_prefix("%s: in", where);
