@@ -4,7 +4,7 @@
 //
 // The sums: one thread per lane (16 of each 4096-value block) adds its values in turn, then one thread
 // adds each block's lanes pairwise and the blocks in double, in order, as block_stats and tern_stats do
-// on the CPU; the largest |x| is an integer maximum of the bits (any order). The per-value arithmetic is
+// on the CPU; the largest |x| is an integer maximum of the bits (any order), a NaN passed over as on the CPU. The per-value arithmetic is
 // elementwise.h's (ew_tern_lane, ew_tern_lanes_sum, ew_tern_coin, ew_tern, ew_tern_code), which
 // tests/check_cuda_twins.c runs on the host against the CPU codec. Compiled with -ftz=true, as the CPU
 // flushes subnormals.
@@ -22,7 +22,7 @@ __global__ void k_tern_lanes(float *ls, float *lq, unsigned int *mx, const float
         int j = (int)(t % 16);
         unsigned int m = 0;
         ew_tern_lane(x, lo, hi, j, &ls[t], &lq[t]);
-        for (size_t i = lo + (size_t)j; i < hi; i += 16) m = max(m, (unsigned int)ew_q8_absbits(x[i]));
+        for (size_t i = lo + (size_t)j; i < hi; i += 16) m = max(m, (unsigned int)ew_tern_absbits(x[i]));
         atomicMax(mx, m);
     }
 }

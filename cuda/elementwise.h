@@ -396,6 +396,12 @@ DT_HD void ew_tern_lane(const float *x, size_t lo, size_t hi, int j, float *s, f
     for (size_t i = lo + (size_t)j; i < hi; i += 16) a = EW_ADD(a, x[i]), b = EW_ADD(b, EW_MUL(x[i], x[i]));
     *s = a, *q = b;
 }
+/* |x|'s bits for the largest |x| (an integer maximum), 0 for a NaN: passed over, as the CPU's does */
+DT_HD uint32_t ew_tern_absbits(float x)
+{
+    uint32_t b = ew_bits(x) & 0x7fffffffu;
+    return b > 0x7f800000u ? 0u : b;
+}
 DT_HD float ew_tern_lanes_sum(float *v) /* v[16], overwritten */
 {
     for (int w = 8; w > 0; w /= 2)

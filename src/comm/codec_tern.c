@@ -27,7 +27,7 @@ DT_CLONES DT_NO_CONTRACT static void block_stats(const float *restrict g, size_t
 #pragma omp simd reduction(max : m)
     for (size_t k = 0; k < n; k++) {
         float a = fabsf(g[k]);
-        m = m > a ? m : a; /* not fmaxf: a library call that stops vectorisation */
+        m = a > m ? a : m; /* not fmaxf: a library call that stops vectorisation; a NaN is passed over */
     }
     *sum = s[0], *sq = q[0], *mx = m;
 }
