@@ -293,16 +293,30 @@ static int checkpoint_due(const dt_run *r, long done, int epoch_end)
     return done % r->opts->ckpt_every == 0;
 }
 
-/* After the last iteration: the final checkpoint comes before the flush, so a longer run can
- * continue from it as if it had never stopped (Pipe-SGD's gradients in flight included); then
- * every computed gradient lands. */
-static int finish(dt_run *r, float lr, dt_times *t, double *ckpt_seconds, const span *ep, const span *win)
+/* After the last iteration: the final checkpoint, before what is in flight lands (land_in_flight),
+ * so that a longer run can continue from it as if it had never stopped (Pipe-SGD's gradients in
+ * flight included). Inside an epoch it comes before the epoch's record; at an epoch's end after the
+ * epoch's evaluation, as every epoch's checkpoint (ps's lands the servers' weights on the workers:
+ * the evaluation sees the weights a longer run evaluates there). */
+static int finish(dt_run *r, double *ckpt_seconds, const span *ep, const span *win)
 {
-    if (r->opts->checkpoint && checkpoint(r, r->env.total_iters, ckpt_seconds, ep, win) != 0) return -1;
-    if (!r->mode->flush) return 0;
+    return r->opts->checkpoint ? checkpoint(r, r->env.total_iters, ckpt_seconds, ep, win) : 0;
+}
+
+/* After the last epoch's evaluation (of the weights at its end, as a longer run evaluates them, so
+ * that a resumed run's log has the straight run's record): every computed gradient lands (the
+ * mode's flush), its time in the run's, and the final weights are evaluated for the summary. */
+static int land_in_flight(dt_run *r, float lr, span *run, double *test)
+{
+    dt_times t = {0};
     double f0 = dt_now();
-    if (r->mode->flush(r->mode_state, &r->env, lr, t) != 0) return -1;
-    t->iter += dt_now() - f0;
+    if (r->mode->flush(r->mode_state, &r->env, lr, &t) != 0) return -1;
+    t.iter += dt_now() - f0;
+    times_add(&run->t, &t);
+    run->train += t.iter;
+    double e0 = dt_now();
+    if (evaluate(r, test) != 0) return -1;
+    run->eval += dt_now() - e0;
     return 0;
 }
 
@@ -416,7 +430,7 @@ static int epoch_iterations(dt_run *r, int e, long *it, span *ep, float *lr, spa
         if (!isfinite(pass.loss_sum)) return diverged(r, *it, pass.loss_sum);
         ++*it;
         win.loss += pass.loss_sum, win.correct += (double)pass.n_correct, win.rows += pass.rows;
-        if (*it == total && finish(r, *lr, &t, &paused, ep, &win) != 0) return -1;
+        if (*it == total && *it % ipe != 0 && finish(r, &paused, ep, &win) != 0) return -1;
         if (win.comp && win.n < win.cap) /* what a rank does before the exchange */
             win.comp[win.n] = t.data + t.forward + t.backward + (r->mode->encode_first ? t.encode : 0.0);
         times_add(&win.t, &t);
@@ -589,7 +603,9 @@ int train_run(dt_run *r)
         if (carried) /* the run's own: what this process trained */
             run.rows -= r->ckpt.epoch_sums[2] + r->ckpt.epoch_sums[5], run.train -= r->ckpt.epoch_sums[6];
         if (checkpoint_due(r, it, 1) && checkpoint(r, it, &paused, NULL, NULL) != 0) return -1;
+        if (it == total && it % ipe == 0 && finish(r, &paused, NULL, NULL) != 0) return -1;
     }
+    if (it > r->it0 && r->mode->flush && land_in_flight(r, lr, &run, test) != 0) return -1;
     if (r->it0 >= total) { /* nothing to train: what the checkpoint holds in flight lands, as it did in the run that
                             * wrote it (Pipe-SGD's gradients, ps's latest weights), then the evaluation */
         dt_times t = {0};

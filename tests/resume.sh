@@ -199,4 +199,24 @@ run "$DTRAIN" $C --iters 8 --log-every 4 --checkpoint "$T/h8.st" --log "$T/part.
 run "$DTRAIN" $C --iters 10 --log-every 4 --resume "$T/h8.st" --log "$T/part.jsonl"
 logs_agree 2 8
 
+# a run with gradients in flight at its end (pipesgd K = 3, ps) evaluates its last epoch before they
+# land, as a longer run does, and its summary after: resumed at that epoch's end onto its log, every
+# epoch record (test accuracy included) and the summary are the straight run's
+for m in "--mode pipesgd --pipeline-depth 3" "--mode ps"; do
+    np=2; [ "$m" = "--mode ps" ] && np=3
+    run mpi -np $np "$DTRAIN" $C $m --iters 40 --log "$T/fl.jsonl"
+    run mpi -np $np "$DTRAIN" $C $m --iters 20 --checkpoint "$T/fl20.st" --log "$T/flp.jsonl"
+    run mpi -np $np "$DTRAIN" $C $m --iters 40 --resume "$T/fl20.st" --log "$T/flp.jsonl"
+    $PYTHON - "$T/fl.jsonl" "$T/flp.jsonl" <<'PY' || fail "$m resumed at an epoch's end onto its log: other records"
+import json, sys
+full, part = ([json.loads(l) for l in open(f)] for f in sys.argv[1:3])
+keys = ("iter", "loss", "train_acc", "test_loss", "test_acc")
+for kind in ("epoch", "summary"):
+    its = lambda rs: [tuple(r.get(k) for k in keys) for r in rs if r["type"] == kind]
+    assert its(part) == its(full) and len(its(full)) == (2 if kind == "epoch" else 1), \
+        "%s records: %s against %s" % (kind, its(part), its(full))
+PY
+done
+note "pipesgd K = 3 and ps resumed at an epoch's end onto their logs: the straight run's epoch records and summary"
+
 echo "PASS: resumed runs equal straight ones (1 to 4 ranks, 6 modes, kill -9); a resumed run's log goes on"
