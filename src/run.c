@@ -308,9 +308,7 @@ static int check_room(const char *path, double bytes, const char *what)
 {
     char dir[4096];
     struct statvfs fs;
-    const char *slash = strrchr(path, '/');
-    if (slash) snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    else snprintf(dir, sizeof dir, ".");
+    dt_parent_dir(path, dir, sizeof dir);
     if (statvfs(dir, &fs) != 0) return 0; /* nothing to go by: the write says what went wrong */
     double room = (double)fs.f_bavail * (double)fs.f_frsize;
     if (room >= bytes) return 0;

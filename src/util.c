@@ -331,7 +331,7 @@ int dt_read_file(const char *path, char **data, size_t *n_bytes)
 }
 
 /* the directory a file named path goes in: "." for a bare name, "/" for one at the root */
-static void parent_dir(const char *path, char *dir, size_t n)
+void dt_parent_dir(const char *path, char *dir, size_t n)
 {
     const char *slash = strrchr(path, '/');
     if (slash) snprintf(dir, n, "%.*s", slash == path ? 1 : (int)(slash - path), path);
@@ -346,7 +346,7 @@ int dt_check_target(const char *path)
     if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
         return dt_fail("%s is %s (expected a regular file or no file: dtrain replaces it)", path,
                        dt_file_kind(st.st_mode));
-    parent_dir(path, dir, sizeof dir);
+    dt_parent_dir(path, dir, sizeof dir);
     if (stat(dir, &st) != 0) return dt_fail("%s: cannot create: no directory %s (%s)", path, dir, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return dt_fail("%s: %s is %s, not a directory", path, dir, dt_file_kind(st.st_mode));
     if (access(dir, W_OK | X_OK) != 0) return dt_fail("%s: cannot write in %s (%s)", path, dir, strerror(errno));
@@ -365,7 +365,7 @@ int dt_target_misnamed(const char *path)
     }
     if (dt_is_kind(path, 1)) return 1; /* a link to a directory */
     if (dt_kernel_fs(path)) return 1;  /* a kernel file */
-    parent_dir(path, dir, sizeof dir);
+    dt_parent_dir(path, dir, sizeof dir);
     return !dt_is_kind(dir, 1);
 }
 
@@ -552,8 +552,7 @@ int dt_hold_output(const char *path)
 {
     int i = held_index(path), fd;
     if (i >= 0) return 0;
-    for (i = 0; i < MAX_HELD && held[i].path; i++) {
-    }
+    for (i = 0; i < MAX_HELD && held[i].path;) i++;
     if (i == MAX_HELD) return dt_fail("internal: more than %d outputs held", MAX_HELD);
     if (lock_file_at(path, -1, &fd) != 0) return -1;
     if (!(held[i].path = dt_strdup(path))) {
@@ -569,7 +568,7 @@ void dt_remove_stale_temps(const char *path, const char *mine)
     char dir[4096];
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path, *mine_base = mine + (base - path);
     size_t nb = strlen(base);
-    parent_dir(path, dir, sizeof dir);
+    dt_parent_dir(path, dir, sizeof dir);
     DIR *d = opendir(dir);
     if (!d) return;
     for (struct dirent *e; (e = readdir(d));) {
@@ -621,7 +620,7 @@ int dt_atomic_open(dt_atomic *a, const char *path)
 int dt_sync_dir_of(const char *path)
 {
     char dir[4096];
-    parent_dir(path, dir, sizeof dir);
+    dt_parent_dir(path, dir, sizeof dir);
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
     if (fd < 0) return 0; /* a directory one may write in but not read: the rename stands */
     if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS)

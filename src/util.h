@@ -83,6 +83,8 @@ int dt_host_memory(size_t *avail, size_t *total);
 /* A file dtrain is to write (and replace atomically): absent or a regular file (not a link, a
  * directory or a device), in a directory that exists and can be written. */
 int dt_check_target(const char *path);
+/* The directory of a file's path ("." for a bare name, "/" for one in the root) */
+void dt_parent_dir(const char *path, char *dir, size_t n);
 /* dt_check_target, and a file can be created beside PATH (tried: created and removed) */
 int dt_check_creatable(const char *path);
 /* Whether a file to write, path, is named wrongly on the command line: it is a directory or device,
