@@ -324,7 +324,20 @@ $REPORT --reproduction "$T/DAMAGED.md" "$T/damaged" > "$T/rep" 2>&1 || { cat "$T
     grep -q "log.jsonl: 1 line is not a JSON record (damaged or edited): left out" "$T/rep" &&
     grep -q "3 of the sweep's 4 points (1 without results)" "$T/damaged/report/results.md" &&
     grep -q "3 of the sweep's 4 points (1 without results)" "$T/DAMAGED.md" &&
-    grep -q "| not finished |" "$T/damaged/report/results.md" || { cat "$T/rep" "$T/damaged/report/results.md"; fail "tools/report: damaged results"; }
+    grep -q "status.json is damaged, but log.jsonl has the run's summary: its row is from the log" "$T/rep" &&
+    grep -q "| damaged status.json |" "$T/damaged/report/results.md" || { cat "$T/rep" "$T/damaged/report/results.md"; fail "tools/report: damaged results"; }
+# a status.json missing beside a log with its summary (the sweep stopped as the point ended): said, the
+# row from the log; a damaged one beside a log cut before its summary: a damaged point, counted
+cp -r "$top_srcdir/tests/fixtures/report" "$T/nostatus" && chmod -R u+w "$T/nostatus"
+set -- "$T"/nostatus/*/
+rm "$1/status.json"
+echo '{"exit": 0, "sec' > "$2/status.json" && head -n 2 "$2/log.jsonl" > "$2/log.cut" && mv "$2/log.cut" "$2/log.jsonl"
+$REPORT "$T/nostatus" > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report of a missing status.json failed"; }
+grep -q "status.json is missing, but log.jsonl has the run's summary" "$T/rep" &&
+    grep -q "| no status.json |" "$T/nostatus/report/results.md" &&
+    grep -q "$2status.json: damaged (not what tools/sweep writes): left out" "$T/rep" &&
+    grep -q "1 of the sweep's 4 points have no results (0 not run yet, 0 stopped while running, 1 damaged)" "$T/rep" ||
+    { cat "$T/rep" "$T/nostatus/report/results.md"; fail "tools/report: a missing or damaged status.json"; }
 # JSON nested deeper than Python's stack (a RecursionError, a traceback before) in a log line and in
 # a status.json: damaged, said, no traceback, in tools/report and in a sweep that resumes
 cp -r "$top_srcdir/tests/fixtures/report" "$T/deep" && chmod -R u+w "$T/deep"
