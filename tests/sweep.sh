@@ -79,6 +79,21 @@ for args in "--quick $T/other.sweep" "$T/two.sweep"; do
 done
 grep -q '"name": "two"' "$T/res/sweep.json" && grep -q '"quick_run": true' "$T/res/sweep.json" ||
     fail "the refused sweep replaced sweep.json"
+# a sweep file of the same name elsewhere (results/two of configs/a/two.sweep and configs/b/two.sweep):
+# refused too; the same file in a tree moved (the old one gone) or copied with its results is not
+mkdir "$T/elsewhere" && cp "$T/two.sweep" "$T/elsewhere/"
+rc=0
+$SWEEP --quick --out "$T/res" "$T/elsewhere/two.sweep" > "$T/out5" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "res holds the results of $T/two.sweep with --quick" "$T/out5" ||
+    { cat "$T/out5"; fail "a sweep file of the same name elsewhere into these results: exit $rc"; }
+cp -r "$T/res" "$T/resmoved" && rm -f "$T/resmoved/.lock"
+sed -i "s#\"file\": \"$T/two.sweep\"#\"file\": \"$T/gone/two.sweep\"#" "$T/resmoved/sweep.json"
+grep -q "$T/gone/two.sweep" "$T/resmoved/sweep.json" || fail "sweep.json: no file to edit"
+$SWEEP --quick --out "$T/resmoved" "$T/elsewhere/two.sweep" > "$T/out5" 2>&1 && grep -q "0 to run, 2 already run" "$T/out5" ||
+    { cat "$T/out5"; fail "the sweep of a moved tree: its results refused"; }
+mkdir -p "$T/copy" && cp "$T/two.sweep" "$T/copy/" && cp -r "$T/res" "$T/copy/res" && rm -f "$T/copy/res/.lock"
+$SWEEP --quick --out "$T/copy/res" "$T/copy/two.sweep" > "$T/out5" 2>&1 && grep -q "0 to run, 2 already run" "$T/out5" ||
+    { cat "$T/out5"; fail "the sweep of a tree copied with its results: refused"; }
 
 # a failing point (one that diverges: a value dtrain refuses is found before anything runs, below):
 # recorded, and the sweep goes on
@@ -157,12 +172,67 @@ printf '%s
 ' "base = $top_srcdir/configs/mlp-fashion-dsync.conf" "axis compress = none zz" > "$T/v.sweep"
 rc=0
 $SWEEP --check "$T/v.sweep" > "$T/v.out" 2>&1 || rc=$?
-[ $rc -eq 1 ] && grep -q "compress=zz: dtrain: .*v.sweep:2: compress: unknown codec 'zz'" "$T/v.out" &&
+[ $rc -eq 2 ] && grep -q "compress=zz: dtrain: .*v.sweep:2: compress: unknown codec 'zz'" "$T/v.out" &&
     grep -q "1 of 2 points pass" "$T/v.out" || { cat "$T/v.out"; fail "--check of a bad axis value: exit $rc"; }
-rc=0 # a sweep that runs checks first: nothing runs, exit 2
+rc=0 # a sweep that runs checks first: nothing runs, exit 2; a dry run says so too
 $SWEEP --out "$T/v" "$T/v.sweep" > "$T/v.out" 2>&1 || rc=$?
 [ $rc -eq 2 ] && grep -q "v.sweep:2: compress: unknown codec 'zz'" "$T/v.out" && grep -q "none is run" "$T/v.out" &&
     ! ls "$T/v"/*/status.json > /dev/null 2>&1 || { cat "$T/v.out"; fail "a sweep with a bad axis value: exit $rc"; }
+rc=0
+$SWEEP --dry-run --out "$T/v" "$T/v.sweep" > "$T/v.out" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "v.sweep:2: compress: unknown codec 'zz'" "$T/v.out" && grep -q "none would be run" "$T/v.out" &&
+    [ "$(grep -c "  pending  " "$T/v.out")" -eq 2 ] || { cat "$T/v.out"; fail "--dry-run of a bad axis value: exit $rc"; }
+# a value of the base config that dtrain refuses: named at the base's line (point.conf keeps its lines)
+{ cat "$top_srcdir/configs/mlp-fashion-dsync.conf"; echo "batch = many"; } > "$T/badbase.conf"
+printf '%s\n' "base = badbase.conf" "axis mode = dsync ps" > "$T/badbase.sweep"
+rc=0
+$SWEEP --check "$T/badbase.sweep" > "$T/v.out" 2>&1 || rc=$?
+line=$(grep -c '' "$T/badbase.conf")
+[ $rc -eq 2 ] && grep -q "mode=ps: dtrain: .*$T/badbase.conf:$line: batch" "$T/v.out" && ! grep -q "point's config" "$T/v.out" ||
+    { cat "$T/v.out"; fail "--check of a bad base config line: exit $rc"; }
+# the ranks a base config is meant for are the points' (--ranks 1 overrode them), and its ranks,
+# log and progress lines are left out of point.conf, as tools/sweep gives those on the command line
+printf '%s\n' "base = $top_srcdir/configs/pipesgd-mnist-mlp-pipesgd.conf" "axis seed = 1 2" > "$T/r.sweep"
+$SWEEP --dry-run --out "$T/r" "$T/r.sweep" > "$T/v.out" 2>&1 && [ "$(grep -c -- "-np 4 .* --ranks 4 " "$T/v.out")" -eq 2 ] ||
+    { cat "$T/v.out"; fail "a sweep without ranks: not the base config's 4"; }
+{ grep -v '^ranks' "$T/badbase.conf" | grep -v '^batch'; echo "ranks = 3"; echo "log = elsewhere.jsonl"; } > "$T/given.conf"
+printf '%s\n' "base = given.conf" "axis mode = dsync" "quick dataset = synthetic" "quick synthetic-samples = 200" \
+    "quick epochs = 1" > "$T/given.sweep"
+timeout 300 $SWEEP --quick --out "$T/given" "$T/given.sweep" > "$T/v.out" 2>&1 || { cat "$T/v.out"; fail "the sweep of given.conf failed"; }
+grep -q '^# ranks = 3    (tools/sweep gives --ranks P' "$T"/given/*/point.conf &&
+    grep -q '^# log = elsewhere.jsonl    (tools/sweep gives --log' "$T"/given/*/point.conf &&
+    grep -q '"ranks":3' "$T"/given/*/log.jsonl && [ ! -e "$T/elsewhere.jsonl" ] ||
+    { cat "$T/v.out" "$T"/given/*/point.conf; fail "the base's ranks and log lines in point.conf"; }
+
+# Ctrl-C or SIGTERM during the check before a run (here a --check of 40 points): the dry runs going
+# on are stopped, the sweep ends at once with 128 + the signal and says so; SIGINT too when the
+# shell started it ignoring SIGINT (a background job of a script, as here)
+printf '%s\n' "base = $top_srcdir/configs/mlp-fashion-dsync.conf" "axis seed = $(seq -s ' ' 1 40)" > "$T/many.sweep"
+for sig in INT TERM; do
+    mkdir -p "$T/tmp$sig"
+    TMPDIR="$T/tmp$sig" $SWEEP --check "$T/many.sweep" > "$T/sig.out" 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do pgrep -f -- "--config $T/tmp$sig/" > /dev/null && break; sleep 0.1; done
+    kill -$sig $pid
+    t0=$(date +%s)
+    rc=0
+    wait $pid || rc=$?
+    [ $rc -eq $((128 + $(kill -l $sig))) ] && grep -q "stopped by SIG$sig; no point was running" "$T/sig.out" &&
+        ! grep -q Traceback "$T/sig.out" && [ $(($(date +%s) - t0)) -le 5 ] ||
+        { cat "$T/sig.out"; fail "SIG$sig during a check: exit $rc after $(($(date +%s) - t0)) s"; }
+    sleep 0.5
+    ! pgrep -f -- "--config $T/tmp$sig/" > /dev/null || fail "SIG$sig during a check: its dry runs outlived it"
+done
+# standard output that cannot take it: a reader that stopped (as SIGPIPE would), a full disk; no traceback
+$SWEEP --dry-run --out "$T/v" "$T/r.sweep" 2> "$T/v.err" | true # gone before the first line
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 141 ] && [ ! -s "$T/v.err" ] || { cat "$T/v.err"; fail "--dry-run | true: exit $rc"; }
+if [ -w /dev/full ]; then
+    rc=0
+    $SWEEP --dry-run --out "$T/v" "$T/r.sweep" > /dev/full 2> "$T/v.err" || rc=$?
+    [ $rc -eq 1 ] && grep -q "cannot write its output (No space left on device)" "$T/v.err" && ! grep -q Traceback "$T/v.err" ||
+        { cat "$T/v.err"; fail "--dry-run > /dev/full: exit $rc"; }
+fi
 
 # bad sweep files
 bad() { # WHAT MESSAGE LINE...
@@ -229,6 +299,13 @@ bad "an axis of a command-line option" "bad.sweep:2: axis dry-run: an option of 
     "axis dry-run = true false"
 bad "a where of a command-line option" "bad.sweep:3: where config: an option of dtrain's command line only" "$b" \
     "axis mode = dsync ps" "where mode=ps: config = a.conf"
+bad "a set line of log, which the sweep gives" "bad.sweep:3: set log: tools/sweep gives every point --log POINT/log.jsonl" \
+    "$b" "axis mode = dsync ps" "set log = run.jsonl"
+bad "a where line of progress" "bad.sweep:3: where progress: tools/sweep gives every point --progress none" "$b" \
+    "axis mode = dsync ps" "where mode=ps: progress = bar"
+{ cat "$top_srcdir/configs/mlp-fashion-dsync.conf"; echo "ranks = two"; } > "$T/ranks2.conf"
+bad "a base config's ranks that is no number" "ranks2.conf:$(grep -c '' "$T/ranks2.conf"): ranks: expected an integer" \
+    "base = $T/ranks2.conf" "axis mode = dsync"
 bad "a where link that is no rate" "bad.sweep:3: link: expected none or a rate" "$b" "axis mode = dsync ps" "where mode=ps: link = fast"
 bad "an exclude off the axes, at its line" "bad.sweep:3: 'mode=ps' is not a value of axis mode" "$b" "axis mode = dsync pipesgd" \
     "exclude mode=ps"
