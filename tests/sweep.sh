@@ -413,7 +413,7 @@ $REPORT "$T/nostatus" > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report of a
 grep -q "status.json is missing, but log.jsonl has the run's summary" "$T/rep" &&
     grep -q "| no status.json |" "$T/nostatus/report/results.md" &&
     grep -q "$2status.json: damaged (not what tools/sweep writes): left out" "$T/rep" &&
-    grep -q "1 of the sweep's 4 points have no results (0 not run yet, 0 stopped while running, 1 damaged)" "$T/rep" ||
+    grep -q "1 of the sweep's 4 points has no results (0 not run yet, 0 stopped while running, 1 damaged)" "$T/rep" ||
     { cat "$T/rep" "$T/nostatus/report/results.md"; fail "tools/report: a missing or damaged status.json"; }
 # JSON nested deeper than Python's stack (a RecursionError, a traceback before) in a log line and in
 # a status.json: damaged, said, no traceback, in tools/report and in a sweep that resumes
@@ -459,7 +459,7 @@ set -- "$T"/fields/*/
 sed -i '/"type":"epoch"/s/"time":[0-9.e+-]*,//' "$1/log.jsonl"
 sed -i '/"type":"summary"/s/"t_forward":[0-9.e+-]*/"t_forward":null/' "$2/log.jsonl"
 $REPORT "$T/fields" > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report of records with fields that are not numbers failed"; }
-! grep -q Traceback "$T/rep" && grep -q "epoch records\? without a number for epoch, time or test_acc" "$T/rep" &&
+! grep -q Traceback "$T/rep" && grep -q "epoch records\? without a number in range for epoch, time or test_acc" "$T/rep" &&
     grep -q "the summary's t_forward is not a number" "$T/rep" || { cat "$T/rep"; fail "tools/report: fields not numbers"; }
 rm -r "$T/fields/report"
 $PYTHON -S "$top_srcdir/tools/report" "$T/fields" > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report without matplotlib failed"; }
@@ -520,4 +520,82 @@ grep -q "the summary's test_acc NaN, samples_per_s Infinity are out of range (ed
     grep -q "the summary's bytes_sent -1e+30 is out of range" "$T/rep" && grep -q "status.json's exit \"0\" is not a number" "$T/rep" &&
     ! grep -qiw "nan\|inf\|infx" "$T/nan/report/results.md" ||
     { cat "$T/rep" "$T/nan/report/results.md"; fail "tools/report took NaN, infinities or a negative count as measured"; }
+# finite numbers past any run's (a phase of 1e308 s overflowed the stacked bars), a negative phase, an
+# epoch's accuracy above 1, epochs out of order: said and left out, no traceback
+cp -r "$top_srcdir/tests/fixtures/report" "$T/huge" && chmod -R u+w "$T/huge"
+set -- "$T"/huge/*/
+sed -i '/"type":"summary"/{s/"t_forward":[0-9.e+-]*/"t_forward":1e308/;s/"t_update":[0-9.e+-]*/"t_update":-0.5/}' "$1/log.jsonl"
+sed -i '0,/"type":"epoch"/{/"type":"epoch"/s/"test_acc":[0-9.]*/"test_acc":7.5/}' "$2/log.jsonl"
+$PYTHON -c 'import sys; l = open(sys.argv[1]).readlines(); e = [i for i, x in enumerate(l) if "\"type\":\"epoch\"" in x]
+l[e[0]], l[e[1]] = l[e[1]], l[e[0]]; open(sys.argv[1], "w").writelines(l)' "$3/log.jsonl"
+$REPORT "$T/huge" > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report of huge numbers failed"; }
+! grep -q Traceback "$T/rep" && grep -q "the summary's t_forward 1e+308, t_update -0.5 are out of range" "$T/rep" &&
+    grep -q "$2log.jsonl: 1 epoch record without a number in range" "$T/rep" &&
+    grep -q "$3log.jsonl: 1 epoch record out of order" "$T/rep" ||
+    { cat "$T/rep"; fail "tools/report of numbers out of range"; }
+# damaged point.json and status.json fields (a link of 5, a tail of 5): said, no traceback; a point whose
+# axis values are another's; a results directory given twice
+cp -r "$top_srcdir/tests/fixtures/report" "$T/types" && chmod -R u+w "$T/types"
+set -- "$T"/types/*/
+edit() { $PYTHON -c 'import json, sys; d = json.load(open(sys.argv[1])); exec(sys.argv[2]); json.dump(d, open(sys.argv[1], "w"))' "$@"; }
+edit "$1/point.json" 'd["link"] = 5' && edit "$2/status.json" 'd["tail"] = 5; d["exit"] = 1'
+cp "$3/point.json" "$4/point.json"
+$REPORT "$T/types" > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report of damaged point fields failed"; }
+! grep -q Traceback "$T/rep" && grep -q "$1point.json: damaged (not what tools/sweep writes: link 5)" "$T/rep" &&
+    grep -q "status.json's tail is not a list of lines" "$T/rep" &&
+    grep -q "\($4\|$3\)point.json: damaged (not what tools/sweep writes: the axis values of \($(basename "$3")\|$(basename "$4")\))" "$T/rep" ||
+    { cat "$T/rep"; fail "tools/report of damaged point fields"; }
+rc=0
+$REPORT "$T/types" "$T/types/" > "$T/rep" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "is given twice" "$T/rep" || { cat "$T/rep"; fail "tools/report of one directory twice: exit $rc"; }
+# published times and bytes: less is better; the timing model's error: how close
+cp -r "$top_srcdir/tests/fixtures/report" "$T/verdict" && chmod -R u+w "$T/verdict"
+edit "$T/verdict/sweep.json" 'p = {"mode": "dsync", "ranks": "2"}
+d["published"] = [dict(point=p, metric="ms_per_iter", value=0.001, text=""), dict(point=p, metric="time_to_target", value=100.0, text=""),
+                  dict(point=p, metric="model_error", value=50.0, text="")]'
+$REPORT --reproduction "$T/VERDICT.md" "$T/verdict" > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report of lower-is-better claims failed"; }
+grep -q "| ms_per_iter | 0.001  | 7.97 | not reproduced (7.97 higher) |" "$T/VERDICT.md" &&
+    grep -q "| time_to_target | 100.0  | 3.[0-9]* | reproduced |" "$T/VERDICT.md" &&
+    grep -q "| model_error | 50.0  | 14.[0-9]* | not reproduced (-36 points) |" "$T/VERDICT.md" ||
+    { cat "$T/VERDICT.md"; fail "verdicts of times, and of the timing model's error"; }
+# a run that only evaluated (a summary of 0 iterations): no speed, not the baseline; a log whose name
+# has a '|' (a cell of its own in results.md) or a byte of no valid UTF-8 (shown as U+FFFD); the
+# earlier report kept whole where this one cannot be written
+mkdir -p "$T/names" && set -- $logs
+sed '/"type":"summary"/{s/"iter":[0-9]*/"iter":0/;s/"samples_per_s":[0-9.e+]*/"samples_per_s":0/}' "$1" > "$T/names/eval.jsonl"
+cp "$1" "$T/names/a|b.jsonl" && cp "$2" "$T/names/$(printf 'r\xe9sum\xe9').jsonl"
+$REPORT "$T/names/eval.jsonl" "$T/names/a|b.jsonl" "$T/names/"r*.jsonl > "$T/rep" 2>&1 || { cat "$T/rep"; fail "tools/report of odd names failed"; }
+grep -q '^| eval.jsonl | dsync | 2 | ok, evaluated only |  |  |  |' "$T/names/report/results.md" &&
+    grep -q '^| a\\|b.jsonl | dsync | 2 | ok |  | [0-9]* | 1.00x |' "$T/names/report/results.md" &&
+    grep -q $'^| r\xef\xbf\xbdsum\xef\xbf\xbd.jsonl | pipesgd | 2 | ok |' "$T/names/report/results.md" &&
+    grep -q "baseline (speed-up 1.00x): the first that measured its speed, \`../a|b.jsonl\`" "$T/names/report/results.md" ||
+    { cat "$T/rep" "$T/names/report/results.md"; fail "tools/report: an evaluation-only run, names with | and non-UTF-8 bytes"; }
+cp -r "$T/names/report" "$T/names.before"
+chmod a-w "$T/names/report"
+if ! touch "$T/names/report/x" 2> /dev/null; then # not as root, who writes there all the same
+    rc=0
+    $REPORT "$T/names/eval.jsonl" "$T/names/a|b.jsonl" > "$T/rep" 2>&1 || rc=$?
+    [ $rc -eq 1 ] && grep -q "Permission denied (the earlier report there is left as it was)" "$T/rep" &&
+        diff -r "$T/names.before" "$T/names/report" > /dev/null || { cat "$T/rep"; fail "tools/report into a read-only report: exit $rc"; }
+fi
+chmod u+w "$T/names/report"
+if [ "$(id -u)" = 0 ] && mkdir "$T/full" && mount -t tmpfs -o size=400k tmpfs "$T/full" 2> /dev/null; then
+    cp $logs "$T/full/" 2> /dev/null; cp "$T/names/eval.jsonl" "$T/full/" # on a full disk: as it was, every PNG whole
+    $REPORT "$T"/full/*.jsonl > "$T/rep" 2>&1 || { umount "$T/full"; cat "$T/rep"; fail "tools/report on the tmpfs failed"; }
+    cp -r "$T/full/report" "$T/full.before"
+    dd if=/dev/zero of="$T/full/filler" bs=4k 2> /dev/null
+    rc=0
+    $REPORT "$T"/full/*.jsonl > "$T/rep" 2>&1 || rc=$?
+    same=$(diff -r "$T/full.before" "$T/full/report" > /dev/null && echo yes)
+    umount "$T/full"
+    [ $rc -eq 1 ] && grep -q "No space left on device (the earlier report there is left as it was)" "$T/rep" && [ "$same" = yes ] ||
+        { cat "$T/rep"; fail "tools/report on a full disk: exit $rc, the earlier report same: ${same:-no}"; }
+fi
+# one results directory that cannot take its report: the others and the page all the same, exit 1
+cp -r "$top_srcdir/tests/fixtures/report" "$T/m1" && cp -r "$top_srcdir/tests/fixtures/report" "$T/m2" && chmod -R u+w "$T/m1" "$T/m2"
+rm -rf "$T/m1/report" "$T/m2/report" && touch "$T/m1/report"
+rc=0
+$REPORT --reproduction "$T/M.md" "$T/m1" "$T/m2" > "$T/rep" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q "m1/report: not a directory" "$T/rep" && [ -s "$T/m2/report/results.md" ] && [ -s "$T/M.md" ] ||
+    { cat "$T/rep"; fail "tools/report of an unwritable and a good directory: exit $rc"; }
 echo PASS
