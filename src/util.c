@@ -263,6 +263,26 @@ FILE *dt_fdopen_blocking(int fd, const char *mode)
     return f;
 }
 
+FILE *dt_fopen_regular(const char *path, mode_t *kind)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    *kind = 0;
+    if (fd < 0) return NULL;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        *kind = st.st_mode;
+        return NULL;
+    }
+    return dt_fdopen_blocking(fd, "rb");
+}
+
 int dt_read_file(const char *path, char **data, size_t *n_bytes)
 {
     /* opened without blocking, so that a named pipe is refused below instead of waiting in open()

@@ -78,6 +78,10 @@ int dt_read_file(const char *path, char **data, size_t *n_bytes);
  * instead of waiting in open()), as a FILE that blocks as a file does; on failure fd is closed, errno
  * kept, NULL */
 FILE *dt_fdopen_blocking(int fd, const char *mode);
+/* path opened for reading as fopen(path, "rb") would, but without waiting in open() for a named
+ * pipe's writer: NULL with errno set where it cannot be opened, and NULL with *kind its st_mode where
+ * it is not a regular file (*kind 0 otherwise) */
+FILE *dt_fopen_regular(const char *path, mode_t *kind);
 /* The host's memory: MemAvailable (what the kernel can give without swapping) and MemTotal. */
 int dt_host_memory(size_t *avail, size_t *total);
 /* A file dtrain is to write (and replace atomically): absent or a regular file (not a link, a

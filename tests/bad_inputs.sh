@@ -97,6 +97,9 @@ damage pixels $(( $(stat -c %s "$pack") - 100 )) '\001\002\003\004'
 check "pack: damaged pixels" 1 "checksum" "$DTRAIN" $P --data-dir "$T/packs" --iters 20
 rm -rf "$T/packs" && cp -r "$T/tree/.dtrain-pack" "$T/packs" && truncate -s 5000 "$T/packs/$(basename "$pack")"
 check "pack: truncated" 1 "$(basename "$pack")" "$DTRAIN" $P --data-dir "$T/packs"
+rm -rf "$T/packs" && cp -r "$T/tree/.dtrain-pack" "$T/packs" && rm "$T/packs/$(basename "$pack")" &&
+    mkfifo "$T/packs/$(basename "$pack")"
+check "pack: a named pipe" 1 "$(basename "$pack"): a pipe (expected a dtrain pack" "$DTRAIN" $P --data-dir "$T/packs"
 
 # checkpoints: a good one, then damaged in the header, the metadata and the data
 "$DTRAIN" $D --checkpoint "$T/good.ckpt" > "$T/out" 2>&1 || { cat "$T/out"; fail "writing a checkpoint failed"; }
@@ -130,6 +133,11 @@ done
 check "a named pipe nobody reads as --log" 2 "--log $T/fifo: a named pipe that no process reads" \
     "$DTRAIN" $D --iters 4 --log "$T/fifo"
 rm -f "$T/fifo"
+# a named pipe as a data file: a CIFAR batch, a pack, an image of a tree (open() waited there too)
+rm -rf "$T/case" && cp -r "$T/c10" "$T/case" && rm "$T/case/data_batch_1.bin" && mkfifo "$T/case/data_batch_1.bin"
+check "a named pipe as a CIFAR file" 1 "data_batch_1.bin: a pipe (expected a CIFAR-10 binary file)" \
+    "$DTRAIN" --net cifar-quick --dataset cifar10 --data-dir "$T/case" --progress none --iters 2
+tree_with "a named pipe as an image" "x.png: " 'mkfifo "$dir/train/$class/x.png"'
 # weights with an infinity (the message names the file and the tensor)
 "$DTRAIN" $D --save "$T/good.st" > "$T/out" 2>&1 || { cat "$T/out"; fail "could not save weights"; }
 $PYTHON - "$T/good.st" "$T/inf.st" <<'EOF2' || fail "could not write the weights with an infinity"

@@ -34,9 +34,13 @@ static void locate(const char *dir, const char *sub, const char *probe, char *ou
 /* Appends the records of one file to s (grown as needed). */
 static int read_file(const char *path, int label_bytes, int n_labels, dt_split *s, size_t *cap)
 {
-    FILE *f = fopen(path, "rb");
+    mode_t kind;
+    FILE *f = dt_fopen_regular(path, &kind); /* a named pipe refused, not waited on */
     struct stat st;
     size_t rec = (size_t)label_bytes + PIXELS;
+    if (!f && kind)
+        return dt_fail("%s: %s (expected a CIFAR-%s binary file)", path, dt_file_kind(kind),
+                       label_bytes == 1 ? "10" : "100");
     if (!f)
         return dt_fail("%s: cannot open (%s; expected the CIFAR-%s binary files here)", path, strerror(errno),
                        label_bytes == 1 ? "10" : "100");

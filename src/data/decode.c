@@ -159,7 +159,9 @@ static int png_decode(const char *path, int channels, uint8_t **out, int *w_out,
     png_infop info = NULL;
     uint8_t *volatile pix = NULL;
     png_bytep *volatile rows = NULL;
-    FILE *f = fopen(path, "rb");
+    mode_t kind;
+    FILE *f = dt_fopen_regular(path, &kind);
+    if (!f && kind) return dt_fail("%s: %s (expected an image file)", path, dt_file_kind(kind));
     if (!f) return dt_fail("%s: cannot open (%s)", path, strerror(errno));
     if (!(png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &e, png_error_fn, png_warning_fn)) ||
         !(info = png_create_info_struct(png))) {
@@ -223,9 +225,11 @@ static int png_decode(const char *path, int channels, uint8_t **out, int *w_out,
 int image_decode(const char *path, int channels, uint8_t **out, int *w, int *h)
 {
     uint8_t sig[8];
-    FILE *f = fopen(path, "rb");
+    mode_t kind;
+    FILE *f = dt_fopen_regular(path, &kind); /* a named pipe refused, not waited on */
     int rc;
     *out = NULL;
+    if (!f && kind) return dt_fail("%s: %s (expected an image file)", path, dt_file_kind(kind));
     if (!f) return dt_fail("%s: cannot open (%s)", path, strerror(errno));
     size_t got = fread(sig, 1, 8, f);
     if (got >= 3 && sig[0] == 0xff && sig[1] == 0xd8 && sig[2] == 0xff) {

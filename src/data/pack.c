@@ -108,11 +108,15 @@ static void info_free(pack_info *pi)
 static int pack_open(const char *path, int channels, int side, int check_fp, uint64_t fp, dt_split *s, pack_info *pi,
                      char *why, size_t why_n)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a named pipe refused below, not waited on */
     struct stat st;
     if (fd < 0) {
         snprintf(why, why_n, "no %s", path);
         return 1;
+    }
+    if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+        close(fd);
+        return dt_fail("%s: %s (expected a dtrain pack, a file; delete it to rebuild)", path, dt_file_kind(st.st_mode));
     }
     if (fstat(fd, &st) != 0 || (size_t)st.st_size < HEADER) {
         close(fd);
