@@ -435,6 +435,37 @@ int ckpt_peek(dt_ckpt_state *r, const char *path, int ranks, long *it)
 }
 
 /* rank 0: the file's checks, the shared tensors into host, the iteration */
+/* A tensor of the checkpoint beside the weights (momentum, a rank's own state) is all finite numbers:
+ * a NaN there would turn the weights into NaN some steps later, far from its cause */
+static int own_finite(const char *path, const char *name, const void *data, size_t n)
+{
+    const uint8_t *b = data; /* the file's bytes: a float there need not be aligned */
+    for (size_t k = 0; k < n; k++) {
+        float x;
+        memcpy(&x, b + k * sizeof x, sizeof x);
+        if (!isfinite(x))
+            return dt_fail("%s: tensor '%s' holds a non-finite value ([%zu] is %g; is the file damaged or edited?)",
+                           path, name, k, (double)x);
+    }
+    return 0;
+}
+
+/* Whether the entry e of a rank's own tensor of n floats is missing or of another type or size */
+static int own_entry_bad(const st_entry *e, size_t n)
+{
+    return !e || strcmp(e->dtype, "F32") != 0 || e->end - e->begin != n * sizeof(float);
+}
+
+static int own_entry_fail(const char *path, const st_entry *e, const char *name, size_t n, int src)
+{
+    char who[32] = "";
+    if (src > 0) snprintf(who, sizeof who, " for rank %d", src);
+    if (!e)
+        return dt_fail("%s: no tensor '%s' of %zu values%s (made with other options or ranks?)", path, name, n, who);
+    return dt_fail("%s: tensor '%s' is %s in %llu bytes%s (expected F32 of %zu values; is the file damaged or edited?)",
+                   path, name, e->dtype, (unsigned long long)(e->end - e->begin), who, n);
+}
+
 static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float *w, float *state, float *v, long *it0,
                         long *ranks, double *scale)
 {
@@ -463,6 +494,8 @@ static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float
         scale[1] = (double)good;
     }
     if (weights_from(net, f, path, w, state, NULL) != 0) return -1;
+    /* dtrain writes no checkpoint of non-finite weights (ckpt_write checks): one is damaged or edited */
+    if (weights_check_finite(net, w, state, path) != 0) return -1;
     if (v) {
         char name[NAME_LEN + 32];
         for (int i = 0; i < net->n_tensors; i++) {
@@ -480,6 +513,7 @@ static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float
                                path, name, e->dtype, (unsigned long long)count, (unsigned long long)(e->end - e->begin),
                                q->n, q->name);
             memcpy(v + q->offset, f->data + e->begin, q->n * sizeof(float));
+            if (own_finite(path, name, v + q->offset, q->n) != 0) return -1;
         }
     }
     return 0;
@@ -503,10 +537,11 @@ static int serve_own(dt_ckpt_state *r, const st_file *f, const char *path, int s
     for (uint64_t i = 0; rc == 0 && i < n && !status; i++) {
         names[i][NAME_LEN - 1] = 0;
         const st_entry *e = st_find(f, names[i]);
-        if (!e || e->end - e->begin != lens[i] * sizeof(float)) {
+        if (own_entry_bad(e, lens[i])) {
             status = 1;
-            dt_fail("%s: no tensor '%s' of %zu values for rank %d (made with other options or ranks?)", path, names[i],
-                    lens[i], src);
+            own_entry_fail(path, e, names[i], lens[i], src);
+        } else if (own_finite(path, names[i], f->data + e->begin, lens[i]) != 0) {
+            status = 1;
         }
     }
     if (rc == 0 && comm_send(r->comm, &status, sizeof status, src, TAG_DATA) != 0) rc = -1;
@@ -555,11 +590,12 @@ int ckpt_restore(dt_ckpt_state *r, const char *path, long *it0_out)
     if (me == 0) {
         for (int i = 0; i < mine.n && rc == 0; i++) {
             const st_entry *e = st_find(f, mine.name[i]);
-            if (!e || e->end - e->begin != mine.len[i] * sizeof(float))
-                rc = dt_fail("%s: no tensor '%s' of %zu values (made with other options or ranks?)", path, mine.name[i],
-                             mine.len[i]);
-            else
+            if (own_entry_bad(e, mine.len[i]))
+                rc = own_entry_fail(path, e, mine.name[i], mine.len[i], 0);
+            else {
                 memcpy(mine.data[i], f->data + e->begin, mine.len[i] * sizeof(float));
+                rc = own_finite(path, mine.name[i], mine.data[i], mine.len[i]);
+            }
         }
         for (int src = 1; src < p; src++)
             if (serve_own(r, f, path, src) != 0) rc = -1;

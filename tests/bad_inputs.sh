@@ -122,6 +122,19 @@ open(sys.argv[2], "wb").write(b)
 EOF2
 check "a checkpoint's momentum of another dtype" 1 "tensor 'optim:momentum:fc1.bias' is I32 of 500 values" \
     "$DTRAIN" $D --iters 4 --resume "$T/dtype.ckpt"
+# a NaN in a weight or a momentum, the checksum made again (a file edited so that no checksum catches
+# it): refused at its tensor, as --load refuses one (a NaN momentum turned the weights into NaN later)
+for t in fc1.bias optim:momentum:fc1.bias; do
+    $PYTHON "$top_srcdir/tests/ckpt_edit.py" "$T/good.ckpt" "$T/nan.ckpt" "$t" 0 nan || fail "could not edit $t"
+    check "a checkpoint with a NaN in $t" 1 "nan.ckpt: tensor '$t' holds a non-finite value ([0] is nan" \
+        "$DTRAIN" $D --iters 4 --resume "$T/nan.ckpt"
+done
+# a rank's own tensor (Top-k's residual) of another dtype: refused, not read as floats
+"$DTRAIN" $D --mode topk --checkpoint "$T/topk.ckpt" > "$T/out" 2>&1 || { cat "$T/out"; fail "writing a topk checkpoint failed"; }
+sed 's/"comm:0:residual":{"dtype":"F32"/"comm:0:residual":{"dtype":"I32"/' "$T/topk.ckpt" > "$T/topk-i32.ckpt"
+cmp -s "$T/topk.ckpt" "$T/topk-i32.ckpt" && fail "the topk checkpoint has no comm:0:residual to edit"
+check "a checkpoint's residual of another dtype" 1 "tensor 'comm:0:residual' is I32 in" \
+    "$DTRAIN" $D --mode topk --iters 4 --resume "$T/topk-i32.ckpt"
 check "a directory as the checkpoint" 2 "--resume: $T: " "$DTRAIN" $D --iters 4 --resume "$T"
 check "a device as the checkpoint" 2 "--resume: /dev/zero: " "$DTRAIN" $D --iters 4 --resume /dev/zero
 # a named pipe as an input, or as the log with no process reading it: refused at once (open() waited for
