@@ -64,14 +64,14 @@ static int parse_string(parser *p, const char **c, char **out)
                         return perr(p, q, "4 hex digits");
                     }
                     char h = *q;
-                    v = v * 16 + (unsigned)(h >= '0' && h <= '9'   ? h - '0'
-                                            : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                                            : h >= 'A' && h <= 'F' ? h - 'A' + 10
-                                                                   : 99);
-                    if (v > 0xffff) {
+                    int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                                                 : h >= 'A' && h <= 'F'           ? h - 'A' + 10
+                                                                                  : -1;
+                    if (d < 0) { /* not a hex digit ("\u000g" once read as 'c') */
                         free(buf);
                         return perr(p, q, "4 hex digits");
                     }
+                    v = v * 16 + (unsigned)d;
                 }
                 /* names we read are ASCII; other code points become '?' rather than failing; a NUL
                  * would end the string where its reader looks, so it is refused */

@@ -60,6 +60,10 @@ static int parse_entry(const char *path, const char *name, const json *v, size_t
         return dt_fail("%s: tensor '%s': expected {\"dtype\", \"shape\", \"data_offsets\"}", path, name);
     if (!(esz = dtype_size(dt->str)) || strlen(dt->str) >= sizeof e->dtype)
         return dt_fail("%s: tensor '%s': unknown dtype '%s'", path, name, dt->str);
+    for (int i = 0; i < v->n; i++) /* json_get finds the first: a second one would be passed over unseen */
+        for (int k = 0; k < i; k++)
+            if (strcmp(v->keys[i], v->keys[k]) == 0)
+                return dt_fail("%s: tensor '%s': names '%s' twice (expected each field once)", path, name, v->keys[i]);
     strcpy(e->dtype, dt->str);
     if (sh->n > ST_MAX_DIMS) return dt_fail("%s: tensor '%s': %d dims (at most %d)", path, name, sh->n, ST_MAX_DIMS);
     e->n_dims = sh->n;
@@ -70,6 +74,7 @@ static int parse_entry(const char *path, const char *name, const json *v, size_t
         if (d && count > UINT64_MAX / (uint64_t)d) return dt_fail("%s: tensor '%s': shape too large", path, name);
         count *= (uint64_t)d;
     }
+    if (count > UINT64_MAX / esz) return dt_fail("%s: tensor '%s': shape too large", path, name); /* bytes wrap */
     int64_t b = off->n == 2 ? json_int(&off->items[0]) : -1, en = off->n == 2 ? json_int(&off->items[1]) : -1;
     if (b < 0 || en < b)
         return dt_fail("%s: tensor '%s': data_offsets must be [begin, end] with begin ≤ end", path, name);

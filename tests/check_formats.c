@@ -119,6 +119,13 @@ START_TEST(safetensors_damage)
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, -1,
          "first 4 bytes belong to no tensor"},
         {"{}", 8, -1, "8 data bytes but no tensor"},
+        /* found by a probe: a bad \u escape read as another name, a field twice (the first taken), a
+         * shape whose byte count wraps to the 0 of its offsets */
+        {"{\"f\\u000g\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, -1, "invalid JSON"},
+        {"{\"a\":{\"dtype\":\"F32\",\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, -1,
+         "tensor 'a': names 'dtype' twice"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2147483648,2147483648],\"data_offsets\":[0,0]}}", 0, -1,
+         "tensor 'a': shape too large"},
         /* a name in Latin-1, not UTF-8: it would reach messages as raw bytes */
         {"{\"caf\xe9\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, -1,
          "the header is not UTF-8 text (byte 5 of it, 0xe9"},

@@ -136,6 +136,8 @@ static const struct {
     /* blocks */
     {"block b out\nconv out=$out k=3\n", "t.net:1: block b has no 'end'"},
     {"end\n", "t.net:1: 'end' without a block"},
+    {"block b out\nconv out=$out k=1\nend\ninput shape=3x4x4\nb name=x out=2 out=3\nflatten\ndense out=2\nsoftmax_xent\n",
+     "t.net:5: key 'out' given twice"},
     {"block relu x\nend\n", "t.net:1: block name 'relu' is already taken"},
     {"block b out\nconv out=$width k=1\nend\ninput shape=3x4x4\nb name=x out=2\nflatten\ndense out=2\nsoftmax_xent\n",
      "t.net:2 (in block b, used at t.net:5): $width is not a parameter of the block"},

@@ -416,6 +416,7 @@ static int expand_use(expander *x, const block_def *b, char *text, int line, con
             return dt_fail("%s: block %s has no parameter '%s' (expected: %s)", where, b->name, tok, list);
         }
         if (strlen(eq + 1) >= sizeof vals[i]) return dt_fail("%s: value of '%s' too long", where, tok);
+        if (given[i]) return dt_fail("%s: key '%s' given twice", where, tok); /* as on a layer's line */
         strcpy(vals[i], eq + 1);
         given[i] = 1;
     }
