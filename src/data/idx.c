@@ -4,6 +4,7 @@
  * magic, type, number of dimensions, sizes against the bytes actually present, and nothing may
  * follow the data (or the gzip stream). */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -14,11 +15,29 @@
 /* the largest IDX file dtrain inflates (ImageNet-sized IDX sets are below 1 GB) */
 #define MAX_INFLATED ((size_t)8 << 30)
 
+/* The size of the IDX file whose first len bytes are buf, as its header says: 0 while the header is
+ * not all there, SIZE_MAX where it is no IDX header (idx_parse says why) */
+static size_t idx_size(const uint8_t *buf, size_t len)
+{
+    if (len < 4) return 0;
+    if (buf[0] || buf[1] || buf[2] != 0x08 || buf[3] == 0 || buf[3] > 4) return SIZE_MAX;
+    size_t hdr = 4 + 4 * (size_t)buf[3], count = 1;
+    if (len < hdr) return 0;
+    for (int i = 0; i < buf[3]; i++) {
+        const uint8_t *p = buf + 4 + 4 * i;
+        count *= (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+        if (count > ((size_t)1 << 40)) return SIZE_MAX;
+    }
+    return hdr + count;
+}
+
 /* Inflates the gzip members in[0..n) into *out; anything after the last member that is not
- * another member is an error, not silently ignored. */
+ * another member is an error, not silently ignored. Inflating stops once the output passes what
+ * its IDX header announces: a small file that inflates to gigabytes is refused after the header's
+ * bytes, not after the gigabytes. */
 static int gunzip(const char *path, const uint8_t *in, size_t n, uint8_t **out, size_t *n_out)
 {
-    size_t cap = DT_MIN(n * 4 + 1024, MAX_INFLATED), len = 0, used = 0;
+    size_t cap = DT_MIN(n * 4 + 1024, MAX_INFLATED), len = 0, used = 0, want = 0;
     uint8_t *buf = malloc(cap);
     if (!buf) return dt_fail("out of memory reading %s", path);
     while (used < n) {
@@ -59,6 +78,13 @@ static int gunzip(const char *path, const uint8_t *in, size_t n, uint8_t **out, 
             rc = inflate(&z, Z_NO_FLUSH);
             avail -= in0 - z.avail_in;
             len += out0 - z.avail_out;
+            if (!want) want = idx_size(buf, len);
+            if (want && want != SIZE_MAX && len > want) {
+                size_t data = want - (4 + 4 * (size_t)buf[3]);
+                inflateEnd(&z);
+                free(buf);
+                return dt_fail("%s: trailing data (header says %zu data bytes, the gzip stream holds more)", path, data);
+            }
             if (rc == Z_BUF_ERROR && avail == 0 && z.avail_out > 0) { /* input ended inside the stream */
                 inflateEnd(&z);
                 free(buf);
