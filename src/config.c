@@ -76,7 +76,7 @@ int config_load(const char *path, config_apply_fn apply, void *arg)
 {
     char *text;
     size_t n;
-    if (dt_read_file(path, &text, &n) != 0) return dt_fail_prefix("--config");
+    if (dt_read_text(path, (size_t)16 << 20, "config file", &text, &n) != 0) return dt_fail_prefix("--config");
     int rc = config_parse(text, n, path, 1, apply, arg);
     free(text);
     return rc;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "json.h"
 #include "util.h"
@@ -50,6 +51,25 @@ void st_close(st_file *f)
     free(f);
 }
 
+static const char *duplicate_key(const json *obj);
+
+/* The first 8 bytes of a file of n bytes: a header length that fits it (error set otherwise) */
+static int check_head(const char *path, const uint8_t *b, size_t n, uint64_t *hlen_out)
+{
+    uint64_t hlen = 0;
+    if (n < 8)
+        return dt_fail("%s: %zu bytes (expected a safetensors file: 8-byte header length, JSON header, data)", path, n);
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | b[i];
+    if (hlen > MAX_HEADER)
+        return dt_fail("%s: a header of %llu bytes, over safetensors' limit of %u (not a weight file, or a hostile one)",
+                       path, (unsigned long long)hlen, MAX_HEADER);
+    if (hlen < 2 || hlen > n - 8)
+        return dt_fail("%s: header length %llu does not fit a file of %zu bytes (not a safetensors file, or truncated)",
+                       path, (unsigned long long)hlen, n);
+    *hlen_out = hlen;
+    return 0;
+}
+
 static int parse_entry(const char *path, const char *name, const json *v, size_t data_bytes, st_entry *e)
 {
     const json *dt = json_get(v, "dtype"), *sh = json_get(v, "shape"), *off = json_get(v, "data_offsets");
@@ -60,10 +80,8 @@ static int parse_entry(const char *path, const char *name, const json *v, size_t
         return dt_fail("%s: tensor '%s': expected {\"dtype\", \"shape\", \"data_offsets\"}", path, name);
     if (!(esz = dtype_size(dt->str)) || strlen(dt->str) >= sizeof e->dtype)
         return dt_fail("%s: tensor '%s': unknown dtype '%s'", path, name, dt->str);
-    for (int i = 0; i < v->n; i++) /* json_get finds the first: a second one would be passed over unseen */
-        for (int k = 0; k < i; k++)
-            if (strcmp(v->keys[i], v->keys[k]) == 0)
-                return dt_fail("%s: tensor '%s': names '%s' twice (expected each field once)", path, name, v->keys[i]);
+    const char *dup = duplicate_key(v); /* json_get finds the first: a second one would be passed over unseen */
+    if (dup) return dt_fail("%s: tensor '%s': names '%s' twice (expected each field once)", path, name, dup);
     strcpy(e->dtype, dt->str);
     if (sh->n > ST_MAX_DIMS) return dt_fail("%s: tensor '%s': %d dims (at most %d)", path, name, sh->n, ST_MAX_DIMS);
     e->n_dims = sh->n;
@@ -161,21 +179,7 @@ int st_parse(void *raw, size_t n, const char *path, st_file **out)
         return dt_fail("out of memory");
     }
     f->raw = raw;
-    if (n < 8) {
-        dt_fail("%s: %zu bytes (expected a safetensors file: 8-byte header length, JSON header, data)", path, n);
-        goto fail;
-    }
-    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | ((uint8_t *)raw)[i];
-    if (hlen > MAX_HEADER) {
-        dt_fail("%s: a header of %llu bytes, over safetensors' limit of %u (not a weight file, or a hostile one)", path,
-                (unsigned long long)hlen, MAX_HEADER);
-        goto fail;
-    }
-    if (hlen < 2 || hlen > n - 8) {
-        dt_fail("%s: header length %llu does not fit a file of %zu bytes (not a safetensors file, or truncated)", path,
-                (unsigned long long)hlen, n);
-        goto fail;
-    }
+    if (check_head(path, (const uint8_t *)raw, n, &hlen) != 0) goto fail;
     const char *text = (const char *)raw + 8;
     if (text[0] != '{') {
         dt_fail("%s: the header does not start with '{' (not a safetensors file)", path);
@@ -253,6 +257,17 @@ int st_read(const char *path, st_file **out)
 {
     char *raw;
     size_t n;
+    uint8_t first[8];
+    uint64_t hlen;
+    mode_t kind;
+    struct stat st;
+    FILE *f = dt_fopen_regular(path, &kind); /* the first 8 bytes against the size before reading it all: a */
+    if (f) {                                 /* file of gigabytes that is no weight file is refused at once */
+        size_t got = fread(first, 1, sizeof first, f);
+        int bad = fstat(fileno(f), &st) == 0 && check_head(path, first, got < 8 ? got : (size_t)st.st_size, &hlen) != 0;
+        fclose(f);
+        if (bad) return -1;
+    }
     if (dt_read_file(path, &raw, &n) != 0) return -1;
     return st_parse(raw, n, path, out);
 }

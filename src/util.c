@@ -283,6 +283,15 @@ FILE *dt_fopen_regular(const char *path, mode_t *kind)
     return dt_fdopen_blocking(fd, "rb");
 }
 
+int dt_read_text(const char *path, size_t max, const char *what, char **data, size_t *n_bytes)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size > max)
+        return dt_fail("%s: %.1f MB, larger than any %s can be (at most %zu MB)", path, st.st_size / 1e6, what,
+                       max >> 20);
+    return dt_read_file(path, data, n_bytes);
+}
+
 int dt_read_file(const char *path, char **data, size_t *n_bytes)
 {
     /* opened without blocking, so that a named pipe is refused below instead of waiting in open()
@@ -335,7 +344,7 @@ int dt_read_file(const char *path, char **data, size_t *n_bytes)
     buf = dt_malloc((size_t)n + 1);
     if (!buf) {
         fclose(f);
-        return -1;
+        return dt_fail("%s: %.1f GB, more than this host can read into memory (out of memory)", path, n / 1e9);
     }
     if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
         int e = errno;

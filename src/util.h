@@ -74,6 +74,9 @@ const char *dt_file_kind(mode_t m);
 int dt_is_kind(const char *path, int dir);
 /* Reads a whole file into a NUL-terminated buffer (caller frees with free()). */
 int dt_read_file(const char *path, char **data, size_t *n_bytes);
+/* dt_read_file of a text file of at most max bytes: a larger one (what: "net file") is refused
+ * before it is read */
+int dt_read_text(const char *path, size_t max, const char *what, char **data, size_t *n_bytes);
 /* fd, opened with O_NONBLOCK (so that a named pipe without its other end fails or is seen at once
  * instead of waiting in open()), as a FILE that blocks as a file does; on failure fd is closed, errno
  * kept, NULL */

@@ -606,7 +606,7 @@ int net_load_classes(const char *name_or_path, int classes, dt_net **out)
     memcpy(base, b, bl);
     base[bl] = 0;
     size_t n;
-    if (dt_read_file(name_or_path, &text, &n) != 0) return dt_fail_prefix("--net");
+    if (dt_read_text(name_or_path, (size_t)64 << 20, "net file", &text, &n) != 0) return dt_fail_prefix("--net");
     const char *nul = memchr(text, 0, n);
     if (nul) {
         size_t at = (size_t)(nul - text);
