@@ -79,6 +79,22 @@ tree_with "a file beside the class folders" "train/notes.txt: not a folder (expe
 tree_with "one class" "--dataset imagenet has 1 class (expected at least 2" \
     'for s in train val; do for c in $(ls "$dir/$s" | tail -n +2); do rm -r "$dir/$s/$c"; done; done'
 
+# a progressive JPEG whose last scan is repeated 150 times (libjpeg only warns; each scan passes over
+# the whole image, so a large one took hours): refused past 100 scans
+$PYTHON - "$T/scans.JPEG" <<'EOF2' || fail "could not write the JPEG of many scans"
+import io, sys
+from PIL import Image
+b = io.BytesIO()
+Image.new("L", (64, 64), 128).save(b, "JPEG", progressive=True, quality=90)
+j = b.getvalue()
+last, eoi = j.rindex(b"\xff\xda"), j.rindex(b"\xff\xd9")
+open(sys.argv[1], "wb").write(j[:eoi] + j[last:eoi] * 150 + j[eoi:])
+EOF2
+dir=$(dataset_with jpeg "$T/scans.JPEG")
+check "a JPEG of 150 scans" 1 "x.JPEG: a progressive JPEG of more than 100 scans" "$DTRAIN" \
+    --net "$top_srcdir/tests/nets/tiny-images.net" --dataset imagenet --image-size 36 --batch 10 --data-dir "$dir" \
+    --progress none --iters 2
+
 # packs: made by dtrain from the PNG tree, then damaged
 P="--net $top_srcdir/tests/nets/tiny-images.net --dataset imagenet --image-size 36 --batch 10 --progress none --iters 2"
 "$DTRAIN" $P --data-dir "$T/tree" > "$T/out" 2>&1 || { cat "$T/out"; fail "packing the PNG tree failed"; }

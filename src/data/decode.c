@@ -7,7 +7,7 @@
  * R = (255 - C)(255 - K) / 255. PNG: grey repeated over the channels, alpha and transparency
  * dropped, 16-bit samples by their high byte. A JPEG whose data end early (the file, or a scan cut
  * short by a marker) is an error (libjpeg would fill the rest with grey); at most 134 megapixels,
- * 32768 on a side; libjpeg's other warnings (extraneous bytes before a marker, and so on) are not,
+ * 32768 on a side, 100 progressive scans; libjpeg's other warnings (extraneous bytes before a marker, and so on) are not,
  * as in PIL. */
 #include <errno.h>
 #include <setjmp.h>
@@ -35,12 +35,26 @@ static int check_size(const char *path, unsigned w, unsigned h)
 
 /* ---- JPEG ----------------------------------------------------------------------------------------- */
 
+/* the most scans of a progressive JPEG: real ones have about 10; each scan passes over the whole
+ * image, so a 130 KB file of one scan repeated 2000 times took 23 s to decode, a larger one hours
+ * (libjpeg-turbo's fuzzers and TurboJPEG's TJPARAM_SCANLIMIT stop such files the same way) */
+#define MAX_SCANS 100
+
 typedef struct jpeg_err {
     struct jpeg_error_mgr pub;
     jmp_buf jump;
-    int truncated;
+    int truncated, scans;
     char msg[JMSG_LENGTH_MAX];
 } jpeg_err;
+
+static void jpeg_progress(j_common_ptr c)
+{
+    if (c->is_decompressor && ((j_decompress_ptr)c)->input_scan_number > MAX_SCANS) {
+        jpeg_err *e = (jpeg_err *)c->err;
+        e->scans = ((j_decompress_ptr)c)->input_scan_number;
+        longjmp(e->jump, 1);
+    }
+}
 
 static void jpeg_fatal(j_common_ptr c)
 {
@@ -83,6 +97,7 @@ static void cmyk_convert(uint8_t *px, size_t n, int inverted, int channels)
 static int jpeg_decode(const char *path, FILE *f, int channels, uint8_t **out, int *w_out, int *h_out)
 {
     struct jpeg_decompress_struct ci;
+    struct jpeg_progress_mgr progress = {.progress_monitor = jpeg_progress};
     jpeg_err e;
     uint8_t *volatile px = NULL;
     memset(&e, 0, sizeof e);
@@ -92,9 +107,13 @@ static int jpeg_decode(const char *path, FILE *f, int channels, uint8_t **out, i
     if (setjmp(e.jump)) {
         jpeg_destroy_decompress(&ci);
         free(px);
+        if (e.scans)
+            return dt_fail("%s: a progressive JPEG of more than %d scans (a damaged or hostile file: real ones have "
+                           "about 10)", path, MAX_SCANS);
         return dt_fail("%s: a damaged JPEG (libjpeg: %s)", path, e.msg);
     }
     jpeg_create_decompress(&ci);
+    ci.progress = &progress;
     jpeg_stdio_src(&ci, f);
     jpeg_read_header(&ci, TRUE);
     if (check_size(path, ci.image_width, ci.image_height) != 0) {
