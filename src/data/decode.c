@@ -7,8 +7,8 @@
  * R = (255 - C)(255 - K) / 255. PNG: grey repeated over the channels, alpha and transparency
  * dropped, 16-bit samples by their high byte. A JPEG whose data end early (the file, or a scan cut
  * short by a marker) is an error (libjpeg would fill the rest with grey); at most 134 megapixels,
- * 32768 on a side, 100 progressive scans; libjpeg's other warnings (extraneous bytes before a marker, and so on) are not,
- * as in PIL. */
+ * 32768 on a side, 100 progressive scans; libjpeg's other warnings (extraneous bytes before a
+ * marker, and so on) are not, as in PIL. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdio.h> /* before jpeglib.h, which uses FILE and size_t */
