@@ -70,4 +70,12 @@ cp "$(find "$T/tree/train" -name '*.png' | sort | tail -n 1)" "$first" && touch 
 "$DTRAIN" $TREE --iters 1 > "$T/rewritten.txt" 2>&1 || { cat "$T/rewritten.txt"; fail "the run after an image was rewritten failed"; }
 grep -q 'packing train: 1000/1000' "$T/rewritten.txt" && [ "$before" != "$(md5sum < "$T/tree/.dtrain-pack/train-37-3.pack")" ] ||
     { cat "$T/rewritten.txt"; fail "an image rewritten in place: the tree was not packed again"; }
+# a class folder added to train/ only (first in order, so every label moves): val's images are the same,
+# but its pack's labels number the old classes; packed again (every later run stopped, "the train pack
+# has 11 classes, the val pack 10", until the packs were deleted by hand)
+first_class=$(ls "$T/tree/train" | head -n 1)
+mkdir "$T/tree/train/a0000000" && cp "$T/tree/train/$first_class"/*.png "$T/tree/train/a0000000/"
+sed 's/name=fc out=10/name=fc out=11/' "$top_srcdir/tests/nets/tiny-images.net" > "$T/tiny11.net"
+"$DTRAIN" $TREE --net "$T/tiny11.net" --iters 1 > "$T/added.txt" 2>&1 && grep -q 'packing val: 200/200' "$T/added.txt" ||
+    { cat "$T/added.txt"; fail "a class folder added to train/: val was not packed again"; }
 echo "PASS: CIFAR-10 (acc $(json_last "$T/c10.jsonl" epoch test_acc)), CIFAR-100 frozen layers, PNG tree (acc $acc)"

@@ -104,9 +104,12 @@ static void info_free(pack_info *pi)
     pi->n_classes = 0;
 }
 
-/* 0: opened into s; 1: missing or made from another tree (why in *why); -1: damaged (error set) */
-static int pack_open(const char *path, int channels, int side, int check_fp, uint64_t fp, dt_split *s, pack_info *pi,
-                     char *why, size_t why_n)
+/* 0: opened into s; 1: missing or made from another tree (why in *why); -1: damaged (error set).
+ * classes (n_classes of them; NULL: packs without their tree): the tree's class folders, whose
+ * order numbers the labels; a pack of other ones is stale, also where its own images are the same
+ * (val's pack, when a class folder was added to train/) */
+static int pack_open(const char *path, int channels, int side, int check_fp, uint64_t fp, char **classes,
+                     int n_classes, dt_split *s, pack_info *pi, char *why, size_t why_n)
 {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a named pipe refused below, not waited on */
     struct stat st;
@@ -173,6 +176,17 @@ static int pack_open(const char *path, int channels, int side, int check_fp, uin
         if (!nl) BAD("%s: %u class names for %u classes (damaged)", path, i, k);
         if (!(pi->names[i] = strndup(p, (size_t)(nl - p)))) BAD("out of memory");
         p = nl + 1;
+    }
+    int other = classes && (int)k != n_classes;
+    for (uint32_t i = 0; classes && !other && i < k; i++) other = strcmp(pi->names[i], classes[i]) != 0;
+    if (other) {
+        snprintf(why, why_n, "%s was made for other class folders (%u classes; the tree has %d now)", path, k,
+                 n_classes);
+        free(s->y);
+        s->y = NULL;
+        info_free(pi);
+        munmap(m, bytes);
+        return 1;
     }
     if (!(s->checked = calloc((size_t)n, 1))) BAD("out of memory");
     s->n = n;
@@ -488,7 +502,9 @@ static int open_split(dt_dataset *ds, const char *root, const char *dir, const c
      * before are packed again once */
     const uint8_t rules = DECODE_RULES;
     if (have_tree && (pngs || o->channels == 1)) fp = dt_hash64(&rules, 1, fp);
-    int rc = pack_open(path, o->channels, o->image_size, have_tree, fp, s, pi, why, sizeof why);
+    char **tree_classes = have_tree ? classes : NULL;
+    int rc = pack_open(path, o->channels, o->image_size, have_tree, fp, tree_classes, n_classes, s, pi, why,
+                       sizeof why);
     if (rc == 0) dataset_note_file(ds, path);
     if (rc <= 0) return rc;
     if (!have_tree) {
@@ -500,7 +516,7 @@ static int open_split(dt_dataset *ds, const char *root, const char *dir, const c
     if (o->scan_only) return scan_split(root, split, classes, n_classes, s, pi);
     if (!o->may_pack) return dt_fail("%s (another process was to pack it)", why);
     if (pack_write(root, split, classes, n_classes, fp, path, o) != 0) return -1;
-    rc = pack_open(path, o->channels, o->image_size, 1, fp, s, pi, why, sizeof why);
+    rc = pack_open(path, o->channels, o->image_size, 1, fp, tree_classes, n_classes, s, pi, why, sizeof why);
     if (rc > 0) return dt_fail("%s right after packing it", why);
     if (rc == 0) dataset_note_file(ds, path);
     return rc;
