@@ -24,6 +24,39 @@ static void skip_ws(parser *p, const char **c)
 
 static int parse_value(parser *p, const char **c, json *out);
 
+/* the 4 hex digits at q (of a \\u escape) as a number, or -1 and the error ("\\u000g" once read as 'c':
+ * a bad digit counted 99, and the sum wrapped past the check) */
+static long hex4(parser *p, const char *q)
+{
+    long v = 0;
+    for (int i = 0; i < 4; i++) {
+        char h = q + i < p->end ? q[i] : 0;
+        int d = h >= '0' && h <= '9'   ? h - '0'
+                : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                       : -1;
+        if (d < 0) return perr(p, q + i, "4 hex digits");
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* code point v as UTF-8 at b: its length. A lone low surrogate U+DC80..U+DCFF is the byte it stands
+ * for (Python's surrogateescape, as json_write_string writes a byte of no valid UTF-8: a Latin-1 file
+ * name comes back as it was); another lone surrogate is U+FFFD */
+static int utf8_put(unsigned char *b, long v)
+{
+    if (v >= 0xdc80 && v <= 0xdcff) return b[0] = (unsigned char)(v & 0xff), 1;
+    if (v >= 0xd800 && v < 0xe000) v = 0xfffd;
+    if (v < 0x80) return b[0] = (unsigned char)v, 1;
+    if (v < 0x800) return b[0] = (unsigned char)(0xc0 | v >> 6), b[1] = (unsigned char)(0x80 | (v & 63)), 2;
+    if (v < 0x10000)
+        return b[0] = (unsigned char)(0xe0 | v >> 12), b[1] = (unsigned char)(0x80 | (v >> 6 & 63)),
+               b[2] = (unsigned char)(0x80 | (v & 63)), 3;
+    return b[0] = (unsigned char)(0xf0 | v >> 18), b[1] = (unsigned char)(0x80 | (v >> 12 & 63)),
+           b[2] = (unsigned char)(0x80 | (v >> 6 & 63)), b[3] = (unsigned char)(0x80 | (v & 63)), 4;
+}
+
 static int parse_string(parser *p, const char **c, char **out)
 {
     const char *q = *c + 1;
@@ -57,30 +90,36 @@ static int parse_string(parser *p, const char **c, char **out)
             case 'r': ch = '\r'; break;
             case 't': ch = '\t'; break;
             case 'u': {
-                unsigned v = 0;
-                for (int i = 0; i < 4; i++, q++) {
-                    if (q >= p->end) {
-                        free(buf);
-                        return perr(p, q, "4 hex digits");
-                    }
-                    char h = *q;
-                    int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                                                 : h >= 'A' && h <= 'F'           ? h - 'A' + 10
-                                                                                  : -1;
-                    if (d < 0) { /* not a hex digit ("\u000g" once read as 'c') */
-                        free(buf);
-                        return perr(p, q, "4 hex digits");
-                    }
-                    v = v * 16 + (unsigned)d;
+                long v = hex4(p, q);
+                if (v < 0) {
+                    free(buf);
+                    return -1;
                 }
-                /* names we read are ASCII; other code points become '?' rather than failing; a NUL
-                 * would end the string where its reader looks, so it is refused */
+                q += 4;
+                /* a pair of surrogates is one code point beyond U+FFFF */
+                if (v >= 0xd800 && v < 0xdc00 && p->end - q >= 6 && q[0] == '\\' && q[1] == 'u') {
+                    long lo = hex4(p, q + 2);
+                    if (lo < 0) {
+                        free(buf);
+                        return -1;
+                    }
+                    if (lo >= 0xdc00 && lo < 0xe000) v = 0x10000 + ((v - 0xd800) << 10) + (lo - 0xdc00), q += 6;
+                }
+                /* a NUL would end the string where its reader looks, so it is refused */
                 if (v == 0) {
                     free(buf);
                     return perr(p, q - 6, "a string without \\u0000");
                 }
-                ch = v < 0x80 ? (unsigned char)v : '?';
-                break;
+                if (n + 5 > cap) {
+                    char *g = realloc(buf, cap *= 2);
+                    if (!g) {
+                        free(buf);
+                        return dt_fail("out of memory");
+                    }
+                    buf = g;
+                }
+                n += utf8_put((unsigned char *)buf + n, v);
+                continue;
             }
             default: free(buf); return perr(p, q - 1, "a valid escape");
             }
