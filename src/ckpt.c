@@ -434,7 +434,6 @@ int ckpt_peek(dt_ckpt_state *r, const char *path, int ranks, long *it)
     return rc;
 }
 
-/* rank 0: the file's checks, the shared tensors into host, the iteration */
 /* A tensor of the checkpoint beside the weights (momentum, a rank's own state) is all finite numbers:
  * a NaN there would turn the weights into NaN some steps later, far from its cause */
 static int own_finite(const char *path, const char *name, const void *data, size_t n)
@@ -466,6 +465,7 @@ static int own_entry_fail(const char *path, const st_entry *e, const char *name,
                    path, name, e->dtype, (unsigned long long)(e->end - e->begin), who, n);
 }
 
+/* rank 0: the file's checks, the shared tensors into host, the iteration */
 static int open_checked(dt_ckpt_state *r, const char *path, st_file **out, float *w, float *state, float *v, long *it0,
                         long *ranks, double *scale)
 {
