@@ -64,6 +64,14 @@ static int parse_string(parser *p, const char **c, char **out)
     char *buf = malloc(cap);
     if (!buf) return dt_fail("out of memory");
     for (;;) {
+        if (n + 5 > cap) { /* room for a code point of 4 bytes and the NUL */
+            char *g = realloc(buf, cap *= 2);
+            if (!g) {
+                free(buf);
+                return dt_fail("out of memory");
+            }
+            buf = g;
+        }
         if (q >= p->end) {
             free(buf);
             return perr(p, q, "a closing '\"'");
@@ -110,27 +118,11 @@ static int parse_string(parser *p, const char **c, char **out)
                     free(buf);
                     return perr(p, q - 6, "a string without \\u0000");
                 }
-                if (n + 5 > cap) {
-                    char *g = realloc(buf, cap *= 2);
-                    if (!g) {
-                        free(buf);
-                        return dt_fail("out of memory");
-                    }
-                    buf = g;
-                }
                 n += utf8_put((unsigned char *)buf + n, v);
                 continue;
             }
             default: free(buf); return perr(p, q - 1, "a valid escape");
             }
-        }
-        if (n + 2 > cap) {
-            char *g = realloc(buf, cap *= 2);
-            if (!g) {
-                free(buf);
-                return dt_fail("out of memory");
-            }
-            buf = g;
         }
         buf[n++] = (char)ch;
     }

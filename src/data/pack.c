@@ -117,11 +117,16 @@ static int pack_open(const char *path, int channels, int side, int check_fp, uin
         snprintf(why, why_n, "no %s", path);
         return 1;
     }
-    if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return dt_fail("%s: cannot stat (%s)", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
         close(fd);
         return dt_fail("%s: %s (expected a dtrain pack, a file; delete it to rebuild)", path, dt_file_kind(st.st_mode));
     }
-    if (fstat(fd, &st) != 0 || (size_t)st.st_size < HEADER) {
+    if ((size_t)st.st_size < HEADER) {
         close(fd);
         return dt_fail("%s: %lld bytes, shorter than a pack header (expected a dtrain pack; delete it to rebuild)",
                        path, (long long)st.st_size);
